@@ -1,0 +1,79 @@
+"""Helios/Philly-style job CSV: read it, and write jobs back out in the same shape.
+
+Required columns: `job_id,user,vc,gpu_num,submit_time,duration`; optional `jobname,state,node_num`
+(others such as `cpu_num,start_time,end_time,queue` are accepted and ignored). Decisions:
+
+- `vc` is the partition (`task_type`), read as a string: `6214e9` must not become 6214000000.0.
+- `submit_time` in plain seconds (integer or float) is trace-relative: values are kept as they are
+  and the origin is 0.0 (the Philly trace starts at 0; re-basing it would shift every result).
+- `submit_time` as `YYYY-MM-DD HH:MM:SS` (the Helios traces) is wall-clock UTC; `read_trace`
+  re-bases it to the earliest kept job. One file may not mix the two.
+- `gpu_num == 0` rows are skipped and counted under "zero GPUs"; an empty `state` is COMPLETED.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Iterator
+from typing import TextIO
+
+from gputwin.core.model import JobSpec
+
+from .fields import parse_count, parse_name, parse_seconds, parse_trace_time
+from .table import Converter, ReadContext, Row, Table, convert_rows, open_text
+
+REQUIRED = ("job_id", "user", "vc", "gpu_num", "submit_time", "duration")
+HEADER = ("job_id", "user", "vc", "jobname", "gpu_num", "state", "submit_time", "duration")
+ZERO_GPUS = "zero GPUs"
+
+
+def read_helios(ctx: ReadContext) -> Iterator[JobSpec]:
+    """Stream the jobs of a Helios CSV in file order, submit times on the file's own clock."""
+    with open_text(ctx) as stream:
+        table = Table.open(ctx, stream, ",")
+        table.require(*REQUIRED)
+        yield from convert_rows(ctx, table, _converter(ctx, table))
+
+
+def _converter(ctx: ReadContext, table: Table) -> Converter:
+    col = table.columns
+    job_id, user, vc, gpus, submit, duration = (col[name] for name in REQUIRED)
+
+    def convert(row: Row, seq: int) -> JobSpec | str:
+        gpu_num = parse_count(row[gpus], "gpu_num")
+        if gpu_num == 0:
+            return ZERO_GPUS
+        submitted, is_date = parse_trace_time(row[submit], "submit_time")
+        ctx.clock.observe(is_date, "submit_time")
+        node_num = table.get(row, "node_num").strip()
+        return JobSpec(
+            job_id=parse_name(row[job_id], "job_id"),
+            submit=submitted,
+            duration=parse_seconds(row[duration], "duration"),
+            gpus=gpu_num,
+            task_type=parse_name(row[vc], "vc"),
+            user=row[user].strip(),
+            name=table.get(row, "jobname").strip(),
+            state=table.get(row, "state").strip() or "COMPLETED",
+            num_nodes=parse_count(node_num, "node_num") if node_num else 0,
+            seq=seq,
+        )
+
+    return convert
+
+
+def write_helios_csv(jobs: Iterable[JobSpec], out: TextIO) -> None:
+    """Write jobs as a Helios CSV that `read_helios` reads back to the same jobs.
+
+    Whole-second times are written as integers so an integer trace stays an integer trace;
+    other floats use repr(), which round-trips exactly.
+    """
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(HEADER)
+    for job in jobs:
+        writer.writerow((job.job_id, job.user, job.task_type, job.name, job.gpus, job.state,
+                         _seconds(job.submit), _seconds(job.duration)))
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))

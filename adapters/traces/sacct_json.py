@@ -1,0 +1,211 @@
+"""`sacct --json` output: SLURM 22.05 (data_parser v0.0.38) and 24.11 (v0.0.41/v0.0.42) layouts.
+
+The document is loaded whole (`json.load`); jobs are then converted one by one in file order.
+Errors name the JSON path (`jobs[3].time.start`) since there is no useful line number. The two
+layouts differ in small ways this reader absorbs:
+
+- a number may be a plain int (22.05) or a "no_val" object `{"set", "infinite", "number"}`
+  (24.11; unset or infinite reads as absent);
+- `state.current` is a string (22.05) or a list of strings (24.11; the first is the state).
+
+Decisions mirror the `sacct -P` reader: times are epoch seconds (`time.submission/start/end`),
+re-based by `read_trace`; start 0/absent -> "never started", end 0/absent -> "still running",
+no GPUs -> "zero GPUs" (skipped and counted). GPUs come from `tres.allocated` (else
+`tres.requested`): the untyped `gres`/`gpu` entry, else the sum of `gpu:TYPE` entries. Steps live
+inside their job and are ignored. Array tasks read as `ARRAY_TASK`, pending remainders as
+`ARRAY_[TASKS]`, het components as `HET+OFFSET`. A job id printed twice (`sacct -D`) keeps its
+last record; earlier ones count as "requeued duplicates". task_type = partition or "default".
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+
+from gputwin.core.model import JobSpec
+
+from .errors import FieldError, TraceError
+from .table import ReadContext, open_text
+
+NEVER_STARTED = "never started"
+STILL_RUNNING = "still running"
+ZERO_GPUS = "zero GPUs"
+REQUEUED = "requeued duplicates"
+
+Json = Mapping[str, object]
+
+
+def read_sacct_json(ctx: ReadContext) -> Iterator[JobSpec]:
+    """The jobs of a `sacct --json` document in file order (epoch-second submit times)."""
+    ctx.clock.observe(True, "jobs")
+    records = _records(ctx)
+    remaining = Counter(_job_id_or_none(job) for job in records)
+    seq = 0
+    for index, job in enumerate(records):
+        try:
+            outcome = _convert(job, seq, remaining)
+        except FieldError as exc:
+            if not ctx.skip_invalid:
+                raise TraceError(ctx.name, None, f"jobs[{index}].{exc.field}", exc.reason) from None
+            ctx.skipped[f"invalid: {exc.field}"] += 1
+            continue
+        if isinstance(outcome, str):
+            ctx.skipped[outcome] += 1
+            continue
+        seq += 1
+        yield outcome
+
+
+def _records(ctx: ReadContext) -> list[Json]:
+    """The `jobs` list of the document (a bare list of jobs is accepted too)."""
+    with open_text(ctx) as stream:
+        try:
+            document: object = json.load(stream)
+        except json.JSONDecodeError as exc:
+            raise TraceError(ctx.name, exc.lineno, "json", exc.msg) from None
+    jobs = document.get("jobs") if isinstance(document, Mapping) else document
+    if not isinstance(jobs, list):
+        raise TraceError(ctx.name, None, "jobs", "missing: want an object with a 'jobs' list")
+    if not jobs:
+        raise TraceError(ctx.name, None, "jobs", "no jobs in the file")
+    for index, job in enumerate(jobs):
+        if not isinstance(job, Mapping):
+            raise TraceError(ctx.name, None, f"jobs[{index}]", f"not an object: {job!r:.60}")
+    return jobs
+
+
+def _convert(job: Json, seq: int, remaining: Counter[str | None]) -> JobSpec | str:
+    job_id = _job_id(job)
+    remaining[job_id] -= 1
+    if remaining[job_id] > 0:
+        return REQUEUED  # a later record of this job is the one that ran to the end
+    times = _object(job, "time")
+    start = _number(times.get("start"), "time.start")
+    if not start:
+        return NEVER_STARTED
+    end = _number(times.get("end"), "time.end")
+    if not end:
+        return STILL_RUNNING
+    if end < start:
+        raise FieldError("time.end", f"negative duration: end is {start - end} s before start")
+    submit = _number(times.get("submission"), "time.submission")
+    if submit is None:
+        raise FieldError("time.submission", "missing")
+    gpus = _gpus(_object(job, "tres"))
+    if gpus == 0:
+        return ZERO_GPUS
+    return JobSpec(
+        job_id=job_id,
+        submit=float(submit),
+        duration=float(end - start),
+        gpus=gpus,
+        task_type=_text(job, "partition") or "default",
+        user=_text(job, "user"),
+        name=_text(job, "name"),
+        state=_state(job),
+        num_nodes=_number(job.get("allocation_nodes"), "allocation_nodes") or 0,
+        seq=seq,
+    )
+
+
+def _job_id(job: Json) -> str:
+    """The id sacct prints: `123`, `123_4` (array task), `123_[5-9]` (pending tasks), `123+0`."""
+    job_id = _number(job.get("job_id"), "job_id")
+    if job_id is None:
+        raise FieldError("job_id", "missing")
+    array, het = _object(job, "array"), _object(job, "het")
+    array_id = _number(array.get("job_id"), "array.job_id")
+    if array_id:
+        task = _number(array.get("task_id"), "array.task_id")
+        if task is not None:
+            return f"{array_id}_{task}"
+        tasks = array.get("task")
+        if isinstance(tasks, str) and tasks:
+            return f"{array_id}_[{tasks}]"
+    het_id = _number(het.get("job_id"), "het.job_id")
+    offset = _number(het.get("job_offset"), "het.job_offset")
+    if het_id and offset is not None:
+        return f"{het_id}+{offset}"
+    return str(job_id)
+
+
+def _job_id_or_none(job: Json) -> str | None:
+    # Counting pass: a bad id is reported (with its path) when the job itself is converted.
+    try:
+        return _job_id(job)
+    except FieldError:
+        return None
+
+
+def _gpus(tres: Json) -> int:
+    """GPUs from allocated TRES, or requested TRES when nothing was allocated."""
+    for which in ("allocated", "requested"):
+        entries = tres.get(which)
+        if entries is None or entries == []:
+            continue
+        if not isinstance(entries, list):
+            raise FieldError(f"tres.{which}", f"not a list: {entries!r:.60}")
+        return _gpu_total(entries, f"tres.{which}")
+    return 0
+
+
+def _gpu_total(entries: Sequence[object], path: str) -> int:
+    total: int | None = None
+    typed = 0
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, Mapping) or entry.get("type") != "gres":
+            continue
+        name = entry.get("name")
+        if not isinstance(name, str) or not (name == "gpu" or name.startswith("gpu:")):
+            continue
+        count = _number(entry.get("count"), f"{path}[{index}].count") or 0
+        if name == "gpu":
+            total = count
+        else:
+            typed += count
+    return typed if total is None else total
+
+
+def _number(value: object, path: str) -> int | None:
+    """An int, or a 24.11 no_val object; None when absent, unset or infinite."""
+    if isinstance(value, Mapping):
+        if value.get("set") is False or value.get("infinite") is True:
+            return None
+        value = value.get("number")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FieldError(path, f"not an integer: {value!r:.60}")
+    if value < 0:
+        raise FieldError(path, f"negative: {value!r}")
+    return value
+
+
+def _object(job: Json, key: str) -> Json:
+    value = job.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise FieldError(key, f"not an object: {value!r:.60}")
+    return value
+
+
+def _text(job: Json, key: str) -> str:
+    value = job.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise FieldError(key, f"not a string: {value!r:.60}")
+    return value.strip()
+
+
+def _state(job: Json) -> str:
+    current = _object(job, "state").get("current")
+    if isinstance(current, list) and current and all(isinstance(s, str) for s in current):
+        current = current[0]
+    if current is None or current == []:
+        return "COMPLETED"
+    if not isinstance(current, str):
+        raise FieldError("state.current", f"not a state: {current!r:.60}")
+    return current.split()[0] if current.strip() else "COMPLETED"

@@ -1,0 +1,1 @@
+"""Operator settings: which backend the operator drives, read from flags or environment."""

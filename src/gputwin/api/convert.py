@@ -1,0 +1,88 @@
+"""Typed resources -> the core's frozen values (TopologySpec, PolicySpec, PartitionSpec, ClusterSpec).
+
+Conversion assumes `gputwin.api.validate` found no problems: references resolve and every node
+exists. Node order is declaration order: the SwitchTopology's node groups in order, a partition's
+hostlist in its own order, a nodeSelector's matches in topology order.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from gputwin.api.meta import expand_hostlist
+from gputwin.api.v1alpha1 import GPUPartition, GPUPartitionSpec, SchedulingPolicy, SwitchTopology
+from gputwin.core.model import (
+    ClusterSpec,
+    NodeSpec,
+    OverheadModel,
+    PartitionSpec,
+    PolicySpec,
+    SwitchSpec,
+    TopologySpec,
+)
+
+
+def topology_spec(topology: SwitchTopology) -> TopologySpec:
+    """The switch tree with every node group's hostlist expanded onto its leaf."""
+    spec = topology.spec
+    nodes = tuple(
+        NodeSpec(name=name, gpus=group.gpus_per_node, switch=group.switch, labels=dict(group.labels))
+        for group in spec.node_groups
+        for name in expand_hostlist(group.nodes)
+    )
+    return TopologySpec(
+        name=topology.metadata.name,
+        switches=tuple(SwitchSpec(s.name, s.parent) for s in spec.switches),
+        nodes=nodes,
+        overhead=OverheadModel(per_tier=spec.comm_overhead.per_tier, cross_node=spec.comm_overhead.cross_node),
+    )
+
+
+def policy_spec(policy: SchedulingPolicy | None) -> PolicySpec:
+    """The core policy; the typed placement and sizing knobs travel in `params`."""
+    if policy is None:
+        return PolicySpec()
+    spec = policy.spec
+    params: dict[str, object] = dict(spec.params)
+    params["max_wait"] = spec.placement.max_wait_seconds
+    # Empty tuple = any GPU count; sorted so sizing can bisect.
+    params["allowed_gpus"] = tuple(sorted(set(spec.sizing.allowed_gpus or ())))
+    params["max_factor"] = spec.sizing.max_factor
+    return PolicySpec(
+        queue=spec.queue.policy,
+        placement=spec.placement.policy,
+        sizing=spec.sizing.policy,
+        backfill=spec.queue.backfill,
+        checkpoint_seconds=spec.preemption.checkpoint_seconds,
+        params=params,
+    )
+
+
+def select_nodes(spec: GPUPartitionSpec, nodes: Sequence[NodeSpec]) -> list[str]:
+    """The partition's node names: its hostlist as written, or the topology nodes its selector matches."""
+    if spec.nodes is not None:
+        return expand_hostlist(spec.nodes)
+    wanted = spec.node_selector.match_labels if spec.node_selector else {}
+    return [n.name for n in nodes if all(n.labels.get(k) == v for k, v in wanted.items())]
+
+
+def partition_spec(
+    partition: GPUPartition, nodes: Sequence[NodeSpec], policies: Mapping[str, SchedulingPolicy]
+) -> PartitionSpec:
+    spec = partition.spec
+    return PartitionSpec(
+        name=partition.metadata.name,
+        nodes=tuple(select_nodes(spec, nodes)),
+        task_types=tuple(spec.task_types),
+        policy=policy_spec(policies[spec.policy] if spec.policy else None),
+        priority_tier=spec.priority_tier,
+        max_gpus_per_job=spec.max_gpus_per_job,
+    )
+
+
+def cluster_spec(
+    topology: SwitchTopology, partitions: Sequence[GPUPartition], policies: Sequence[SchedulingPolicy]
+) -> ClusterSpec:
+    topo = topology_spec(topology)
+    by_name = {p.metadata.name: p for p in policies}
+    return ClusterSpec(topology=topo, partitions=tuple(partition_spec(p, topo.nodes, by_name) for p in partitions))

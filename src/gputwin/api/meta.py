@@ -1,0 +1,155 @@
+"""Building blocks shared by every gputwin.io/v1alpha1 kind: base config, metadata, name types.
+
+Every model is strict (YAML `"8"` is not the integer 8, `true` is not a string), forbids unknown
+keys (a typo is an error, not a silently ignored field) and speaks camelCase on the wire while
+Python code may use snake_case. The validators raise `PydanticCustomError` so the loader can
+show their messages as they are, without pydantic's "Value error," prefix.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+import hostlist
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, WrapValidator
+from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
+from pydantic_core.core_schema import ValidatorFunctionWrapHandler
+
+GROUP = "gputwin.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# The policy vocabulary: SchedulingPolicy uses it, TraceReplay candidates search over it.
+QueuePolicy = Literal["fifo", "sjf", "srtf", "las", "qssf", "priority"]
+PlacementPolicy = Literal["first-fit", "consolidate", "topology-aware"]
+SizingPolicy = Literal["as-requested", "history"]
+
+# Switch and node names end up as Kubernetes label values and SLURM names: same character set.
+HOST_NAME = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+
+
+class ApiModel(BaseModel):
+    """Base of every spec object: camelCase aliases, strict types, unknown keys rejected."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid",
+        strict=True,
+        frozen=True,
+        allow_inf_nan=False,
+    )
+
+
+def _matches(pattern: str, what: str) -> AfterValidator:
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise PydanticCustomError("name_pattern", "'{name}' is not a valid {what}", {"name": value, "what": what})
+        return value
+
+    return AfterValidator(check)
+
+
+# The pattern goes into the JSON schema (so the API server enforces it too) and is checked by a
+# validator with a readable message instead of pydantic's "String should match pattern '^[a-z0…'".
+DnsName = Annotated[
+    str,
+    Field(min_length=1, max_length=253, json_schema_extra={"pattern": DNS1123_SUBDOMAIN}),
+    _matches(DNS1123_SUBDOMAIN, "DNS-1123 subdomain (lowercase letters, digits, '-' and '.'; alphanumeric ends)"),
+]
+DnsLabel = Annotated[
+    str,
+    Field(min_length=1, max_length=63, json_schema_extra={"pattern": DNS1123_LABEL}),
+    _matches(DNS1123_LABEL, "DNS-1123 label (lowercase letters, digits and '-'; alphanumeric ends)"),
+]
+HostName = Annotated[
+    str,
+    Field(min_length=1, max_length=63, json_schema_extra={"pattern": HOST_NAME}),
+    _matches(HOST_NAME, "switch or node name (letters, digits, '-', '_' and '.'; alphanumeric ends)"),
+]
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Expand a SLURM hostlist (`gpu[001-004],cpu7`) in declaration order; ValueError if it is bad."""
+    try:
+        names: list[str] = hostlist.expand_hostlist(text, allow_duplicates=True)
+    except hostlist.BadHostlist as exc:
+        raise ValueError(f"bad hostlist {text!r}: {exc}") from None
+    seen: set[str] = set()
+    for name in names:
+        if not re.fullmatch(HOST_NAME, name):
+            raise ValueError(f"hostlist {text!r} yields {name!r}, which is not a valid node name")
+        if name in seen:
+            raise ValueError(f"hostlist {text!r} names {name!r} twice")
+        seen.add(name)
+    if not names:
+        raise ValueError("hostlist is empty")
+    return names
+
+
+def _check_hostlist(text: str) -> str:
+    try:
+        expand_hostlist(text)
+    except ValueError as exc:
+        raise PydanticCustomError("hostlist", str(exc)) from None
+    return text
+
+
+Hostlist = Annotated[str, Field(min_length=1), AfterValidator(_check_hostlist)]
+
+
+def _one_scalar(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    # One message instead of one error per union member (params.x.str, params.x.int, ...).
+    try:
+        return handler(value)
+    except ValidationError:
+        raise PydanticCustomError("scalar", "must be a string, number or boolean") from None
+
+
+Scalar = Annotated[str | bool | int | float, WrapValidator(_one_scalar)]
+
+
+class ObjectMeta(BaseModel):
+    """The Kubernetes metadata gputwin reads; server-filled keys (uid, resourceVersion…) are ignored."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+    name: DnsName = Field(description="Object name, a DNS-1123 subdomain; other objects refer to it by this name.")
+    namespace: DnsLabel | None = Field(
+        default=None, description="Namespace of namespaced kinds (GPUJob, TraceReplay); unset for cluster-scoped kinds."
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Kubernetes labels.")
+    annotations: dict[str, str] = Field(default_factory=dict, description="Kubernetes annotations.")
+
+
+class ResourceBase(ApiModel):
+    """Fields every kind shares; subclasses narrow `kind` and add `spec`."""
+
+    api_version: Literal["gputwin.io/v1alpha1"] = Field(description="Always gputwin.io/v1alpha1.")
+    metadata: ObjectMeta = Field(description="Standard object metadata; `name` is required.")
+    status: dict[str, Any] | None = Field(
+        default=None, description="Written by the operator, never by users; free-form in v1alpha1."
+    )
+
+
+__all__ = [
+    "API_VERSION",
+    "GROUP",
+    "VERSION",
+    "ApiModel",
+    "DnsLabel",
+    "DnsName",
+    "HostName",
+    "Hostlist",
+    "ObjectMeta",
+    "PlacementPolicy",
+    "QueuePolicy",
+    "SizingPolicy",
+    "ResourceBase",
+    "Scalar",
+    "expand_hostlist",
+]

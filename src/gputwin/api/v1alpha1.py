@@ -1,0 +1,273 @@
+"""The gputwin.io/v1alpha1 custom resources as pydantic models: the one source of truth.
+
+The cluster kinds (SwitchTopology, GPUPartition, SchedulingPolicy) are complete: the simulator and
+the SLURM compiler read them now. The workload kinds (GPUJob, TraceReplay) live in
+`gputwin.api.workloads` and are re-exported here. The CRD schemas in `crds/` are generated from
+these classes, so every field carries a description (`kubectl explain`), enums are `Literal`s and
+bounds are `ge`/`le`. Wire names are camelCase (`nodeGroups`, `gpusPerNode`).
+
+Cross-object rules (references resolve, no node in two partitions, the tree is a tree) need more
+than one object and are checked by `gputwin.api.validate`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal, Self
+
+from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from gputwin.api.meta import (
+    API_VERSION,
+    ApiModel,
+    DnsName,
+    HostName,
+    Hostlist,
+    PlacementPolicy,
+    QueuePolicy,
+    ResourceBase,
+    Scalar,
+    SizingPolicy,
+)
+from gputwin.api.workloads import (
+    Candidate,
+    ConfigMapRef,
+    GPUJob,
+    GPUJobSpec,
+    SacctWindow,
+    TraceReplay,
+    TraceReplaySpec,
+    TraceSource,
+)
+
+# --- SwitchTopology -------------------------------------------------------------------------------
+
+
+class Switch(ApiModel):
+    """One switch of the tree; the root has no parent."""
+
+    name: HostName = Field(description="Switch name, unique in the topology.")
+    parent: HostName | None = Field(
+        default=None, description="Name of the switch one tier up (leaf -> spine -> core); unset for the root."
+    )
+
+
+class NodeGroup(ApiModel):
+    """Nodes hanging off one leaf switch, all with the same GPU count and labels."""
+
+    switch: HostName = Field(description="The leaf switch these nodes connect to (a switch with no child switches).")
+    nodes: Hostlist = Field(
+        description="Node names in SLURM hostlist syntax, e.g. gpu[001-016],gpu020; declaration order is kept."
+    )
+    gpus_per_node: int = Field(default=8, ge=0, le=64, description="GPUs on each node of the group.")
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels of every node in the group; GPUPartition nodeSelectors match them."
+    )
+
+
+class CommOverhead(ApiModel):
+    """How much longer a job runs when its GPUs are spread out (patent claim 5).
+
+    The duration is multiplied by 1 + crossNode * [job spans more than one node] + perTier * tiers,
+    where tiers is 0 under one leaf switch, 1 when the job's leaves meet at a spine, and so on.
+    """
+
+    per_tier: float = Field(
+        default=0.0, ge=0.0, le=10.0, description="Extra run-time fraction per switch tier crossed (0.1 = +10%)."
+    )
+    cross_node: float = Field(
+        default=0.0, ge=0.0, le=10.0, description="Extra run-time fraction once a job spans more than one node."
+    )
+
+
+class SwitchTopologySpec(ApiModel):
+    """The switch tree (leaf -> spine -> ...) and the GPU nodes under its leaves."""
+
+    switches: list[Switch] = Field(min_length=1, description="Every switch, each naming its parent; one root.")
+    node_groups: list[NodeGroup] = Field(
+        min_length=1, description="Nodes per leaf switch; node order across groups is the cluster's node order."
+    )
+    comm_overhead: CommOverhead = Field(
+        default_factory=CommOverhead, description="Communication-overhead model for jobs spanning nodes or switches."
+    )
+
+
+class SwitchTopology(ResourceBase):
+    """The network: switches, nodes and GPUs (cluster-scoped; exactly one per cluster)."""
+
+    scope: ClassVar[str] = "Cluster"
+    kind: Literal["SwitchTopology"] = Field(description="SwitchTopology.")
+    spec: SwitchTopologySpec = Field(description="Switch tree, nodes and overhead model.")
+
+
+# --- GPUPartition ---------------------------------------------------------------------------------
+
+
+class LabelSelector(ApiModel):
+    """Select nodes by their node-group labels (all must match); empty selects every node."""
+
+    match_labels: dict[str, str] = Field(
+        default_factory=dict, description="Labels a node must carry, all of them, to join the partition."
+    )
+
+
+class GPUPartitionSpec(ApiModel):
+    """Nodes grouped by the task types they serve (patent claims 2 and 4)."""
+
+    topology: DnsName = Field(description="Name of the SwitchTopology the nodes belong to.")
+    task_types: list[Annotated[str, Field(min_length=1)]] = Field(
+        min_length=1,
+        description='Job task types routed here; "*" catches jobs whose task type no other partition serves.',
+    )
+    nodes: Hostlist | None = Field(
+        default=None, description="The partition's nodes as a SLURM hostlist; set this or nodeSelector, not both."
+    )
+    node_selector: LabelSelector | None = Field(
+        default=None, description="Pick nodes by label instead of listing them; set this or nodes, not both."
+    )
+    policy: DnsName | None = Field(
+        default=None, description="Name of the SchedulingPolicy to use; unset = fifo, first-fit, as-requested."
+    )
+    priority_tier: int = Field(
+        default=0, ge=0, le=65533, description="Higher tiers are scheduled first and may preempt lower ones (SLURM PriorityTier)."
+    )
+    max_gpus_per_job: int = Field(default=0, ge=0, alias="maxGPUsPerJob", description="Largest GPU request accepted; 0 = no limit.")
+
+    @model_validator(mode="after")
+    def _one_node_source(self) -> Self:
+        if (self.nodes is None) == (self.node_selector is None):
+            raise PydanticCustomError("node_source", "set exactly one of nodes or nodeSelector")
+        return self
+
+
+class GPUPartition(ResourceBase):
+    """A set of nodes with its own queue and policy (cluster-scoped)."""
+
+    scope: ClassVar[str] = "Cluster"
+    kind: Literal["GPUPartition"] = Field(description="GPUPartition.")
+    spec: GPUPartitionSpec = Field(description="Topology, served task types, nodes, policy and limits.")
+
+
+# --- SchedulingPolicy -----------------------------------------------------------------------------
+
+
+class QueueSpec(ApiModel):
+    """Which waiting job goes next."""
+
+    policy: QueuePolicy = Field(
+        default="fifo",
+        description="fifo: submit order; sjf: shortest duration first; srtf: shortest remaining time, preemptive; "
+        "las: least attained service, preemptive; qssf: shortest predicted service from history; "
+        "priority: job priority, then submit order.",
+    )
+    backfill: bool = Field(default=False, description="Let later jobs start when they do not delay the head job.")
+
+
+class PreemptionSpec(ApiModel):
+    """Cost of preempting a running job (used by preemptive queue policies and priority tiers)."""
+
+    checkpoint_seconds: float | None = Field(
+        default=None, ge=0.0, description="Seconds a preempted job loses to checkpoint and restore; unset = no cost."
+    )
+
+
+class PlacementSpec(ApiModel):
+    """Which free GPUs a started job gets."""
+
+    policy: PlacementPolicy = Field(
+        default="first-fit",
+        description="first-fit: any free GPUs in node order; consolidate: fewest nodes; "
+        "topology-aware: fewest switch tiers, waiting up to maxWaitSeconds for a one-switch slot.",
+    )
+    max_wait_seconds: float = Field(
+        default=300.0, ge=0.0, description="topology-aware only: longest wait for a compact slot before spreading."
+    )
+
+
+class SizingSpec(ApiModel):
+    """How many GPUs a job is given (patent claim 3)."""
+
+    policy: SizingPolicy = Field(
+        default="as-requested",
+        description="as-requested: the GPUs the job asked for; history: a count chosen from past jobs' "
+        "completion and wait times.",
+    )
+    allowed_gpus: list[Annotated[int, Field(ge=1)]] | None = Field(
+        default=None,
+        alias="allowedGPUs",
+        min_length=1, description="GPU counts sizing may choose from, e.g. [1, 2, 4, 8]; unset = any."
+    )
+    max_factor: float = Field(
+        default=2.0, ge=1.0, le=64.0, description="history only: never more than this many times the request."
+    )
+
+
+RESERVED_PARAMS = frozenset({"max_wait", "allowed_gpus", "max_factor"})
+
+
+class SchedulingPolicySpec(ApiModel):
+    """Queue order, preemption, placement and GPU sizing of the partitions that reference it."""
+
+    queue: QueueSpec = Field(default_factory=QueueSpec, description="Queue ordering and backfill.")
+    preemption: PreemptionSpec = Field(default_factory=PreemptionSpec, description="Preemption cost.")
+    placement: PlacementSpec = Field(default_factory=PlacementSpec, description="GPU placement.")
+    sizing: SizingSpec = Field(default_factory=SizingSpec, description="GPU-count sizing.")
+    params: dict[str, Scalar] = Field(
+        default_factory=dict,
+        description="Policy-specific knobs (strings, numbers or booleans), documented by each policy, "
+        "e.g. qssf_estimator. max_wait, allowed_gpus and max_factor are set by the typed fields above.",
+    )
+
+    @model_validator(mode="after")
+    def _no_reserved_params(self) -> Self:
+        # The loader folds the typed fields into the core's params under these keys: no silent override.
+        clash = sorted(RESERVED_PARAMS & self.params.keys())
+        if clash:
+            raise PydanticCustomError(
+                "reserved_param", "params may not set {keys}: use the typed fields", {"keys": ", ".join(clash)}
+            )
+        return self
+
+
+class SchedulingPolicy(ResourceBase):
+    """A named scheduling policy that partitions reference (cluster-scoped)."""
+
+    scope: ClassVar[str] = "Cluster"
+    kind: Literal["SchedulingPolicy"] = Field(description="SchedulingPolicy.")
+    spec: SchedulingPolicySpec = Field(description="Queue, preemption, placement, sizing and free-form params.")
+
+
+# --- all kinds ------------------------------------------------------------------------------------
+
+Resource = SwitchTopology | GPUPartition | SchedulingPolicy | GPUJob | TraceReplay
+KINDS: dict[str, type[Resource]] = {
+    cls.__name__: cls for cls in (SwitchTopology, GPUPartition, SchedulingPolicy, GPUJob, TraceReplay)
+}
+
+__all__ = [
+    "API_VERSION",
+    "KINDS",
+    "Candidate",
+    "CommOverhead",
+    "ConfigMapRef",
+    "GPUJob",
+    "GPUJobSpec",
+    "GPUPartition",
+    "GPUPartitionSpec",
+    "LabelSelector",
+    "NodeGroup",
+    "PlacementSpec",
+    "PreemptionSpec",
+    "QueueSpec",
+    "Resource",
+    "SacctWindow",
+    "SchedulingPolicy",
+    "SchedulingPolicySpec",
+    "SizingSpec",
+    "Switch",
+    "SwitchTopology",
+    "SwitchTopologySpec",
+    "TraceReplay",
+    "TraceReplaySpec",
+    "TraceSource",
+]

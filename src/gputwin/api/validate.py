@@ -1,0 +1,137 @@
+"""Cross-object checks of a declared cluster: what no single resource can validate on its own.
+
+`check_cluster` takes the parsed documents (each already valid by its own schema) and returns every
+problem it finds: duplicate names, not exactly one SwitchTopology, a switch tree that is not a
+tree (via `gputwin.core.topology.Topology`), partition references that do not resolve, partition
+nodes missing from the topology or claimed twice. Nothing is raised, so the loader can report all
+problems at once and the operator can turn each into a status condition.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Sequence
+
+from gputwin.api.convert import select_nodes, topology_spec
+from gputwin.api.meta import expand_hostlist
+from gputwin.api.problems import Problem
+from gputwin.api.v1alpha1 import GPUPartition, Resource, SchedulingPolicy, SwitchTopology
+from gputwin.core.model import NodeSpec
+from gputwin.core.topology import Topology, TopologyError
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A parsed resource and where it came from (`FILE:docN`, or `Kind/name` in the operator)."""
+
+    where: str
+    resource: Resource
+
+
+def check_cluster(documents: Sequence[Document], source: str) -> list[Problem]:
+    """Every cross-object problem; `source` names the whole input for problems of no one document."""
+    problems = _duplicate_names(documents)
+    topologies = [(d.where, d.resource) for d in documents if isinstance(d.resource, SwitchTopology)]
+    if not topologies:
+        return [*problems, Problem(source, "kind", "no SwitchTopology found; exactly one is required")]
+    if len(topologies) > 1:
+        # Which topology partitions should match is unclear, so stop before reference checks.
+        first = topologies[0][0]
+        return problems + [
+            Problem(where, "kind", f"a second SwitchTopology (the first is in {first}); exactly one is allowed")
+            for where, _ in topologies[1:]
+        ]
+    where, topology = topologies[0]
+    problems += _tree_problems(where, topology)
+    problems += _partition_problems(documents, topology)
+    return problems
+
+
+def _duplicate_names(documents: Sequence[Document]) -> list[Problem]:
+    first: dict[tuple[str, str | None, str], str] = {}
+    problems = []
+    for doc in documents:
+        meta = doc.resource.metadata
+        key = (doc.resource.kind, meta.namespace, meta.name)
+        if key in first:
+            reason = f"{doc.resource.kind} {meta.name!r} is already declared in {first[key]}"
+            problems.append(Problem(doc.where, "metadata.name", reason))
+        first.setdefault(key, doc.where)
+    return problems
+
+
+_NODE_FIELD = re.compile(r"nodes\[(\d+)\]\.(\w+)")
+_GROUP_FIELD = {"name": "nodes", "switch": "switch", "gpus": "gpusPerNode"}
+
+
+def _tree_problems(where: str, topology: SwitchTopology) -> list[Problem]:
+    try:
+        Topology(topology_spec(topology))
+    except TopologyError as exc:
+        return [Problem(where, _manifest_field(exc.field, topology), exc.reason)]
+    return []
+
+
+def _manifest_field(core_field: str, topology: SwitchTopology) -> str:
+    """Translate the core's `nodes[17].switch` into the manifest's `spec.nodeGroups[2].switch`."""
+    match = _NODE_FIELD.fullmatch(core_field)
+    if match is None:
+        # switches[i] line up one to one; bare "nodes" means the node groups as a whole.
+        return "spec." + ("nodeGroups" if core_field == "nodes" else core_field)
+    groups = [g for g, group in enumerate(topology.spec.node_groups) for _ in expand_hostlist(group.nodes)]
+    node, attr = int(match[1]), match[2]
+    return f"spec.nodeGroups[{groups[node]}].{_GROUP_FIELD.get(attr, attr)}"
+
+
+def _partition_problems(documents: Sequence[Document], topology: SwitchTopology) -> list[Problem]:
+    topo_name = topology.metadata.name
+    nodes = topology_spec(topology).nodes
+    policies = sorted(d.resource.metadata.name for d in documents if isinstance(d.resource, SchedulingPolicy))
+    owner: dict[str, str] = {}
+    problems: list[Problem] = []
+    for doc in documents:
+        if not isinstance(doc.resource, GPUPartition):
+            continue
+        spec = doc.resource.spec
+        if spec.topology != topo_name:
+            problems.append(Problem(doc.where, "spec.topology", f"unknown SwitchTopology {spec.topology!r}; declared: {topo_name!r}"))
+        if spec.policy is not None and spec.policy not in policies:
+            declared = ", ".join(repr(p) for p in policies) or "none"
+            problems.append(Problem(doc.where, "spec.policy", f"unknown SchedulingPolicy {spec.policy!r}; declared: {declared}"))
+        problems += _node_problems(doc.where, doc.resource, nodes, topo_name, owner)
+    return problems
+
+
+def _node_problems(
+    where: str, partition: GPUPartition, nodes: Sequence[NodeSpec], topo_name: str, owner: dict[str, str]
+) -> list[Problem]:
+    """Nodes the partition selects that do not exist or another partition already holds."""
+    spec, name = partition.spec, partition.metadata.name
+    field = "spec.nodes" if spec.nodes is not None else "spec.nodeSelector.matchLabels"
+    selected = select_nodes(spec, nodes)
+    if not selected:
+        return [Problem(where, field, f"selects no nodes of SwitchTopology {topo_name!r}")]
+    known = {n.name for n in nodes}
+    problems = []
+    missing = [n for n in selected if n not in known]
+    if missing:
+        problems.append(Problem(where, field, f"{_names(missing)} not in SwitchTopology {topo_name!r}"))
+    clashes: dict[str, list[str]] = defaultdict(list)
+    for node in selected:
+        if node in owner:
+            clashes[owner[node]].append(node)
+        owner.setdefault(node, name)
+    for other, taken in clashes.items():
+        problems.append(Problem(where, field, f"{_names(taken)} already in GPUPartition {other!r}"))
+    return problems
+
+
+def _names(nodes: Sequence[str], shown: int = 3) -> str:
+    """`node 'a'` or `nodes 'a', 'b', 'c' and 5 more`: enough to find them, short enough to read."""
+    if len(nodes) == 1:
+        return f"node {nodes[0]!r}"
+    head = ", ".join(repr(n) for n in nodes[:shown])
+    more = f" and {len(nodes) - shown} more" if len(nodes) > shown else ""
+    return f"{len(nodes)} nodes {head}{more}"

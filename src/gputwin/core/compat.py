@@ -1,0 +1,50 @@
+"""The reference simulator's own rules, for `--compat helios` (HeliosArtifact, QSSF Service).
+
+Only what differs from gputwin's native behaviour lives here: its consolidate placer (worst fit
+for the remainder of a multi-node job, whole free nodes only), and its checkpoint cost table. Its
+`random` placer is deterministic first fit, so compat maps it to `FirstFit`. The time rules (a
+preempted-then-resumed SRTF job is released one tick late) are parameters of the scheduler, set
+by `gputwin.core.scheduler.SchedulerOptions.helios()`.
+"""
+
+from __future__ import annotations
+
+from gputwin.core.ledger import Ledger
+from gputwin.core.placement import Slots
+
+
+def helios_checkpoint_cost(gpus: int) -> float:
+    """Seconds added to a preempted job's remaining time: 7 s for 1 GPU, 30 s up to 8, 60 s above."""
+    if gpus == 1:
+        return 7.0
+    return 30.0 if gpus <= 8 else 60.0
+
+
+class HeliosConsolidate:
+    """The reference consolidate placer, decision for decision (8-GPU nodes).
+
+    <= 8 GPUs: best fit on one node. More: whole free nodes, lowest index first; a remainder goes on
+    the next node in most-free-first order if it has room (worst fit), else the job waits.
+    """
+
+    name = "consolidate"
+
+    def place(self, ledger: Ledger, gpus: int, waited: float) -> Slots | None:
+        if ledger.free_gpus < gpus:
+            return None
+        per_node = ledger.max_node_gpus
+        if gpus <= per_node:
+            node = ledger.best_fit_node(gpus)
+            return None if node is None else ((node, gpus),)
+        whole, rest = divmod(gpus, per_node)
+        idle = ledger.idle_nodes()
+        if len(idle) < whole:
+            return None
+        slots = tuple((int(n), per_node) for n in idle[:whole])
+        if not rest:
+            return slots
+        taken = {n for n, _ in slots}
+        nxt = next((n for n in ledger.fullest_first() if n not in taken), None)
+        if nxt is None or ledger.free[nxt] < rest:
+            return None
+        return slots + ((int(nxt), rest),)

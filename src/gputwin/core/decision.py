@@ -1,0 +1,72 @@
+"""What one scheduling cycle decided, for a driver to carry out in its world.
+
+The simulator turns a `Start` into an end event; the Kubernetes backend into pods bound to nodes;
+a `Preempt` into a cancelled event or deleted pods. The core has already committed the decision to
+its own accounting, so a driver that fails to carry one out must tell the core (`abort_start`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    job_id: str
+    partition: str
+    slots: tuple[tuple[int, int], ...]  # (node index, GPUs)
+    run_seconds: float  # how long this run segment lasts, overhead included
+    overhead: float  # communication overhead fraction applied to this segment
+    leaves: int
+    tiers: int
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    job_id: str
+    partition: str
+    checkpoint_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Resize:
+    job_id: str
+    requested: int
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    job_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    starts: tuple[Start, ...] = ()
+    preempts: tuple[Preempt, ...] = ()
+    resizes: tuple[Resize, ...] = ()
+    rejects: tuple[Reject, ...] = ()
+    # (time, partition): run that partition's cycle again by then even if nothing else happens
+    wakes: tuple[tuple[float, str], ...] = ()
+
+
+@dataclass
+class DecisionBuilder:
+    """Collects one cycle's decisions; `build()` freezes them."""
+
+    starts: list[Start] = field(default_factory=list)
+    preempts: list[Preempt] = field(default_factory=list)
+    resizes: list[Resize] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)
+    wakes: dict[str, float] = field(default_factory=dict)
+
+    def wake(self, when: float | None, partition: str) -> None:
+        """Ask for `partition` to be reconsidered at `when` (the earliest request wins)."""
+        if when is not None and when < self.wakes.get(partition, float("inf")):
+            self.wakes[partition] = when
+
+    def build(self) -> Decision:
+        wakes = tuple(sorted((t, p) for p, t in self.wakes.items()))
+        return Decision(tuple(self.starts), tuple(self.preempts), tuple(self.resizes), tuple(self.rejects), wakes)

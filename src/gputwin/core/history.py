@@ -1,0 +1,90 @@
+"""What the scheduler has learnt from finished jobs: run-time and wait statistics.
+
+One `JobHistory` feeds both learning-based decisions of the patent:
+* QSSF (claim 6) asks `predict_duration(job)`: the mean run time of earlier jobs of the same
+  user and job name, falling back to the same user and name stem (`train-7` -> `train-`), the user,
+  the task type, then everything seen; `prior` when nothing has been seen yet.
+* GPU sizing (claim 3) asks `run_stats` / `wait_stats` per partition, task type and GPU count.
+
+Estimators are pluggable through the `Estimator` protocol; `HistoryEstimator` is the built-in one.
+A trained model can implement `predict` and `observe` and be passed to the scheduler instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+from gputwin.core.model import JobSpec
+
+_DIGITS = re.compile(r"\d+$")
+
+
+@dataclass(slots=True)
+class Mean:
+    """A running mean (count and average), updated in O(1)."""
+
+    count: int = 0
+    mean: float = 0.0
+
+    def add(self, value: float) -> None:
+        self.count += 1
+        self.mean += (value - self.mean) / self.count
+
+
+class Estimator(Protocol):
+    """Predicts a job's run time (seconds on its requested GPUs) and learns from finished jobs."""
+
+    def predict(self, job: JobSpec) -> float: ...
+
+    def observe(self, job: JobSpec, run_seconds: float) -> None: ...
+
+
+class HistoryEstimator:
+    """Mean run time over the most specific group of earlier jobs that has any."""
+
+    def __init__(self, prior: float = 3600.0) -> None:
+        self.prior = prior
+        self._groups: dict[tuple[str, ...], Mean] = {}
+
+    @staticmethod
+    def _keys(job: JobSpec) -> tuple[tuple[str, ...], ...]:
+        stem = _DIGITS.sub("", job.name)
+        return (
+            ("name", job.user, job.name),
+            ("stem", job.user, stem),
+            ("user", job.user),
+            ("type", job.task_type),
+            ("all",),
+        )
+
+    def predict(self, job: JobSpec) -> float:
+        for key in self._keys(job):
+            group = self._groups.get(key)
+            if group is not None and group.count:
+                return group.mean
+        return self.prior
+
+    def observe(self, job: JobSpec, run_seconds: float) -> None:
+        for key in self._keys(job):
+            self._groups.setdefault(key, Mean()).add(run_seconds)
+
+
+class JobHistory:
+    """Run and wait statistics by (partition, task type, GPU count), for GPU sizing."""
+
+    def __init__(self) -> None:
+        self._run: dict[tuple[str, str, int], Mean] = {}
+        self._wait: dict[tuple[str, str, int], Mean] = {}
+
+    def record(self, partition: str, job: JobSpec, gpus: int, run_seconds: float, wait: float) -> None:
+        key = (partition, job.task_type, gpus)
+        self._run.setdefault(key, Mean()).add(run_seconds)
+        self._wait.setdefault(key, Mean()).add(wait)
+
+    def run_stats(self, partition: str, task_type: str, gpus: int) -> Mean:
+        return self._run.get((partition, task_type, gpus), Mean())
+
+    def wait_stats(self, partition: str, task_type: str, gpus: int) -> Mean:
+        return self._wait.get((partition, task_type, gpus), Mean())

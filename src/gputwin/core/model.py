@@ -1,0 +1,142 @@
+"""Values the scheduling core speaks in: jobs, nodes, switches, partitions, policies, placements.
+
+Everything here is a frozen dataclass: cheap to share between the simulator, the operator and the
+SLURM adapter, impossible to mutate behind the scheduler's back. Times are seconds as floats on
+whatever clock the caller uses (virtual time in the simulator, epoch seconds live); the core never
+reads a clock itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+# --- jobs -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """One GPU job as submitted: from a trace record, a GPUJob resource or a SLURM job.
+
+    `seq` is the job's position in its source (file order); it is the final tie-break of every
+    ordering, so equal keys always resolve the same way.
+    """
+
+    job_id: str
+    submit: float
+    duration: float
+    gpus: int
+    task_type: str
+    user: str = ""
+    name: str = ""
+    state: str = "COMPLETED"
+    priority: int = 0
+    num_nodes: int = 0
+    seq: int = 0
+
+
+# --- topology -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchSpec:
+    """A network switch; `parent` is None for the root(s) of the tree."""
+
+    name: str
+    parent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """A GPU node hanging off one leaf switch."""
+
+    name: str
+    gpus: int
+    switch: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class OverheadModel:
+    """Extra run time a job pays when its GPUs are spread out (patent claim 5).
+
+    The job's duration is multiplied by `1 + fraction`, where
+    `fraction = cross_node * [job spans > 1 node] + per_tier * (switch tiers crossed)`.
+    Tiers crossed is 0 when every GPU sits under one leaf switch, 1 when the job's leaves meet at
+    their parent (a spine), 2 one level higher, and so on.
+    """
+
+    per_tier: float = 0.0
+    cross_node: float = 0.0
+
+    def fraction(self, nodes: int, tiers: int) -> float:
+        return (self.cross_node if nodes > 1 else 0.0) + self.per_tier * tiers
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpec:
+    """The switch tree and the nodes under its leaves, as declared by a SwitchTopology."""
+
+    name: str
+    switches: tuple[SwitchSpec, ...]
+    nodes: tuple[NodeSpec, ...]
+    overhead: OverheadModel = OverheadModel()
+
+
+# --- policies and partitions ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """How one partition schedules: queue order, placement, GPU sizing, preemption.
+
+    `params` carries policy-specific knobs (for example `las_thresholds`, `qssf_estimator`,
+    `topology_max_wait`); each plugin documents and validates the keys it reads.
+    """
+
+    queue: str = "fifo"
+    placement: str = "first-fit"
+    sizing: str = "as-requested"
+    backfill: bool = False
+    checkpoint_seconds: float | None = None
+    params: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionSpec:
+    """Nodes grouped by the task types they serve (patent claims 2 and 4)."""
+
+    name: str
+    nodes: tuple[str, ...]
+    task_types: tuple[str, ...]
+    policy: PolicySpec = PolicySpec()
+    priority_tier: int = 0
+    max_gpus_per_job: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    """A whole declared cluster: one topology and the partitions carved out of it."""
+
+    topology: TopologySpec
+    partitions: tuple[PartitionSpec, ...]
+
+
+# --- decisions ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """GPUs chosen for one job: `(node index, gpus)` pairs plus the span they imply."""
+
+    slots: tuple[tuple[int, int], ...]
+    leaves: int
+    tiers: int
+
+    @property
+    def nodes(self) -> int:
+        return len(self.slots)
+
+    @property
+    def gpus(self) -> int:
+        return sum(g for _, g in self.slots)

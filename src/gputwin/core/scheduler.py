@@ -1,0 +1,279 @@
+"""The scheduling core's entry points: submit, complete, and `run_cycle(now) -> Decision`.
+
+One `Scheduler` holds a cluster's partitions and decides for all of them. Drivers call it the same
+way in both environments: the simulator with virtual time, the operator with wall-clock time
+read outside the core. The flow of a job (patent claim 1):
+
+    submit   -> routed by task type to its partition (claim 2), sized (claim 3), queued
+    run_cycle-> the partition's queue policy orders it; a placer picks GPUs (claim 3); the
+                communication overhead of the span is added to its run time (claim 5)
+    complete -> GPUs freed; its run and wait feed the history that QSSF and sizing learn from
+
+Two loops serve every queue policy: `_strict` (non-preemptive, head-of-line order, optional EASY
+backfill) and `_preemptive` (rank queued and running jobs together, preempt what no longer fits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from gputwin.core.compat import helios_checkpoint_cost
+from gputwin.core.decision import Decision, DecisionBuilder, Preempt, Reject, Resize, Start
+from gputwin.core.history import Estimator, HistoryEstimator, JobHistory
+from gputwin.core.ledger import Ledger
+from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec
+from gputwin.core.plugins import make_placer, make_sizer
+from gputwin.core.policies import make_policy
+from gputwin.core.state import JobState, PartitionState, Phase
+from gputwin.core.topology import Topology
+
+_EMPTY = Decision()
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerOptions:
+    """Knobs that are about the scheduler, not about one partition's policy.
+
+    `release_lag` delays the end of preemptive jobs' runs (the reference simulator releases SRTF
+    jobs one tick late); `wake_after_change` re-runs preemptive partitions one second after any
+    change (its per-second loop does). `compat` selects compatibility placers ("helios").
+    """
+
+    checkpoint_cost: Callable[[int], float] = helios_checkpoint_cost
+    release_lag: float = 0.0
+    wake_after_change: bool = False
+    backfill_depth: int = 256
+    compat: str | None = None
+    seed: int = 0
+
+    @staticmethod
+    def helios(seed: int = 0) -> SchedulerOptions:
+        return SchedulerOptions(release_lag=1.0, wake_after_change=True, compat="helios", seed=seed)
+
+
+class Scheduler:
+    """Partitions, their queues and ledgers, and the history every policy learns from."""
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        options: SchedulerOptions = SchedulerOptions(),
+        estimator: Estimator | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.options = options
+        self.topology = Topology(cluster.topology)
+        self.estimator: Estimator = estimator or HistoryEstimator()
+        self.history = JobHistory()
+        self.partitions: dict[str, PartitionState] = {p.name: self._partition(p) for p in cluster.partitions}
+        self.routes, self.catch_all = _routes(cluster.partitions)
+        self.jobs: dict[str, JobState] = {}
+        self._order = 0
+        self._dirty: set[str] = set()
+
+    def _partition(self, spec: PartitionSpec) -> PartitionState:
+        nodes = [self.topology.node_index[n] for n in spec.nodes]
+        policy = spec.policy
+        return PartitionState(
+            spec=spec,
+            ledger=Ledger(self.topology, nodes),
+            policy=make_policy(policy.queue, dict(policy.params)),
+            placer=make_placer(policy.placement, policy.params, self.options.compat, self.options.seed),
+            sizer=make_sizer(policy.sizing, policy.params),
+        )
+
+    def _next_order(self) -> int:
+        self._order += 1
+        return self._order
+
+    # --- events from the driver -------------------------------------------------------------------
+
+    def route(self, spec: JobSpec) -> str | None:
+        """The partition serving this job's task type (claim 2), or None."""
+        return self.routes.get(spec.task_type, self.catch_all)
+
+    def submit(self, spec: JobSpec, now: float) -> Decision:
+        """Route, size and queue a new job. Rejections and resizes come back as a Decision."""
+        name = self.route(spec)
+        if name is None:
+            return Decision(rejects=(Reject(spec.job_id, f"no partition serves task type {spec.task_type!r}"),))
+        part = self.partitions[name]
+        problem = _admission_problem(spec, part)
+        if problem:
+            return Decision(rejects=(Reject(spec.job_id, problem),))
+        choice = part.sizer.size(spec, name, part.ledger.total_gpus, self.history)
+        job = JobState(spec, name, choice.gpus, choice.duration, self.estimator.predict(spec))
+        self.jobs[spec.job_id] = job
+        part.enqueue(job, self._next_order(), now)
+        self._dirty.add(name)
+        if choice.gpus != spec.gpus:
+            return Decision(resizes=(Resize(spec.job_id, spec.gpus, choice.gpus),))
+        return _EMPTY
+
+    def complete(self, job_id: str, now: float) -> JobState:
+        """A running job finished at `now`: free its GPUs and learn from it."""
+        job = self.jobs.pop(job_id)
+        part = self.partitions[job.partition]
+        del part.running[job_id]
+        part.ledger.release(job.slots)
+        job.attained = job.attained_at(now)
+        job.phase, job.end, job.work_left = Phase.DONE, now, 0.0
+        self.history.record(job.partition, job.spec, job.gpus, job.duration, job.wait)
+        self.estimator.observe(job.spec, job.spec.duration)
+        self._dirty.add(job.partition)
+        return job
+
+    def abort_start(self, job_id: str, now: float) -> None:
+        """A driver could not carry out a Start: give the GPUs back and queue the job again."""
+        job = self.jobs[job_id]
+        part = self.partitions[job.partition]
+        del part.running[job_id]
+        part.ledger.release(job.slots)
+        job.slots = ()
+        part.enqueue(job, job.order, now)
+        self._dirty.add(job.partition)
+
+    def wake(self, partition: str | None = None) -> None:
+        """Mark partitions for the next cycle (a timer fired, a policy changed)."""
+        self._dirty.update([partition] if partition else self.partitions)
+
+    # --- the cycle --------------------------------------------------------------------------------
+
+    def run_cycle(self, now: float) -> Decision:
+        """Decide starts and preemptions for every partition that changed since the last cycle."""
+        if not self._dirty:
+            return _EMPTY
+        out = DecisionBuilder()
+        for name in sorted(self._dirty):
+            part = self.partitions[name]
+            if part.policy.preemptive:
+                self._preemptive(part, now, out)
+            else:
+                self._strict(part, now, out)
+        self._dirty.clear()
+        return out.build()
+
+    def _strict(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
+        """Head-of-line order: start jobs until one does not fit, then (optionally) backfill."""
+        queue = part.queue
+        while queue:
+            job = part.queued[queue[0][1]]
+            if not self._try_start(part, job, now, out):
+                if part.spec.policy.backfill:
+                    self._backfill(part, job, now, out)
+                return
+
+    def _backfill(self, part: PartitionState, head: JobState, now: float, out: DecisionBuilder) -> None:
+        """EASY backfill: a later job may start now only if it cannot delay the head's reservation."""
+        shadow, extra = _reservation(part, head)
+        for _, order in list(part.queue.islice(1, 1 + self.options.backfill_depth)):
+            job = part.queued[order]
+            ends_in_time = now + job.work_left <= shadow
+            if not ends_in_time and job.gpus > extra:
+                continue
+            if self._try_start(part, job, now, out) and not ends_in_time:
+                extra -= job.gpus
+
+    def _preemptive(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
+        """Rank queued and running jobs together; whatever no longer fits the quota is preempted."""
+        ranked = [(job.key, 0, job.order, job) for job in part.queued.values()]
+        ranked += [(part.policy.key(j, now), 1, j.order, j) for j in part.running.values()]
+        ranked.sort(key=lambda r: r[:3])
+        quota = part.ledger.total_gpus
+        to_run: list[JobState] = []
+        victims: list[JobState] = []
+        for _, _, _, job in ranked:
+            if job.gpus <= quota:
+                quota -= job.gpus
+                if job.phase is Phase.QUEUED:
+                    to_run.append(job)
+            elif job.phase is Phase.RUNNING:
+                victims.append(job)
+        changed = bool(victims)
+        for job in victims:
+            self._preempt(part, job, now, out)
+        for job in to_run:
+            changed |= self._try_start(part, job, now, out)
+        if changed and self.options.wake_after_change:
+            out.wake(now + 1.0, part.name)
+        for job in part.running.values():
+            out.wake(part.policy.next_change(job, now), part.name)
+
+    # --- commits ----------------------------------------------------------------------------------
+
+    def _try_start(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> bool:
+        if job.gpus > part.ledger.free_gpus:
+            return False
+        slots = part.placer.place(part.ledger, job.gpus, now - job.queued_since)
+        if slots is None:
+            max_wait = getattr(part.placer, "max_wait", None)
+            if max_wait is not None:
+                out.wake(job.queued_since + max_wait, part.name)
+            return False
+        part.dequeue(job)
+        part.ledger.allocate(slots)
+        span = self.topology.span([n for n, _ in slots])
+        fraction = self.topology.spec.overhead.fraction(len(slots), span.tiers)
+        lag = self.options.release_lag if part.policy.preemptive else 0.0
+        job.slots, job.leaves, job.tiers = slots, span.leaves, span.tiers
+        job.slowdown = 1.0 + fraction
+        job.overhead = max(job.overhead, fraction)
+        job.wait += now - job.queued_since
+        if job.first_start is None:
+            job.first_start = now
+        job.seg_start = now
+        run = job.work_left * job.slowdown + lag
+        job.seg_end = now + run
+        job.phase = Phase.RUNNING
+        job.order = self._next_order()
+        job.generation += 1
+        part.running[job.spec.job_id] = job
+        out.starts.append(
+            Start(job.spec.job_id, part.name, slots, run, fraction, span.leaves, span.tiers, job.generation)
+        )
+        return True
+
+    def _preempt(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> None:
+        cost = self.options.checkpoint_cost(job.gpus)
+        if part.spec.policy.checkpoint_seconds is not None:
+            cost = part.spec.policy.checkpoint_seconds
+        job.work_left = job.remaining(now) + cost
+        job.attained = job.attained_at(now)
+        job.preemptions += 1
+        del part.running[job.spec.job_id]
+        part.ledger.release(job.slots)
+        job.slots = ()
+        part.enqueue(job, self._next_order(), now)
+        out.preempts.append(Preempt(job.spec.job_id, part.name, cost))
+
+
+def _routes(partitions: Iterable[PartitionSpec]) -> tuple[dict[str, str], str | None]:
+    routes: dict[str, str] = {}
+    catch_all: str | None = None
+    for p in partitions:
+        for task_type in p.task_types:
+            if task_type == "*":
+                catch_all = catch_all or p.name
+            else:
+                routes.setdefault(task_type, p.name)
+    return routes, catch_all
+
+
+def _admission_problem(spec: JobSpec, part: PartitionState) -> str | None:
+    if spec.gpus > part.ledger.total_gpus:
+        return f"asks for {spec.gpus} GPUs; partition {part.name!r} has {part.ledger.total_gpus}"
+    limit = part.spec.max_gpus_per_job
+    if limit and spec.gpus > limit:
+        return f"asks for {spec.gpus} GPUs; partition {part.name!r} allows {limit} per job"
+    return None
+
+
+def _reservation(part: PartitionState, head: JobState) -> tuple[float, int]:
+    """When the head job can start at the latest (shadow time) and GPUs to spare at that time."""
+    free = part.ledger.free_gpus
+    for end, gpus in sorted((j.seg_end, j.gpus) for j in part.running.values()):
+        free += gpus
+        if free >= head.gpus:
+            return end, free - head.gpus
+    return float("inf"), 0

@@ -1,0 +1,116 @@
+"""The scheduler's working state: one `JobState` per live job, one `PartitionState` per partition.
+
+These are the only mutable objects of the core. They hold no I/O handles and read no clock: every
+method that depends on time takes `now`. A driver (the simulator, the operator) owns the state and
+feeds it events; `gputwin.core.scheduler` decides and commits.
+
+Work accounting: `work_left` is the remaining run time in seconds as if the job ran with no
+communication overhead. A run segment on a placement with overhead fraction f lasts
+`work_left * (1 + f)` seconds (`slowdown = 1 + f`), so preempting a job part-way keeps exactly the
+work it had not done, plus the checkpoint/restore cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from sortedcontainers import SortedList
+
+from gputwin.core.ledger import Ledger
+from gputwin.core.model import JobSpec, PartitionSpec
+from gputwin.core.placement import Placer
+from gputwin.core.policies import Key, QueuePolicy
+from gputwin.core.sizing import Sizer
+
+
+class Phase(str, Enum):
+    QUEUED = "Queued"
+    RUNNING = "Running"
+    DONE = "Succeeded"
+
+
+class JobState:
+    """A job as the scheduler tracks it between submission and completion."""
+
+    __slots__ = (
+        "spec", "partition", "gpus", "duration", "work_left", "predicted", "phase", "order",
+        "queued_since", "wait", "first_start", "seg_start", "seg_end", "slots", "slowdown",
+        "overhead", "leaves", "tiers", "preemptions", "attained", "end", "generation", "key",
+    )  # fmt: skip
+
+    def __init__(self, spec: JobSpec, partition: str, gpus: int, duration: float, predicted: float) -> None:
+        self.spec = spec
+        self.partition = partition
+        self.gpus = gpus
+        self.duration = duration
+        self.work_left = duration
+        self.predicted = predicted
+        self.phase = Phase.QUEUED
+        self.order = 0  # arrival/start counter: the final tie-break
+        self.queued_since = spec.submit
+        self.wait = 0.0
+        self.first_start: float | None = None
+        self.seg_start = 0.0
+        self.seg_end = 0.0
+        self.slots: tuple[tuple[int, int], ...] = ()
+        self.slowdown = 1.0
+        self.overhead = 0.0  # the largest overhead fraction any of its runs paid
+        self.leaves = 0
+        self.tiers = 0
+        self.preemptions = 0
+        self.attained = 0.0  # GPU-seconds of service before the current segment
+        self.end: float | None = None
+        self.generation = 0  # bumped on every start, so a driver can drop stale end events
+        self.key: Key = ()
+
+    @property
+    def job_id(self) -> str:
+        return self.spec.job_id
+
+    def remaining(self, now: float) -> float:
+        """Work left at `now` (seconds, no overhead): shrinks only while running."""
+        if self.phase is not Phase.RUNNING:
+            return self.work_left
+        return max(0.0, self.work_left - (now - self.seg_start) / self.slowdown)
+
+    def attained_at(self, now: float) -> float:
+        if self.phase is not Phase.RUNNING:
+            return self.attained
+        return self.attained + (now - self.seg_start) * self.gpus
+
+    def waited(self, now: float) -> float:
+        return now - self.queued_since
+
+
+@dataclass(eq=False)
+class PartitionState:
+    """One partition's queue, running set and GPU ledger, and the plugins that drive them."""
+
+    spec: PartitionSpec
+    ledger: Ledger
+    policy: QueuePolicy
+    placer: Placer
+    sizer: Sizer
+    queue: SortedList = field(default_factory=SortedList)  # (key, order) of queued jobs
+    queued: dict[int, JobState] = field(default_factory=dict)  # order -> job
+    running: dict[str, JobState] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def enqueue(self, job: JobState, order: int, now: float) -> None:
+        job.phase = Phase.QUEUED
+        job.order = order
+        job.queued_since = now
+        job.key = self.policy.key(job, now)
+        self.queue.add((job.key, order))
+        self.queued[order] = job
+
+    def dequeue(self, job: JobState) -> None:
+        self.queue.remove((job.key, job.order))
+        del self.queued[job.order]
+
+    def queued_jobs(self) -> list[JobState]:
+        return [self.queued[order] for _, order in self.queue]
