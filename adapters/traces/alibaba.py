@@ -86,4 +86,3 @@ def _converter(ctx: ReadContext, table: Table) -> Converter:
         )
 
     return convert
-

@@ -71,8 +71,18 @@ def write_helios_csv(jobs: Iterable[JobSpec], out: TextIO) -> None:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(HEADER)
     for job in jobs:
-        writer.writerow((job.job_id, job.user, job.task_type, job.name, job.gpus, job.state,
-                         _seconds(job.submit), _seconds(job.duration)))
+        writer.writerow(
+            (
+                job.job_id,
+                job.user,
+                job.task_type,
+                job.name,
+                job.gpus,
+                job.state,
+                _seconds(job.submit),
+                _seconds(job.duration),
+            )
+        )
 
 
 def _seconds(value: float) -> str:

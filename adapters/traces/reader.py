@@ -47,8 +47,9 @@ class TraceResult:
         return {"format": self.format, "jobs": len(self.jobs), "skipped": dict(sorted(self.skipped.items()))}
 
 
-def iter_jobs(path: str | Path, fmt: str = "auto", *, skip_invalid: bool = False,
-              skipped: Counter[str] | None = None) -> Iterator[JobSpec]:
+def iter_jobs(
+    path: str | Path, fmt: str = "auto", *, skip_invalid: bool = False, skipped: Counter[str] | None = None
+) -> Iterator[JobSpec]:
     """Stream a trace's jobs in file order; `seq` numbers the kept jobs from 0.
 
     Submit times are on the file's own clock (see the module docstring). Skip reasons are
@@ -69,13 +70,15 @@ def read_trace(path: str | Path, fmt: str = "auto", *, skip_invalid: bool = Fals
     return TraceResult(tuple(jobs), name, origin, dict(sorted(ctx.skipped.items())))
 
 
-def _open(path: str | Path, fmt: str, skip_invalid: bool,
-          skipped: Counter[str]) -> tuple[ReadContext, Iterator[JobSpec], str]:
+def _open(
+    path: str | Path, fmt: str, skip_invalid: bool, skipped: Counter[str]
+) -> tuple[ReadContext, Iterator[JobSpec], str]:
     ctx = ReadContext(Path(path), skip_invalid, skipped)
     if fmt == "auto":
         fmt = sniff_format(path)
     reader = _READERS.get(fmt)
     if reader is None:
-        raise TraceError(str(path), None, "format",
-                         f"unknown format {fmt!r}; expected auto or one of {', '.join(FORMATS)}")
+        raise TraceError(
+            str(path), None, "format", f"unknown format {fmt!r}; expected auto or one of {', '.join(FORMATS)}"
+        )
     return ctx, reader(ctx), fmt

@@ -106,16 +106,17 @@ def _converter(ctx: ReadContext, table: Table, repeated: dict[str, int]) -> Conv
         gpus, nodes = _gpus(table, row)
         if gpus == 0:
             return ZERO_GPUS
+        nodes = nodes or _node_count(table, row)
         return JobSpec(
             job_id=job_id,
-            submit=_submit(ctx, table, row, start),
+            submit=_submit(ctx, table, row, start),  # last: it may count a note
             duration=duration,
             gpus=gpus,
             task_type=table.get(row, "Partition").strip() or "default",
             user=table.get(row, "User" if "User" in col else "Account").strip(),
             name=table.get(row, "JobName"),
             state=(table.get(row, "State").split() or ["COMPLETED"])[0],
-            num_nodes=nodes or _node_count(table, row),
+            num_nodes=nodes,
             seq=seq,
         )
 
@@ -150,12 +151,19 @@ def _tres(text: str, field: str) -> tuple[int, int]:
         if not sep:
             raise FieldError(field, f"not a TRES list (item without '='): {item!r}")
         if key == "gres/gpu":
-            total = parse_count(value, f"{field}: {key}")
+            total = _tres_count(value, field, key)
         elif key.startswith("gres/gpu:"):
-            typed += parse_count(value, f"{field}: {key}")
+            typed += _tres_count(value, field, key)
         elif key == "node":
-            nodes = parse_count(value, f"{field}: {key}")
+            nodes = _tres_count(value, field, key)
     return (typed if total is None else total), nodes
+
+
+def _tres_count(value: str, field: str, key: str) -> int:
+    try:
+        return parse_count(value, field)
+    except FieldError as exc:
+        raise FieldError(field, f"{key}: {exc.reason}") from None
 
 
 def _gres(text: str, field: str) -> int:

@@ -35,7 +35,11 @@ def sniff_format(path: str | Path) -> str:
         return "alibaba"
     if {"gpu_num", "submit_time"} <= names:
         return "helios"
-    raise TraceError(ctx.name, 1, "format",
-                     f"cannot tell the format from {first[:120]!r}; expected one of {', '.join(FORMATS)} "
-                     "(sacct -P needs a JobID|... header, CSVs a gpu_num+submit_time or "
-                     "num_gpu+creation_time header)")
+    raise TraceError(
+        ctx.name,
+        1,
+        "format",
+        f"cannot tell the format from {first[:120]!r}; expected one of {', '.join(FORMATS)} "
+        "(sacct -P needs a JobID|... header, CSVs a gpu_num+submit_time or "
+        "num_gpu+creation_time header)",
+    )

@@ -108,16 +108,20 @@ class Table:
     def require(self, *names: str) -> None:
         for name in names:
             if name not in self.columns:
-                raise TraceError(self.ctx.name, self.header_line, name,
-                                 f"missing required column (header has: {', '.join(self.columns)})")
+                raise TraceError(
+                    self.ctx.name,
+                    self.header_line,
+                    name,
+                    f"missing required column (header has: {', '.join(self.columns)})",
+                )
 
     def rows(self) -> Iterator[tuple[int, Row | FieldError]]:
         """Data rows, blank lines dropped; a row with the wrong field count comes as a FieldError."""
         width = len(self.columns)
         seen = False
         for line, row in self._rows:
-            if not any(cell.strip() for cell in row):
-                continue
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue  # a blank line; a line of bare delimiters is a malformed row instead
             seen = True
             # `sacct -p` (lower case) ends every line with the delimiter: one empty extra field.
             if len(row) == width + 1 and row[-1] == "":
@@ -138,7 +142,7 @@ def _numbered(ctx: ReadContext, reader: Iterator[Row], line: Callable[[], int]) 
         except StopIteration:
             return
         except csv.Error as exc:
-            raise TraceError(ctx.name, line() + 1, "row", str(exc)) from None
+            raise TraceError(ctx.name, line(), "row", str(exc)) from None
         yield line(), row
 
 
