@@ -7,7 +7,7 @@ hostlist in its own order, a nodeSelector's matches in topology order.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from gputwin.api.meta import expand_hostlist
 from gputwin.api.v1alpha1 import GPUPartition, GPUPartitionSpec, SchedulingPolicy, SwitchTopology
@@ -34,7 +34,9 @@ def topology_spec(topology: SwitchTopology) -> TopologySpec:
         name=topology.metadata.name,
         switches=tuple(SwitchSpec(s.name, s.parent) for s in spec.switches),
         nodes=nodes,
-        overhead=OverheadModel(per_tier=spec.comm_overhead.per_tier, cross_node=spec.comm_overhead.cross_node),
+        overhead=OverheadModel(
+            per_tier=spec.comm_overhead.per_tier, cross_node=spec.comm_overhead.cross_node
+        ),
     )
 
 
@@ -85,4 +87,6 @@ def cluster_spec(
 ) -> ClusterSpec:
     topo = topology_spec(topology)
     by_name = {p.metadata.name: p for p in policies}
-    return ClusterSpec(topology=topo, partitions=tuple(partition_spec(p, topo.nodes, by_name) for p in partitions))
+    return ClusterSpec(
+        topology=topo, partitions=tuple(partition_spec(p, topo.nodes, by_name) for p in partitions)
+    )

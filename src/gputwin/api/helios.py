@@ -70,7 +70,9 @@ def _parse(where: str, reader: csv.DictReader[str]) -> dict[str, int]:
         at = f"{where}:{reader.line_num}"
         vc, count = (row.get("vc") or "").strip(), _count(row.get("num_nodes"))
         if not re.fullmatch(HOST_NAME, vc):
-            problems.append(Problem(at, "vc", f"{vc!r} is not a valid VC name (letters, digits, '-', '_', '.')"))
+            problems.append(
+                Problem(at, "vc", f"{vc!r} is not a valid VC name (letters, digits, '-', '_', '.')")
+            )
         elif vc in vcs:
             problems.append(Problem(at, "vc", f"{vc!r} is listed twice (first on line {first_line[vc]})"))
         if isinstance(count, str):

@@ -8,8 +8,9 @@ converts; given a `.csv` it reads a Helios VC table instead. Every user mistake 
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import ValidationError
@@ -20,6 +21,8 @@ from gputwin.api.problems import ClusterError, Problem, validation_problems
 from gputwin.api.v1alpha1 import KINDS, GPUPartition, Resource, SchedulingPolicy, SwitchTopology
 from gputwin.api.validate import Document, check_cluster
 from gputwin.core.model import ClusterSpec
+
+R = TypeVar("R", SwitchTopology, GPUPartition, SchedulingPolicy)
 
 
 def load_cluster(path: Path, *, gpus_per_node: int = 8, nodes_per_switch: int = 16) -> ClusterSpec:
@@ -38,7 +41,9 @@ def load_cluster(path: Path, *, gpus_per_node: int = 8, nodes_per_switch: int = 
     if problems:
         raise ClusterError(problems)
     return cluster_spec(
-        _only(documents, SwitchTopology)[0], _only(documents, GPUPartition), _only(documents, SchedulingPolicy)
+        _only(documents, SwitchTopology)[0],
+        _only(documents, GPUPartition),
+        _only(documents, SchedulingPolicy),
     )
 
 
@@ -60,7 +65,7 @@ def read_documents(path: Path) -> list[Document]:
     return documents
 
 
-def _only[R: Resource](documents: list[Document], kind: type[R]) -> list[R]:
+def _only(documents: list[Document], kind: type[R]) -> list[R]:
     return [d.resource for d in documents if isinstance(d.resource, kind)]
 
 
@@ -96,9 +101,9 @@ def _read_file(file: Path) -> tuple[list[Document], list[Problem]]:
             if data is None:  # a bare `---` or a comment-only document
                 continue
             resource, bad = _parse(f"{where}:doc{index}", data)
-            documents += [Document(f"{where}:doc{index}", resource)] if resource else []
+            documents += [Document(f"{where}:doc{index}", resource)] if resource is not None else []
             problems += bad
-    except yaml.MarkedYAMLError as exc:
+    except yaml.YAMLError as exc:
         problems.append(_yaml_problem(f"{where}:doc{index + 1}", exc))
     if not documents and not problems:
         problems.append(Problem(where, "documents", "no YAML documents found"))
@@ -108,7 +113,11 @@ def _read_file(file: Path) -> tuple[list[Document], list[Problem]]:
 def _parse(where: str, data: Any) -> tuple[Resource | None, list[Problem]]:
     """One YAML document as a typed resource, or the problems that stop it being one."""
     if not isinstance(data, dict):
-        return None, [Problem(where, "document", f"expected a mapping (apiVersion, kind, ...), got {type(data).__name__}")]
+        return None, [
+            Problem(
+                where, "document", f"expected a mapping (apiVersion, kind, ...), got {type(data).__name__}"
+            )
+        ]
     kind = data.get("kind")
     model = KINDS.get(kind) if isinstance(kind, str) else None
     if model is None:
@@ -120,11 +129,13 @@ def _parse(where: str, data: Any) -> tuple[Resource | None, list[Problem]]:
         return None, validation_problems(where, exc)
 
 
-def _yaml_problem(where: str, exc: yaml.MarkedYAMLError) -> Problem:
-    mark = exc.problem_mark or exc.context_mark
-    at = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "yaml"
-    reason = " ".join(x for x in (exc.context, exc.problem) if x) or "invalid YAML"
-    return Problem(where, at, reason)
+def _yaml_problem(where: str, exc: yaml.YAMLError) -> Problem:
+    """A syntax error located by line and column (1-based, as editors count)."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        at = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "yaml"
+        return Problem(where, at, exc.problem or exc.context or "invalid YAML")
+    return Problem(where, "yaml", str(exc))
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -137,10 +148,15 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                continue  # SafeLoader itself reports unhashable keys
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark, f"found duplicate key {key!r}", key_node.start_mark
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)

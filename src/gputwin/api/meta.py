@@ -36,7 +36,9 @@ class ApiModel(BaseModel):
     """Base of every spec object: camelCase aliases, strict types, unknown keys rejected."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
         strict=True,
         frozen=True,
         allow_inf_nan=False,
@@ -48,7 +50,9 @@ def _matches(pattern: str, what: str) -> AfterValidator:
 
     def check(value: str) -> str:
         if not compiled.fullmatch(value):
-            raise PydanticCustomError("name_pattern", "'{name}' is not a valid {what}", {"name": value, "what": what})
+            raise PydanticCustomError(
+                "name_pattern", "'{name}' is not a valid {what}", {"name": value, "what": what}
+            )
         return value
 
     return AfterValidator(check)
@@ -59,7 +63,9 @@ def _matches(pattern: str, what: str) -> AfterValidator:
 DnsName = Annotated[
     str,
     Field(min_length=1, max_length=253, json_schema_extra={"pattern": DNS1123_SUBDOMAIN}),
-    _matches(DNS1123_SUBDOMAIN, "DNS-1123 subdomain (lowercase letters, digits, '-' and '.'; alphanumeric ends)"),
+    _matches(
+        DNS1123_SUBDOMAIN, "DNS-1123 subdomain (lowercase letters, digits, '-' and '.'; alphanumeric ends)"
+    ),
 ]
 DnsLabel = Annotated[
     str,
@@ -118,9 +124,12 @@ class ObjectMeta(BaseModel):
 
     model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
 
-    name: DnsName = Field(description="Object name, a DNS-1123 subdomain; other objects refer to it by this name.")
+    name: DnsName = Field(
+        description="Object name, a DNS-1123 subdomain; other objects refer to it by this name."
+    )
     namespace: DnsLabel | None = Field(
-        default=None, description="Namespace of namespaced kinds (GPUJob, TraceReplay); unset for cluster-scoped kinds."
+        default=None,
+        description="Namespace of namespaced kinds (GPUJob, TraceReplay); unset for cluster-scoped kinds.",
     )
     labels: dict[str, str] = Field(default_factory=dict, description="Kubernetes labels.")
     annotations: dict[str, str] = Field(default_factory=dict, description="Kubernetes annotations.")
@@ -148,8 +157,8 @@ __all__ = [
     "ObjectMeta",
     "PlacementPolicy",
     "QueuePolicy",
-    "SizingPolicy",
     "ResourceBase",
     "Scalar",
+    "SizingPolicy",
     "expand_hostlist",
 ]

@@ -10,8 +10,8 @@ operator can turn each problem into a status condition.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from pydantic import ValidationError
 

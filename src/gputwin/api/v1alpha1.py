@@ -21,8 +21,8 @@ from gputwin.api.meta import (
     API_VERSION,
     ApiModel,
     DnsName,
-    HostName,
     Hostlist,
+    HostName,
     PlacementPolicy,
     QueuePolicy,
     ResourceBase,
@@ -48,20 +48,24 @@ class Switch(ApiModel):
 
     name: HostName = Field(description="Switch name, unique in the topology.")
     parent: HostName | None = Field(
-        default=None, description="Name of the switch one tier up (leaf -> spine -> core); unset for the root."
+        default=None,
+        description="Name of the switch one tier up (leaf -> spine -> core); unset for the root.",
     )
 
 
 class NodeGroup(ApiModel):
     """Nodes hanging off one leaf switch, all with the same GPU count and labels."""
 
-    switch: HostName = Field(description="The leaf switch these nodes connect to (a switch with no child switches).")
+    switch: HostName = Field(
+        description="The leaf switch these nodes connect to (a switch with no child switches)."
+    )
     nodes: Hostlist = Field(
         description="Node names in SLURM hostlist syntax, e.g. gpu[001-016],gpu020; declaration order is kept."
     )
     gpus_per_node: int = Field(default=8, ge=0, le=64, description="GPUs on each node of the group.")
     labels: dict[str, str] = Field(
-        default_factory=dict, description="Labels of every node in the group; GPUPartition nodeSelectors match them."
+        default_factory=dict,
+        description="Labels of every node in the group; GPUPartition nodeSelectors match them.",
     )
 
 
@@ -73,22 +77,32 @@ class CommOverhead(ApiModel):
     """
 
     per_tier: float = Field(
-        default=0.0, ge=0.0, le=10.0, description="Extra run-time fraction per switch tier crossed (0.1 = +10%)."
+        default=0.0,
+        ge=0.0,
+        le=10.0,
+        description="Extra run-time fraction per switch tier crossed (0.1 = +10%).",
     )
     cross_node: float = Field(
-        default=0.0, ge=0.0, le=10.0, description="Extra run-time fraction once a job spans more than one node."
+        default=0.0,
+        ge=0.0,
+        le=10.0,
+        description="Extra run-time fraction once a job spans more than one node.",
     )
 
 
 class SwitchTopologySpec(ApiModel):
     """The switch tree (leaf -> spine -> ...) and the GPU nodes under its leaves."""
 
-    switches: list[Switch] = Field(min_length=1, description="Every switch, each naming its parent; one root.")
+    switches: list[Switch] = Field(
+        min_length=1, description="Every switch, each naming its parent; one root."
+    )
     node_groups: list[NodeGroup] = Field(
-        min_length=1, description="Nodes per leaf switch; node order across groups is the cluster's node order."
+        min_length=1,
+        description="Nodes per leaf switch; node order across groups is the cluster's node order.",
     )
     comm_overhead: CommOverhead = Field(
-        default_factory=CommOverhead, description="Communication-overhead model for jobs spanning nodes or switches."
+        default_factory=CommOverhead,
+        description="Communication-overhead model for jobs spanning nodes or switches.",
     )
 
 
@@ -120,18 +134,25 @@ class GPUPartitionSpec(ApiModel):
         description='Job task types routed here; "*" catches jobs whose task type no other partition serves.',
     )
     nodes: Hostlist | None = Field(
-        default=None, description="The partition's nodes as a SLURM hostlist; set this or nodeSelector, not both."
+        default=None,
+        description="The partition's nodes as a SLURM hostlist; set this or nodeSelector, not both.",
     )
     node_selector: LabelSelector | None = Field(
         default=None, description="Pick nodes by label instead of listing them; set this or nodes, not both."
     )
     policy: DnsName | None = Field(
-        default=None, description="Name of the SchedulingPolicy to use; unset = fifo, first-fit, as-requested."
+        default=None,
+        description="Name of the SchedulingPolicy to use; unset = fifo, first-fit, as-requested.",
     )
     priority_tier: int = Field(
-        default=0, ge=0, le=65533, description="Higher tiers are scheduled first and may preempt lower ones (SLURM PriorityTier)."
+        default=0,
+        ge=0,
+        le=65533,
+        description="Higher tiers are scheduled first and may preempt lower ones (SLURM PriorityTier).",
     )
-    max_gpus_per_job: int = Field(default=0, ge=0, alias="maxGPUsPerJob", description="Largest GPU request accepted; 0 = no limit.")
+    max_gpus_per_job: int = Field(
+        default=0, ge=0, alias="maxGPUsPerJob", description="Largest GPU request accepted; 0 = no limit."
+    )
 
     @model_validator(mode="after")
     def _one_node_source(self) -> Self:
@@ -160,14 +181,18 @@ class QueueSpec(ApiModel):
         "las: least attained service, preemptive; qssf: shortest predicted service from history; "
         "priority: job priority, then submit order.",
     )
-    backfill: bool = Field(default=False, description="Let later jobs start when they do not delay the head job.")
+    backfill: bool = Field(
+        default=False, description="Let later jobs start when they do not delay the head job."
+    )
 
 
 class PreemptionSpec(ApiModel):
     """Cost of preempting a running job (used by preemptive queue policies and priority tiers)."""
 
     checkpoint_seconds: float | None = Field(
-        default=None, ge=0.0, description="Seconds a preempted job loses to checkpoint and restore; unset = no cost."
+        default=None,
+        ge=0.0,
+        description="Seconds a preempted job loses to checkpoint and restore; unset = no cost.",
     )
 
 
@@ -180,7 +205,9 @@ class PlacementSpec(ApiModel):
         "topology-aware: fewest switch tiers, waiting up to maxWaitSeconds for a one-switch slot.",
     )
     max_wait_seconds: float = Field(
-        default=300.0, ge=0.0, description="topology-aware only: longest wait for a compact slot before spreading."
+        default=300.0,
+        ge=0.0,
+        description="topology-aware only: longest wait for a compact slot before spreading.",
     )
 
 
@@ -195,7 +222,8 @@ class SizingSpec(ApiModel):
     allowed_gpus: list[Annotated[int, Field(ge=1)]] | None = Field(
         default=None,
         alias="allowedGPUs",
-        min_length=1, description="GPU counts sizing may choose from, e.g. [1, 2, 4, 8]; unset = any."
+        min_length=1,
+        description="GPU counts sizing may choose from, e.g. [1, 2, 4, 8]; unset = any.",
     )
     max_factor: float = Field(
         default=2.0, ge=1.0, le=64.0, description="history only: never more than this many times the request."
@@ -224,7 +252,9 @@ class SchedulingPolicySpec(ApiModel):
         clash = sorted(RESERVED_PARAMS & self.params.keys())
         if clash:
             raise PydanticCustomError(
-                "reserved_param", "params may not set {keys}: use the typed fields", {"keys": ", ".join(clash)}
+                "reserved_param",
+                "params may not set {keys}: use the typed fields",
+                {"keys": ", ".join(clash)},
             )
         return self
 
@@ -234,7 +264,9 @@ class SchedulingPolicy(ResourceBase):
 
     scope: ClassVar[str] = "Cluster"
     kind: Literal["SchedulingPolicy"] = Field(description="SchedulingPolicy.")
-    spec: SchedulingPolicySpec = Field(description="Queue, preemption, placement, sizing and free-form params.")
+    spec: SchedulingPolicySpec = Field(
+        description="Queue, preemption, placement, sizing and free-form params."
+    )
 
 
 # --- all kinds ------------------------------------------------------------------------------------

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from gputwin.api.convert import select_nodes, topology_spec
 from gputwin.api.meta import expand_hostlist
 from gputwin.api.problems import Problem
 from gputwin.api.v1alpha1 import GPUPartition, Resource, SchedulingPolicy, SwitchTopology
-from gputwin.core.model import NodeSpec
+from gputwin.core.model import NodeSpec, TopologySpec
 from gputwin.core.topology import Topology, TopologyError
 
 
@@ -40,12 +40,15 @@ def check_cluster(documents: Sequence[Document], source: str) -> list[Problem]:
         # Which topology partitions should match is unclear, so stop before reference checks.
         first = topologies[0][0]
         return problems + [
-            Problem(where, "kind", f"a second SwitchTopology (the first is in {first}); exactly one is allowed")
+            Problem(
+                where, "kind", f"a second SwitchTopology (the first is in {first}); exactly one is allowed"
+            )
             for where, _ in topologies[1:]
         ]
     where, topology = topologies[0]
-    problems += _tree_problems(where, topology)
-    problems += _partition_problems(documents, topology)
+    spec = topology_spec(topology)
+    problems += _tree_problems(where, topology, spec)
+    problems += _partition_problems(documents, topology.metadata.name, spec.nodes)
     return problems
 
 
@@ -66,9 +69,9 @@ _NODE_FIELD = re.compile(r"nodes\[(\d+)\]\.(\w+)")
 _GROUP_FIELD = {"name": "nodes", "switch": "switch", "gpus": "gpusPerNode"}
 
 
-def _tree_problems(where: str, topology: SwitchTopology) -> list[Problem]:
+def _tree_problems(where: str, topology: SwitchTopology, spec: TopologySpec) -> list[Problem]:
     try:
-        Topology(topology_spec(topology))
+        Topology(spec)
     except TopologyError as exc:
         return [Problem(where, _manifest_field(exc.field, topology), exc.reason)]
     return []
@@ -85,9 +88,9 @@ def _manifest_field(core_field: str, topology: SwitchTopology) -> str:
     return f"spec.nodeGroups[{groups[node]}].{_GROUP_FIELD.get(attr, attr)}"
 
 
-def _partition_problems(documents: Sequence[Document], topology: SwitchTopology) -> list[Problem]:
-    topo_name = topology.metadata.name
-    nodes = topology_spec(topology).nodes
+def _partition_problems(
+    documents: Sequence[Document], topo_name: str, nodes: Sequence[NodeSpec]
+) -> list[Problem]:
     policies = sorted(d.resource.metadata.name for d in documents if isinstance(d.resource, SchedulingPolicy))
     owner: dict[str, str] = {}
     problems: list[Problem] = []
@@ -96,10 +99,22 @@ def _partition_problems(documents: Sequence[Document], topology: SwitchTopology)
             continue
         spec = doc.resource.spec
         if spec.topology != topo_name:
-            problems.append(Problem(doc.where, "spec.topology", f"unknown SwitchTopology {spec.topology!r}; declared: {topo_name!r}"))
+            problems.append(
+                Problem(
+                    doc.where,
+                    "spec.topology",
+                    f"unknown SwitchTopology {spec.topology!r}; declared: {topo_name!r}",
+                )
+            )
         if spec.policy is not None and spec.policy not in policies:
             declared = ", ".join(repr(p) for p in policies) or "none"
-            problems.append(Problem(doc.where, "spec.policy", f"unknown SchedulingPolicy {spec.policy!r}; declared: {declared}"))
+            problems.append(
+                Problem(
+                    doc.where,
+                    "spec.policy",
+                    f"unknown SchedulingPolicy {spec.policy!r}; declared: {declared}",
+                )
+            )
         problems += _node_problems(doc.where, doc.resource, nodes, topo_name, owner)
     return problems
 

@@ -26,7 +26,9 @@ class GPUJobSpec(ApiModel):
     duration_seconds: float | None = Field(
         default=None, ge=0.0, description="Simulated runs only: how long the job runs on its requested GPUs."
     )
-    priority: int = Field(default=0, description="Job priority; higher first under the priority queue policy.")
+    priority: int = Field(
+        default=0, description="Job priority; higher first under the priority queue policy."
+    )
     pod_template: dict[str, Any] | None = Field(
         default=None,
         description="Kubernetes backend only: the pod to run (a PodTemplateSpec); GPUs are set from gpus.",
@@ -55,14 +57,18 @@ class ConfigMapRef(ApiModel):
 class SacctWindow(ApiModel):
     """Jobs read from SLURM accounting (`sacct`) over a time window."""
 
-    start: str = Field(min_length=1, description="Window start in sacct time syntax, e.g. 2024-05-01 or now-7days.")
+    start: str = Field(
+        min_length=1, description="Window start in sacct time syntax, e.g. 2024-05-01 or now-7days."
+    )
     end: str = Field(default="now", min_length=1, description="Window end in sacct time syntax.")
 
 
 class TraceSource(ApiModel):
     """Where the replayed jobs come from: exactly one of file, configMap or sacct."""
 
-    file: str | None = Field(default=None, min_length=1, description="Path of a trace file readable by the replayer.")
+    file: str | None = Field(
+        default=None, min_length=1, description="Path of a trace file readable by the replayer."
+    )
     config_map: ConfigMapRef | None = Field(default=None, description="A trace inside a ConfigMap.")
     sacct: SacctWindow | None = Field(default=None, description="A window of SLURM accounting history.")
     format: Literal["auto", "helios", "philly", "alibaba", "sacct"] = Field(
@@ -100,7 +106,8 @@ class TraceReplaySpec(ApiModel):
         default="avg_jct", description="Metric to minimise when ranking candidates."
     )
     promote: bool = Field(
-        default=False, description="Write the winner into the partitions' SchedulingPolicies when it beats them."
+        default=False,
+        description="Write the winner into the partitions' SchedulingPolicies when it beats them.",
     )
 
 

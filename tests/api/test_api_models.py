@@ -1,0 +1,172 @@
+"""The v1alpha1 models on their own: wire names, bounds, names, hostlists, schema descriptions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from gputwin.api.meta import expand_hostlist
+from gputwin.api.v1alpha1 import (
+    KINDS,
+    GPUPartition,
+    SchedulingPolicy,
+    SwitchTopology,
+    TraceReplay,
+)
+
+
+def doc(kind: str, spec: dict[str, Any], name: str = "x") -> dict[str, Any]:
+    return {"apiVersion": "gputwin.io/v1alpha1", "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+PARTITION = {"topology": "t", "taskTypes": ["a"], "nodes": "n1"}
+
+
+@pytest.mark.parametrize(
+    ("text", "nodes"),
+    [
+        ("gpu[001-003]", ["gpu001", "gpu002", "gpu003"]),
+        ("gpu[1-2,5],cpu7", ["gpu1", "gpu2", "gpu5", "cpu7"]),
+        ("b[2-1]x", None),
+        ("rack[1-2]-n[1-2]", ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]),
+        ("z9,a1", ["z9", "a1"]),  # declaration order, not sorted
+        ("gpu[01-", None),
+        ("gpu[a-c]", None),
+        ("gpu[1-2],gpu2", None),  # a node twice
+        ("", None),
+        ("gpu[1-999999]", None),  # the library refuses huge ranges
+    ],
+)
+def test_hostlist_expansion(text: str, nodes: list[str] | None) -> None:
+    if nodes is None:
+        with pytest.raises(ValueError):
+            expand_hostlist(text)
+    else:
+        assert expand_hostlist(text) == nodes
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("train", True),
+        ("a", True),
+        ("6214e9", True),
+        ("gpu.pool-1", True),
+        ("x" * 253, True),
+        ("x" * 254, False),
+        ("Train", False),
+        ("-train", False),
+        ("train-", False),
+        ("train_a", False),
+        ("a..b", False),
+        ("", False),
+    ],
+)
+def test_metadata_name_is_dns1123_subdomain(name: str, ok: bool) -> None:
+    data = doc("SchedulingPolicy", {}, name=name)
+    if ok:
+        assert SchedulingPolicy.model_validate(data).metadata.name == name
+    else:
+        with pytest.raises(ValidationError) as caught:
+            SchedulingPolicy.model_validate(data)
+        assert [e["loc"] for e in caught.value.errors()] == [("metadata", "name")]
+
+
+@pytest.mark.parametrize(
+    ("model", "spec", "loc"),
+    [
+        (SchedulingPolicy, {"queue": {"polcy": "sjf"}}, ("spec", "queue", "polcy")),
+        (SchedulingPolicy, {"sizing": {"allowedGpus": [1]}}, ("spec", "sizing", "allowedGpus")),
+        (SchedulingPolicy, {"sizing": {"allowedGPUs": [0]}}, ("spec", "sizing", "allowedGPUs", 0)),
+        (SchedulingPolicy, {"sizing": {"maxFactor": 0.5}}, ("spec", "sizing", "maxFactor")),
+        (
+            SchedulingPolicy,
+            {"preemption": {"checkpointSeconds": -1}},
+            ("spec", "preemption", "checkpointSeconds"),
+        ),
+        (SchedulingPolicy, {"queue": {"backfill": "yes"}}, ("spec", "queue", "backfill")),
+        (GPUPartition, {**PARTITION, "maxGPUsPerJob": -1}, ("spec", "maxGPUsPerJob")),
+        (GPUPartition, {**PARTITION, "priorityTier": 70000}, ("spec", "priorityTier")),
+        (GPUPartition, {**PARTITION, "taskTypes": [""]}, ("spec", "taskTypes", 0)),
+        (GPUPartition, {"topology": "t", "taskTypes": ["a"]}, ("spec",)),
+        (
+            SwitchTopology,
+            {"switches": [], "nodeGroups": [{"switch": "s", "nodes": "n1"}]},
+            ("spec", "switches"),
+        ),
+        (
+            SwitchTopology,
+            {
+                "switches": [{"name": "s"}],
+                "nodeGroups": [{"switch": "s", "nodes": "n1"}],
+                "commOverhead": {"perTier": -0.1},
+            },
+            ("spec", "commOverhead", "perTier"),
+        ),
+        (
+            SwitchTopology,
+            {
+                "switches": [{"name": "s"}],
+                "nodeGroups": [{"switch": "s", "nodes": "n1"}],
+                "commOverhead": {"perTier": float("nan")},
+            },
+            ("spec", "commOverhead", "perTier"),
+        ),
+        (
+            TraceReplay,
+            {"trace": {"file": "a", "sacct": {"start": "now-1day"}}, "topology": "t"},
+            ("spec", "trace"),
+        ),
+        (TraceReplay, {"trace": {"file": "a"}, "topology": "t", "objective": "speed"}, ("spec", "objective")),
+    ],
+)
+def test_invalid_specs_point_at_the_field(
+    model: type[BaseModel], spec: dict[str, Any], loc: tuple[Any, ...]
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate(doc(model.__name__, spec))
+    assert [e["loc"] for e in caught.value.errors()] == [loc]
+
+
+def test_defaults_and_snake_case_construction() -> None:
+    policy = SchedulingPolicy.model_validate(doc("SchedulingPolicy", {}))
+    assert (policy.spec.queue.policy, policy.spec.placement.policy, policy.spec.sizing.policy) == (
+        "fifo",
+        "first-fit",
+        "as-requested",
+    )
+    assert (policy.spec.placement.max_wait_seconds, policy.spec.sizing.max_factor) == (300.0, 2.0)
+    by_name = GPUPartition.model_validate(doc("GPUPartition", {**PARTITION, "max_gpus_per_job": 4}))
+    assert by_name.spec.max_gpus_per_job == 4
+    dumped = by_name.model_dump(by_alias=True, exclude_none=True)
+    assert dumped["apiVersion"] == "gputwin.io/v1alpha1" and dumped["spec"]["maxGPUsPerJob"] == 4
+
+
+def test_server_filled_metadata_is_ignored() -> None:
+    data = doc("SchedulingPolicy", {})
+    data["metadata"] |= {"uid": "123", "resourceVersion": "7", "labels": {"team": "a"}}
+    assert SchedulingPolicy.model_validate(data).metadata.labels == {"team": "a"}
+
+
+def test_params_keep_their_scalar_types() -> None:
+    params = {"a": "s", "b": 2, "c": 0.5, "d": True}
+    policy = SchedulingPolicy.model_validate(doc("SchedulingPolicy", {"params": params}))
+    assert policy.spec.params == params and type(policy.spec.params["d"]) is bool
+
+
+def _undescribed(schema: dict[str, Any]) -> list[str]:
+    missing = []
+    for where in [schema, *schema.get("$defs", {}).values()]:
+        for prop, body in where.get("properties", {}).items():
+            if "description" not in body:
+                missing.append(f"{where.get('title')}.{prop}")
+    return missing
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_field_is_described_for_the_crd_schema(kind: str) -> None:
+    schema = KINDS[kind].model_json_schema(by_alias=True)
+    assert _undescribed(schema) == []
+    assert schema["additionalProperties"] is False
