@@ -1,1 +1,35 @@
-"""Operator settings: which backend the operator drives, read from flags or environment."""
+"""Operator settings: which backend the operator drives, read from the environment.
+
+The kopf handlers (issue: declarative API) read one `OperatorConfig` at start-up. Every setting
+has an environment variable so the Deployment in manifests/ can set it without flags.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+BACKENDS = ("sim", "kubernetes", "slurm")
+
+
+class ConfigError(ValueError):
+    """A setting with a value the operator cannot use; the message names the variable."""
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorConfig:
+    backend: str = "sim"
+    namespace: str = ""  # empty: watch every namespace
+    health_port: int = 8080
+
+    @staticmethod
+    def from_env(env: Mapping[str, str] | None = None) -> OperatorConfig:
+        env = os.environ if env is None else env
+        backend = env.get("GPUTWIN_BACKEND", "sim")
+        if backend not in BACKENDS:
+            raise ConfigError(f"GPUTWIN_BACKEND: {backend!r} is not one of {', '.join(BACKENDS)}")
+        port = env.get("GPUTWIN_HEALTH_PORT", "8080")
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"GPUTWIN_HEALTH_PORT: {port!r} is not a TCP port")
+        return OperatorConfig(backend, env.get("GPUTWIN_NAMESPACE", ""), int(port))

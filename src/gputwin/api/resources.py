@@ -8,6 +8,7 @@ from importlib.resources import as_file, files
 from pathlib import Path
 
 DEMO_CLUSTER = "demo-cluster.yaml"
+DEMO_TRACE = "demo-trace.csv"
 
 # Holds temporary copies made for zipped installs until the interpreter exits.
 _extracted = ExitStack()
@@ -17,6 +18,11 @@ atexit.register(_extracted.close)
 def demo_cluster_path() -> Path:
     """Path of the embedded demo cluster: 32 nodes x 8 GPUs, 4 leaves, 2 spines, 3 partitions."""
     return _data_path(DEMO_CLUSTER)
+
+
+def demo_trace_path() -> Path:
+    """Path of the embedded demo trace: 3,375 Philly-shaped jobs of task types train, dev, infer."""
+    return _data_path(DEMO_TRACE)
 
 
 def _data_path(name: str) -> Path:

@@ -37,14 +37,14 @@ class HeliosConsolidate:
             node = ledger.best_fit_node(gpus)
             return None if node is None else ((node, gpus),)
         whole, rest = divmod(gpus, per_node)
-        idle = ledger.idle_nodes()
-        if len(idle) < whole:
+        if ledger.idle_count() < whole:
             return None
-        slots = tuple((int(n), per_node) for n in idle[:whole])
+        idle = ledger.idle_nodes()
+        slots = tuple((next(idle), per_node) for _ in range(whole))
         if not rest:
             return slots
         taken = {n for n, _ in slots}
         nxt = next((n for n in ledger.fullest_first() if n not in taken), None)
-        if nxt is None or ledger.free[nxt] < rest:
+        if nxt is None or ledger.free_of(nxt) < rest:
             return None
-        return slots + ((int(nxt), rest),)
+        return slots + ((nxt, rest),)

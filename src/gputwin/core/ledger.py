@@ -2,22 +2,19 @@
 
 The ledger is the scheduler's own truth about free GPUs (the Kubernetes API server never checks
 GPU capacity, and the simulator has nothing else). Placers only read it; `allocate` and `release`
-are the only writers, and both keep every index in step:
+are the only writers, and both keep every index in step.
 
-* `by_free[f]`  - nodes with exactly `f` free GPUs (f >= 1), sorted by node index, so best fit is
-  "the first non-empty bucket at or above the request" and ties go to the lowest index;
-* `idle`        - nodes with every GPU free (whole-node placement of multi-node jobs);
-* `avail`       - nodes with any free GPU, in index order (first fit);
-* per leaf switch: free GPU totals and the same buckets, for topology-aware placement.
-
-Node indexes are the topology's global indexes, so placements mean the same thing everywhere.
+Indexes are bitsets (Python ints, one bit per node of the partition, bit i = the partition's i-th
+node in topology order): `_by_free[f]` holds nodes with exactly f free GPUs, `_idle` nodes with
+every GPU free, `_avail` nodes with any. A bitset answers "lowest-index node in this set" and
+"the same, restricted to one leaf switch" (`& leaf mask`) in a few machine-word operations, which
+is what best fit with lowest-index tie-breaks needs on every placement. Callers see the topology's
+global node indexes, so placements mean the same thing everywhere.
 """
 
 from __future__ import annotations
 
 from typing import Iterable, Iterator, Sequence
-
-from sortedcontainers import SortedList
 
 from gputwin.core.topology import Topology
 
@@ -26,15 +23,12 @@ class OverAllocation(RuntimeError):
     """An allocation asked for GPUs that are not free: a scheduler bug, never a user error."""
 
 
-class _Buckets:
-    """Nodes grouped by their free-GPU count, each group sorted by node index."""
-
-    __slots__ = ("lists", "idle", "free_total")
-
-    def __init__(self, max_gpus: int) -> None:
-        self.lists: list[SortedList] = [SortedList() for _ in range(max_gpus + 1)]
-        self.idle: SortedList = SortedList()
-        self.free_total = 0
+def _bits(mask: int) -> Iterator[int]:
+    """Set bit positions of `mask`, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
 class Ledger:
@@ -42,84 +36,105 @@ class Ledger:
 
     def __init__(self, topology: Topology, nodes: Sequence[int]) -> None:
         self.topology = topology
-        self.nodes: tuple[int, ...] = tuple(sorted(nodes))
-        self.capacity: dict[int, int] = {i: topology.node_gpus[i] for i in self.nodes}
-        self.leaf: dict[int, int] = {i: topology.node_leaf[i] for i in self.nodes}
-        self.total_gpus = sum(self.capacity.values())
-        self.max_node_gpus = max(self.capacity.values(), default=0)
-        self.free: dict[int, int] = {}
-        self.avail: SortedList = SortedList()
-        self.all = _Buckets(self.max_node_gpus)
-        self.leaves: dict[int, _Buckets] = {
-            leaf: _Buckets(self.max_node_gpus) for leaf in sorted(set(self.leaf.values()))
-        }
-        for i in self.nodes:
-            self.free[i] = 0
-            self._set_free(i, self.capacity[i])
+        self.nodes: tuple[int, ...] = tuple(sorted(nodes))  # local index -> global index
+        self._local = {g: i for i, g in enumerate(self.nodes)}
+        self.capacity: list[int] = [topology.node_gpus[g] for g in self.nodes]
+        self._leaf_of: list[int] = [topology.node_leaf[g] for g in self.nodes]
+        self.total_gpus = sum(self.capacity)
+        self.max_node_gpus = max(self.capacity, default=0)
+        self._free: list[int] = list(self.capacity)
+        self._by_free: list[int] = [0] * (self.max_node_gpus + 1)
+        self._leaf_mask: dict[int, int] = {}
+        self._leaf_free: dict[int, int] = {}
+        for i, (cap, leaf) in enumerate(zip(self.capacity, self._leaf_of)):
+            self._by_free[cap] |= 1 << i
+            self._leaf_mask[leaf] = self._leaf_mask.get(leaf, 0) | 1 << i
+            self._leaf_free[leaf] = self._leaf_free.get(leaf, 0) + cap
+        self._by_free[0] = 0  # zero-GPU nodes are never candidates
+        self._idle = sum(1 << i for i, cap in enumerate(self.capacity) if cap)
+        self._avail = self._idle
+        self.free_gpus = self.total_gpus
+        self.leaves: tuple[int, ...] = tuple(sorted(self._leaf_mask))
 
     # --- reads ------------------------------------------------------------------------------------
 
     @property
-    def free_gpus(self) -> int:
-        return self.all.free_total
-
-    @property
     def used_gpus(self) -> int:
-        return self.total_gpus - self.all.free_total
+        return self.total_gpus - self.free_gpus
+
+    def free_of(self, node: int) -> int:
+        return self._free[self._local[node]]
 
     def leaf_free(self, leaf: int) -> int:
-        return self.leaves[leaf].free_total
+        return self._leaf_free[leaf]
 
-    def best_fit_node(self, gpus: int, leaf: int | None = None) -> int | None:
+    def best_fit_node(self, gpus: int, leaf: int | None = None, exclude: int = 0) -> int | None:
         """The node whose free GPUs are the smallest count >= `gpus` (lowest index on ties)."""
-        buckets = self.all if leaf is None else self.leaves[leaf]
+        scope = ~exclude if leaf is None else self._leaf_mask[leaf] & ~exclude
+        by_free = self._by_free
         for f in range(max(gpus, 1), self.max_node_gpus + 1):
-            nodes = buckets.lists[f]
-            if nodes:
-                return int(nodes[0])
+            mask = by_free[f] & scope
+            if mask:
+                return self.nodes[(mask & -mask).bit_length() - 1]
         return None
 
     def fullest_first(self, leaf: int | None = None) -> Iterator[int]:
         """Nodes with free GPUs, most free first, then by index."""
-        buckets = self.all if leaf is None else self.leaves[leaf]
+        scope = -1 if leaf is None else self._leaf_mask[leaf]
         for f in range(self.max_node_gpus, 0, -1):
-            yield from buckets.lists[f]
+            for i in _bits(self._by_free[f] & scope):
+                yield self.nodes[i]
 
-    def idle_nodes(self, leaf: int | None = None) -> SortedList:
-        return (self.all if leaf is None else self.leaves[leaf]).idle
+    def idle_nodes(self, leaf: int | None = None) -> Iterator[int]:
+        """Nodes with every GPU free, by index."""
+        scope = -1 if leaf is None else self._leaf_mask[leaf]
+        return (self.nodes[i] for i in _bits(self._idle & scope))
+
+    def idle_count(self) -> int:
+        return self._idle.bit_count()
+
+    def avail_nodes(self) -> Iterator[int]:
+        """Nodes with any free GPU, by index."""
+        return (self.nodes[i] for i in _bits(self._avail))
+
+    def mask_of(self, nodes: Iterable[int]) -> int:
+        """A bitset of these (global) nodes, for `best_fit_node(exclude=...)`."""
+        return sum(1 << self._local[n] for n in set(nodes))
 
     # --- writes -----------------------------------------------------------------------------------
 
     def allocate(self, slots: Iterable[tuple[int, int]]) -> None:
         slots = tuple(slots)
         for node, gpus in slots:
-            if gpus <= 0 or self.free.get(node, 0) < gpus:
-                raise OverAllocation(f"node {node}: asked {gpus}, free {self.free.get(node)}")
+            i = self._local.get(node)
+            if i is None or gpus <= 0 or self._free[i] < gpus:
+                raise OverAllocation(f"node {node}: asked {gpus}, free {None if i is None else self._free[i]}")
         for node, gpus in slots:
-            self._set_free(node, self.free[node] - gpus)
+            self._change(self._local[node], -gpus)
 
     def release(self, slots: Iterable[tuple[int, int]]) -> None:
         for node, gpus in slots:
-            after = self.free[node] + gpus
-            if after > self.capacity[node]:
+            i = self._local[node]
+            if self._free[i] + gpus > self.capacity[i]:
                 raise OverAllocation(f"node {node}: release of {gpus} exceeds capacity")
-            self._set_free(node, after)
+            self._change(i, gpus)
 
-    def _set_free(self, node: int, after: int) -> None:
-        before = self.free[node]
-        cap = self.capacity[node]
-        for buckets in (self.all, self.leaves[self.leaf[node]]):
-            buckets.free_total += after - before
-            if before:
-                buckets.lists[before].remove(node)
-            if after:
-                buckets.lists[after].add(node)
-            if before == cap and after != cap:
-                buckets.idle.remove(node)
-            elif after == cap and before != cap:
-                buckets.idle.add(node)
-        if before and not after:
-            self.avail.remove(node)
-        elif after and not before:
-            self.avail.add(node)
-        self.free[node] = after
+    def _change(self, i: int, delta: int) -> None:
+        before = self._free[i]
+        after = before + delta
+        bit = 1 << i
+        by_free = self._by_free
+        if before:
+            by_free[before] ^= bit
+        if after:
+            by_free[after] |= bit
+            self._avail |= bit
+        else:
+            self._avail &= ~bit
+        if after == self.capacity[i]:
+            self._idle |= bit
+        else:
+            self._idle &= ~bit
+        self._free[i] = after
+        self.free_gpus += delta
+        self._leaf_free[self._leaf_of[i]] += delta

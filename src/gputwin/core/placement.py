@@ -42,8 +42,8 @@ class FirstFit:
             return None
         slots: list[tuple[int, int]] = []
         need = gpus
-        for node in ledger.avail:
-            take = min(ledger.free[node], need)
+        for node in ledger.avail_nodes():
+            take = min(ledger.free_of(node), need)
             slots.append((node, take))
             need -= take
             if not need:
@@ -95,7 +95,7 @@ class RandomPlacer:
     def place(self, ledger: Ledger, gpus: int, waited: float) -> Slots | None:
         if ledger.free_gpus < gpus:
             return None
-        pool = [node for node in ledger.avail for _ in range(ledger.free[node])]
+        pool = [node for node in ledger.avail_nodes() for _ in range(ledger.free_of(node))]
         picked = sorted(self._rng.sample(pool, gpus))
         counts: dict[int, int] = {}
         for node in picked:
@@ -124,23 +124,14 @@ def _fewest_nodes(ledger: Ledger, gpus: int, *, leaf: int | None, by_leaf: bool)
     for node in ledger.fullest_first(leaf):
         if len(chosen) == need_nodes - 1:
             break
-        take = min(ledger.free[node], need)
+        take = min(ledger.free_of(node), need)
         chosen.append((node, take))
         need -= take
     if need == 0:
         return tuple(chosen)
-    taken = {n for n, _ in chosen}
-    last = _best_fit_excluding(ledger, need, leaf, taken)
+    taken = ledger.mask_of(n for n, _ in chosen)
+    last = ledger.best_fit_node(need, leaf, exclude=taken)
     return None if last is None else tuple(chosen) + ((last, need),)
-
-
-def _best_fit_excluding(ledger: Ledger, gpus: int, leaf: int | None, taken: set[int]) -> int | None:
-    buckets = ledger.all if leaf is None else ledger.leaves[leaf]
-    for f in range(gpus, ledger.max_node_gpus + 1):
-        for node in buckets.lists[f]:
-            if node not in taken:
-                return int(node)
-    return None
 
 
 def _spread_over_fewest_leaves(ledger: Ledger, gpus: int) -> Slots | None:
@@ -160,7 +151,7 @@ def _spread_over_fewest_leaves(ledger: Ledger, gpus: int) -> Slots | None:
     need = gpus
     for leaf in leaves:
         for node in ledger.fullest_first(leaf):
-            take = min(ledger.free[node], need)
+            take = min(ledger.free_of(node), need)
             slots.append((node, take))
             need -= take
             if not need:

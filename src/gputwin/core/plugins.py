@@ -6,7 +6,7 @@ Names here are the names users write in a SchedulingPolicy and pass to `--placem
 
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable, Mapping, TypeVar
 
 from gputwin.core.compat import HeliosConsolidate
 from gputwin.core.placement import Consolidate, FirstFit, Placer, RandomPlacer, TopologyAware
@@ -32,7 +32,7 @@ HELIOS_PLACERS: dict[str, Callable[[Params, int], Placer]] = {
 SIZERS: dict[str, Callable[[Params], Sizer]] = {
     "as-requested": lambda params: AsRequested(),
     "history": lambda params: HistorySizing(
-        allowed=tuple(int(x) for x in _list(params, "allowed_gpus")),
+        allowed=tuple(int(str(x)) for x in _list(params, "allowed_gpus")),
         max_factor=_float(params, "max_factor", 2.0),
         min_samples=int(_float(params, "min_samples", 5)),
     ),
@@ -48,12 +48,15 @@ def make_sizer(name: str, params: Params) -> Sizer:
     return _lookup(SIZERS, name, "sizing")(params)
 
 
+T = TypeVar("T")
+
+
 def known() -> dict[str, list[str]]:
     """Every registered plugin name, by kind (for --help and validation messages)."""
     return {"queue": list(QUEUE_POLICIES), "placement": list(PLACERS), "sizing": list(SIZERS)}
 
 
-def _lookup(registry: Mapping[str, Callable[..., object]], name: str, kind: str) -> Callable[..., object]:
+def _lookup(registry: Mapping[str, T], name: str, kind: str) -> T:
     try:
         return registry[name]
     except KeyError:
@@ -69,4 +72,4 @@ def _list(params: Params, key: str) -> list[object]:
     value = params.get(key, ())
     if isinstance(value, str):
         return [v for v in value.split(",") if v.strip()]
-    return list(value)  # type: ignore[call-overload]
+    return list(value)  # type: ignore[call-overload,no-any-return]

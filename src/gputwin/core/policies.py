@@ -24,6 +24,7 @@ Key = tuple[float, ...]
 class QueuePolicy(Protocol):
     name: str
     preemptive: bool
+    timed: bool  # running jobs' keys cross boundaries by themselves (see next_change)
 
     def key(self, job: JobState, now: float) -> Key: ...
 
@@ -36,6 +37,7 @@ class _Static:
     """A non-preemptive policy whose key is a pure function of the job."""
 
     preemptive = False
+    timed = False
 
     def __init__(self, name: str, key: Callable[[JobState], Key]) -> None:
         self.name = name
@@ -72,6 +74,7 @@ class Srtf:
 
     name = "srtf"
     preemptive = True
+    timed = False
 
     def key(self, job: JobState, now: float) -> Key:
         return (job.remaining(now),)
@@ -90,6 +93,7 @@ class Las:
 
     name = "las"
     preemptive = True
+    timed = True
 
     def __init__(self, thresholds: Sequence[float] = (3600.0, 36000.0)) -> None:
         self.thresholds = tuple(sorted(thresholds))
@@ -126,6 +130,6 @@ def make_policy(name: str, params: dict[str, object] | None = None) -> QueuePoli
         raise ValueError(f"unknown queue policy {name!r}; known: {', '.join(QUEUE_POLICIES)}") from None
     if name == "las" and params and "las_thresholds" in params:
         raw = params["las_thresholds"]
-        values = raw.split(",") if isinstance(raw, str) else raw
-        return Las(tuple(float(v) for v in values))  # type: ignore[union-attr]
+        values = raw.split(",") if isinstance(raw, str) else list(raw)  # type: ignore[call-overload]
+        return Las(tuple(float(v) for v in values))
     return factory()

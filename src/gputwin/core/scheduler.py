@@ -26,9 +26,10 @@ from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec
 from gputwin.core.plugins import make_placer, make_sizer
 from gputwin.core.policies import make_policy
 from gputwin.core.state import JobState, PartitionState, Phase
-from gputwin.core.topology import Topology
+from gputwin.core.topology import Span, Topology
 
 _EMPTY = Decision()
+_ONE_NODE = Span(1, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,10 @@ class Scheduler:
         self.partitions: dict[str, PartitionState] = {p.name: self._partition(p) for p in cluster.partitions}
         self.routes, self.catch_all = _routes(cluster.partitions)
         self.jobs: dict[str, JobState] = {}
+        # Learning costs time per job; skip it when no partition's policy uses what it learns.
+        policies = [p.policy for p in cluster.partitions]
+        self._predicts = estimator is not None or any(p.queue == "qssf" for p in policies)
+        self._sizes = any(p.sizing != "as-requested" for p in policies)
         self._order = 0
         self._dirty: set[str] = set()
 
@@ -103,7 +108,8 @@ class Scheduler:
         if problem:
             return Decision(rejects=(Reject(spec.job_id, problem),))
         choice = part.sizer.size(spec, name, part.ledger.total_gpus, self.history)
-        job = JobState(spec, name, choice.gpus, choice.duration, self.estimator.predict(spec))
+        predicted = self.estimator.predict(spec) if self._predicts else spec.duration
+        job = JobState(spec, name, choice.gpus, choice.duration, predicted)
         self.jobs[spec.job_id] = job
         part.enqueue(job, self._next_order(), now)
         self._dirty.add(name)
@@ -119,8 +125,10 @@ class Scheduler:
         part.ledger.release(job.slots)
         job.attained = job.attained_at(now)
         job.phase, job.end, job.work_left = Phase.DONE, now, 0.0
-        self.history.record(job.partition, job.spec, job.gpus, job.duration, job.wait)
-        self.estimator.observe(job.spec, job.spec.duration)
+        if self._sizes:
+            self.history.record(job.partition, job.spec, job.gpus, job.duration, job.wait)
+        if self._predicts:
+            self.estimator.observe(job.spec, job.spec.duration)
         self._dirty.add(job.partition)
         return job
 
@@ -177,28 +185,32 @@ class Scheduler:
 
     def _preemptive(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
         """Rank queued and running jobs together; whatever no longer fits the quota is preempted."""
+        changed = bool(part.queued) and self._rerank(part, now, out)
+        if changed and self.options.wake_after_change:
+            out.wake(now + 1.0, part.name)
+        if part.policy.timed:
+            for job in part.running.values():
+                out.wake(part.policy.next_change(job, now), part.name)
+
+    def _rerank(self, part: PartitionState, now: float, out: DecisionBuilder) -> bool:
+        key = part.policy.key
         ranked = [(job.key, 0, job.order, job) for job in part.queued.values()]
-        ranked += [(part.policy.key(j, now), 1, j.order, j) for j in part.running.values()]
+        ranked += [(key(j, now), 1, j.order, j) for j in part.running.values()]
         ranked.sort(key=lambda r: r[:3])
         quota = part.ledger.total_gpus
         to_run: list[JobState] = []
         victims: list[JobState] = []
-        for _, _, _, job in ranked:
+        for _, queued, _, job in ranked:
             if job.gpus <= quota:
                 quota -= job.gpus
-                if job.phase is Phase.QUEUED:
+                if not queued:
                     to_run.append(job)
-            elif job.phase is Phase.RUNNING:
+            elif queued:
                 victims.append(job)
-        changed = bool(victims)
         for job in victims:
             self._preempt(part, job, now, out)
-        for job in to_run:
-            changed |= self._try_start(part, job, now, out)
-        if changed and self.options.wake_after_change:
-            out.wake(now + 1.0, part.name)
-        for job in part.running.values():
-            out.wake(part.policy.next_change(job, now), part.name)
+        started = [self._try_start(part, job, now, out) for job in to_run]
+        return bool(victims) or any(started)
 
     # --- commits ----------------------------------------------------------------------------------
 
@@ -213,8 +225,8 @@ class Scheduler:
             return False
         part.dequeue(job)
         part.ledger.allocate(slots)
-        span = self.topology.span([n for n, _ in slots])
-        fraction = self.topology.spec.overhead.fraction(len(slots), span.tiers)
+        span = self.topology.span([n for n, _ in slots]) if len(slots) > 1 else _ONE_NODE
+        fraction = self.topology.spec.overhead.fraction(len(slots), span.tiers) if len(slots) > 1 else 0.0
         lag = self.options.release_lag if part.policy.preemptive else 0.0
         job.slots, job.leaves, job.tiers = slots, span.leaves, span.tiers
         job.slowdown = 1.0 + fraction

@@ -37,7 +37,7 @@ def scaled_run(duration: float, requested: int, gpus: int, efficiency: float = 0
     if gpus <= requested:
         return duration * requested / gpus
     doublings = math.log2(gpus / requested)
-    return duration * requested / gpus / (efficiency**doublings)
+    return float(duration * requested / gpus / (efficiency**doublings))
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,7 +92,7 @@ class PartitionState:
     policy: QueuePolicy
     placer: Placer
     sizer: Sizer
-    queue: SortedList = field(default_factory=SortedList)  # (key, order) of queued jobs
+    queue: SortedList[tuple[Key, int]] = field(default_factory=SortedList)  # (key, order) of queued jobs
     queued: dict[int, JobState] = field(default_factory=dict)  # order -> job
     running: dict[str, JobState] = field(default_factory=dict)
 

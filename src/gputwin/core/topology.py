@@ -54,7 +54,7 @@ class Topology:
 
     @property
     def root(self) -> str:
-        return next(n for n, d in self.graph.in_degree() if d == 0)
+        return str(next(n for n, d in self.graph.in_degree() if d == 0))
 
     def leaf_of(self, node: str) -> str:
         """The leaf switch a node hangs off: its network group (patent claim 4)."""

@@ -1,0 +1,116 @@
+"""The `gputwin` command: simulate a trace, or run the embedded demo.
+
+Errors a user can make (a bad trace line, a bad cluster file, an unknown policy) end the command
+with `error: FILE:LINE: FIELD: reason` on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gputwin import __version__
+from gputwin.adapters.traces import FORMATS, TraceError, read_trace
+from gputwin.api.problems import ClusterError
+from gputwin.cli.output import comparison_table, print_summary, progress_reporter
+from gputwin.core.plugins import known
+from gputwin.sim.report import write_outputs
+from gputwin.sim.run import Overrides, RunError, run
+
+USER_ERRORS = (TraceError, ClusterError, RunError, OSError)
+PLUGINS = known()
+
+
+class UserErrorGroup(click.Group):
+    """Turns a user's mistake into one clear line and exit status 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except USER_ERRORS as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(2)
+
+
+@click.group(cls=UserErrorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gputwin")
+def cli() -> None:
+    """A digital twin for GPU-cluster scheduling.
+
+    Replay job history through per-partition queues, GPU placement and sizing policies, and
+    compare them by job completion time, queueing delay and utilisation.
+    """
+
+
+@cli.command()
+@click.option("--trace", "trace_path", required=True, type=click.Path(path_type=Path),
+              help="Job history: sacct -P or --json output, a Helios/Philly CSV, or an Alibaba pod list.")
+@click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(("auto",) + FORMATS),
+              help="Trace format; auto sniffs it from the file.")
+@click.option("--cluster", "cluster_path", required=True, type=click.Path(path_type=Path),
+              help="SwitchTopology + GPUPartition (+ SchedulingPolicy) YAML, a folder of them, "
+                   "or a Helios VC table CSV (vc,num_nodes).")
+@click.option("--policy", type=click.Choice(PLUGINS["queue"]), help="Queue policy for every partition.")
+@click.option("--placement", type=click.Choice(PLUGINS["placement"]), help="Placement for every partition.")
+@click.option("--sizing", type=click.Choice(PLUGINS["sizing"]), help="GPU sizing for every partition.")
+@click.option("--backfill/--no-backfill", default=None, help="EASY backfill for non-preemptive policies.")
+@click.option("--compat", type=click.Choice(["helios"]),
+              help="Reproduce the HeliosArtifact simulator's semantics (fifo/sjf/srtf; consolidate/random).")
+@click.option("--gpus-per-node", default=8, show_default=True, type=click.IntRange(1, 1024),
+              help="GPUs per node when --cluster is a VC table CSV.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed for randomised placement.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
+              help="Write jobs.csv (one row per job) and summary.json here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
+@click.option("--skip-invalid", is_flag=True, help="Skip malformed trace records (counted) instead of stopping.")
+def simulate(trace_path: Path, fmt: str, cluster_path: Path, policy: str | None, placement: str | None,
+             sizing: str | None, backfill: bool | None, compat: str | None, gpus_per_node: int, seed: int,
+             out_dir: Path | None, as_json: bool, skip_invalid: bool) -> None:  # fmt: skip
+    """Replay a job trace on a cluster and report JCT, queueing delay and utilisation."""
+    from gputwin.api.loader import load_cluster
+
+    cluster = load_cluster(cluster_path, gpus_per_node=gpus_per_node)
+    trace = read_trace(trace_path, fmt, skip_invalid=skip_invalid)
+    overrides = Overrides(queue=policy, placement=placement, sizing=sizing, backfill=backfill)
+    with progress_reporter(len(trace.jobs)) as progress:
+        summary, outcome = run(cluster, trace.jobs, overrides=overrides, compat=compat, seed=seed,
+                               progress=progress)  # fmt: skip
+    summary["skipped"] = dict(trace.skipped)
+    summary["trace"] = {"path": str(trace_path), "format": trace.format}
+    if out_dir is not None:
+        from gputwin.core.topology import Topology
+
+        write_outputs(out_dir, summary, outcome.finished, Topology(cluster.topology))
+    if as_json:
+        click.echo(json.dumps(_public(summary), sort_keys=True))
+    else:
+        print_summary(summary, out_dir)
+
+
+def _public(summary: dict[str, Any]) -> dict[str, Any]:
+    """The --json object: everything but the (long) utilisation series."""
+    return {k: v for k, v in summary.items() if k != "utilization_series"}
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as one JSON object.")
+def demo(as_json: bool) -> None:
+    """Run the embedded default: a bundled trace and cluster under several policies, compared."""
+    from gputwin.cli.demo import run_demo
+
+    rows = run_demo()
+    if as_json:
+        click.echo(json.dumps(rows, sort_keys=True))
+    else:
+        comparison_table(rows)
+
+
+def main() -> None:
+    cli(prog_name="gputwin")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,84 @@
+"""Terminal output for the CLI: summary tables, comparison tables, the progress bar."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+METRIC_COLUMNS = (
+    ("jobs", "jobs"), ("avg_jct", "avg JCT s"), ("p99_jct", "p99 JCT s"), ("avg_queue", "avg queue s"),
+    ("p99_queue", "p99 queue s"), ("gpu_utilization", "GPU util"), ("avg_overhead", "overhead"),
+    ("preemptions", "preempt"),
+)  # fmt: skip
+
+# Runs shorter than this finish before a bar would be worth drawing.
+PROGRESS_MIN_JOBS = 50_000
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console; piped output gets a wide fixed width so tables are not truncated."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else 140)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def print_summary(summary: dict[str, Any], out_dir: Path | None) -> None:
+    console = _console()
+    table = Table(title=f"gputwin simulate — {summary['jobs']:,} jobs, wall {summary['wall_seconds']} s")
+    table.add_column("partition")
+    table.add_column("policy")
+    for _, label in METRIC_COLUMNS:
+        table.add_column(label, justify="right")
+    for name, metrics in summary["partitions"].items():
+        table.add_row(name, summary["policies"].get(name, ""), *(_fmt(metrics[k]) for k, _ in METRIC_COLUMNS))
+    table.add_row("all", "", *(_fmt(summary[k]) for k, _ in METRIC_COLUMNS), style="bold")
+    console.print(table)
+    console.print(f"makespan {_fmt(summary['makespan'])} s")
+    for label, counts in (("skipped trace records", summary.get("skipped")), ("rejected jobs", summary["rejected"])):
+        if counts:
+            console.print(f"{label}: " + ", ".join(f"{reason} ×{n}" for reason, n in sorted(counts.items())))
+    if out_dir is not None:
+        console.print(f"wrote {out_dir / 'jobs.csv'} and {out_dir / 'summary.json'}")
+
+
+def comparison_table(rows: Sequence[dict[str, Any]], title: str = "gputwin demo") -> None:
+    """One row per candidate policy, best average JCT first."""
+    table = Table(title=title)
+    table.add_column("policy")
+    for _, label in METRIC_COLUMNS:
+        table.add_column(label, justify="right")
+    for row in rows:
+        table.add_row(row["candidate"], *(_fmt(row[k]) for k, _ in METRIC_COLUMNS))
+    _console().print(table)
+
+
+@contextmanager
+def progress_reporter(total: int) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar on stderr for long runs; None (no bar) when stderr is not a terminal."""
+    if total < PROGRESS_MIN_JOBS or not sys.stderr.isatty():
+        yield None
+        return
+    columns = (TextColumn("simulating"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} jobs"),
+               TimeRemainingColumn())  # fmt: skip
+    with Progress(*columns, console=_console(stderr=True), transient=True) as bar:
+        task = bar.add_task("simulate", total=total)
+        last = 0
+
+        def advance(submitted: int) -> None:
+            nonlocal last
+            if submitted - last >= 1000 or submitted == total:
+                bar.update(task, completed=submitted)
+                last = submitted
+
+        yield advance

@@ -1,0 +1,48 @@
+"""Writing a simulation's results: the per-job CSV log and the JSON summary."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any, Sequence, TextIO
+
+import hostlist
+
+from gputwin.core.state import JobState
+from gputwin.core.topology import Topology
+
+JOB_LOG_COLUMNS = (
+    "job_id", "partition", "user", "name", "task_type", "gpus_requested", "gpus", "submit", "start",
+    "end", "jct", "queue", "preemptions", "nodes", "nodelist", "leaves", "tiers", "overhead",
+)  # fmt: skip
+
+
+def write_job_log(jobs: Sequence[JobState], topology: Topology, out: TextIO) -> None:
+    """One row per finished job, in completion order. `nodes` is the last run's node count."""
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(JOB_LOG_COLUMNS)
+    for job in jobs:
+        spec = job.spec
+        end = job.end if job.end is not None else 0.0
+        writer.writerow((
+            spec.job_id, job.partition, spec.user, spec.name, spec.task_type, spec.gpus, job.gpus,
+            _num(spec.submit), _num(job.first_start or 0.0), _num(end), _num(end - spec.submit),
+            _num(job.wait), job.preemptions, len(job.slots), _nodelist(job, topology), job.leaves, job.tiers, round(job.overhead, 5),
+        ))  # fmt: skip
+
+
+def _nodelist(job: JobState, topology: Topology) -> str:
+    """The last run's nodes in SLURM hostlist syntax, like sacct's NodeList."""
+    return str(hostlist.collect_hostlist([topology.node_names[n] for n, _ in job.slots]))
+
+
+def _num(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else round(value, 3)
+
+
+def write_outputs(out_dir: Path, summary: dict[str, Any], jobs: Sequence[JobState], topology: Topology) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "jobs.csv", "w", newline="") as fh:
+        write_job_log(jobs, topology, fh)
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")

@@ -1,0 +1,112 @@
+"""One simulation run as users ask for it: a cluster, a trace, optional policy overrides.
+
+`run` is what `gputwin simulate`, `gputwin demo` and the benchmarks call. It applies command-line
+overrides to every partition's policy, checks the combination (compat mode has rules of its own),
+replays the trace and returns the summary dictionary (the `--json` output) with the raw outcome.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
+from gputwin.core.plugins import known
+from gputwin.core.scheduler import SchedulerOptions
+from gputwin.sim.engine import SimOutcome, simulate
+from gputwin.sim.metrics import summarize, utilization_series
+
+HELIOS_QUEUES = ("fifo", "sjf", "srtf")
+HELIOS_PLACERS = ("consolidate", "random")
+
+
+class RunError(ValueError):
+    """A combination of options that cannot run; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Overrides:
+    """Policy settings given on the command line; None keeps what the cluster file says."""
+
+    queue: str | None = None
+    placement: str | None = None
+    sizing: str | None = None
+    backfill: bool | None = None
+
+    def apply(self, policy: PolicySpec) -> PolicySpec:
+        changes = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        return dataclasses.replace(policy, **changes) if changes else policy
+
+
+def with_overrides(cluster: ClusterSpec, overrides: Overrides) -> ClusterSpec:
+    parts = tuple(dataclasses.replace(p, policy=overrides.apply(p.policy)) for p in cluster.partitions)
+    return dataclasses.replace(cluster, partitions=parts)
+
+
+def check(cluster: ClusterSpec, compat: str | None) -> None:
+    """Refuse unknown plugin names and what compat mode cannot reproduce, before running."""
+    names = known()
+    for part in cluster.partitions:
+        pol = part.policy
+        for kind, value in (("queue", pol.queue), ("placement", pol.placement), ("sizing", pol.sizing)):
+            allowed = names[kind] + (["random"] if kind == "placement" else [])
+            if value not in allowed:
+                raise RunError(f"partition {part.name}: unknown {kind} policy {value!r}; known: {', '.join(allowed)}")
+        if compat == "helios":
+            _check_helios(cluster, part.name, pol)
+
+
+def _check_helios(cluster: ClusterSpec, name: str, pol: PolicySpec) -> None:
+    if pol.queue not in HELIOS_QUEUES or pol.placement not in HELIOS_PLACERS:
+        raise RunError(
+            f"--compat helios reproduces queue policies {'/'.join(HELIOS_QUEUES)} with placers "
+            f"{'/'.join(HELIOS_PLACERS)}; partition {name} has {pol.queue}/{pol.placement}"
+        )
+    if pol.backfill or pol.sizing != "as-requested":
+        raise RunError(f"--compat helios has no backfill or GPU sizing (partition {name})")
+    sizes = {n.gpus for n in cluster.topology.nodes}
+    if sizes != {8}:
+        raise RunError(f"--compat helios needs 8-GPU nodes; this cluster has {sorted(sizes)}")
+
+
+def run(
+    cluster: ClusterSpec,
+    jobs: Sequence[JobSpec],
+    *,
+    overrides: Overrides = Overrides(),
+    compat: str | None = None,
+    seed: int = 0,
+    progress: Callable[[int], None] | None = None,
+    util_interval: float = 3600.0,
+) -> tuple[dict[str, Any], SimOutcome]:
+    """Replay `jobs`; return the summary (JSON-able) and the outcome (finished jobs, ...)."""
+    cluster = with_overrides(cluster, overrides)
+    check(cluster, compat)
+    options = SchedulerOptions.helios(seed) if compat == "helios" else SchedulerOptions(seed=seed)
+    started = time.perf_counter()
+    outcome = simulate(cluster, jobs, options, progress, util_interval)
+    wall = time.perf_counter() - started
+    summary = summarize(outcome.finished, outcome.busy)
+    summary["wall_seconds"] = round(wall, 3)
+    summary["rejected"] = _count(r.reason for r in outcome.rejected)
+    summary["resized"] = outcome.resized
+    summary["policies"] = _policies(cluster)
+    summary["compat"] = compat
+    summary["utilization_series"] = utilization_series(outcome.busy, sorted(outcome.busy.totals))
+    return summary, outcome
+
+
+def _count(reasons: Any) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for reason in reasons:
+        counts[reason] = counts.get(reason, 0) + 1
+    return counts
+
+
+def _policies(cluster: ClusterSpec) -> Mapping[str, str]:
+    def label(p: PolicySpec) -> str:
+        return f"{p.queue}{'+backfill' if p.backfill else ''}/{p.placement}/{p.sizing}"
+
+    return {part.name: label(part.policy) for part in cluster.partitions}

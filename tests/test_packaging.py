@@ -1,0 +1,68 @@
+"""Packaging rules of DESIGN.md §2: operator/ and adapters/ are parts of gputwin, never top-level.
+
+`import operator` must always find the standard library, whatever is on sys.path; the installed
+package must expose `gputwin.operator` and `gputwin.adapters`; and every source folder must be
+listed in pyproject.toml, because the package list is explicit.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+import venv
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+IMPORT_CHECK = "import gputwin.operator.config, gputwin.adapters.traces, operator; print(operator.__file__)"
+
+
+def _packages_on_disk() -> set[str]:
+    found = set()
+    roots = {"gputwin": REPO / "src" / "gputwin", "gputwin.operator": REPO / "operator",
+             "gputwin.adapters": REPO / "adapters"}  # fmt: skip
+    for prefix, root in roots.items():
+        for folder in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+            if "__pycache__" in folder.parts or not any(folder.glob("*.py")):
+                continue
+            rel = folder.relative_to(root).parts
+            if prefix == "gputwin" and rel and rel[0] in ("operator", "adapters"):
+                continue
+            found.add(".".join((prefix, *rel)))
+    return found
+
+
+def test_every_source_folder_is_listed_in_pyproject() -> None:
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    assert _packages_on_disk() <= listed
+
+
+def test_operator_folder_never_shadows_the_standard_library() -> None:
+    assert not (REPO / "operator" / "__init__.py").exists()
+    # -S: nothing imported `operator` before us, so a shadowing folder would win here.
+    proc = subprocess.run([sys.executable, "-S", "-c", "import operator; print(operator.__file__)"],
+                          cwd=REPO, capture_output=True, text=True, check=True)  # fmt: skip
+    assert not proc.stdout.strip().startswith(str(REPO))
+
+
+def test_installed_package_exposes_operator_and_adapters_from_any_directory(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", IMPORT_CHECK], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert not proc.stdout.strip().startswith(str(REPO))
+
+
+@pytest.mark.slow
+def test_plain_pip_install_into_a_clean_venv_imports_operator(tmp_path: Path) -> None:
+    # System site-packages supply the dependencies (no network); the venv's own site-packages
+    # come first on sys.path, so the import below sees the freshly installed wheel.
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, system_site_packages=True, with_pip=True)
+    python = env_dir / "bin" / "python"
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", str(REPO)],
+                   check=True, capture_output=True)  # fmt: skip
+    proc = subprocess.run([python, "-c", IMPORT_CHECK + "; import gputwin; print(gputwin.__file__)"],
+                          cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert str(env_dir) in proc.stdout.splitlines()[-1]
