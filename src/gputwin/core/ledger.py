@@ -14,6 +14,8 @@ global node indexes, so placements mean the same thing everywhere.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from itertools import accumulate
 from typing import Iterable, Iterator, Sequence
 
 from gputwin.core.topology import Topology
@@ -55,6 +57,7 @@ class Ledger:
         self._avail = self._idle
         self.free_gpus = self.total_gpus
         self.leaves: tuple[int, ...] = tuple(sorted(self._leaf_mask))
+        self._capacity_prefix = list(accumulate(sorted(self.capacity, reverse=True)))
 
     # --- reads ------------------------------------------------------------------------------------
 
@@ -67,6 +70,10 @@ class Ledger:
 
     def leaf_free(self, leaf: int) -> int:
         return self._leaf_free[leaf]
+
+    def min_nodes(self, gpus: int) -> int:
+        """The fewest nodes that could ever hold `gpus` GPUs (all of them idle)."""
+        return bisect_left(self._capacity_prefix, gpus) + 1
 
     def best_fit_node(self, gpus: int, leaf: int | None = None, exclude: int = 0) -> int | None:
         """The node whose free GPUs are the smallest count >= `gpus` (lowest index on ties)."""
@@ -104,20 +111,32 @@ class Ledger:
     # --- writes -----------------------------------------------------------------------------------
 
     def allocate(self, slots: Iterable[tuple[int, int]]) -> None:
-        slots = tuple(slots)
-        for node, gpus in slots:
-            i = self._local.get(node)
-            if i is None or gpus <= 0 or self._free[i] < gpus:
-                raise OverAllocation(f"node {node}: asked {gpus}, free {None if i is None else self._free[i]}")
-        for node, gpus in slots:
-            self._change(self._local[node], -gpus)
+        """Take GPUs; all-or-nothing, so a refused allocation changes nothing."""
+        wanted = self._per_node(slots)
+        for i, gpus in wanted.items():
+            if self._free[i] < gpus:
+                raise OverAllocation(f"node {self.nodes[i]}: asked {gpus}, free {self._free[i]}")
+        for i, gpus in wanted.items():
+            self._change(i, -gpus)
 
     def release(self, slots: Iterable[tuple[int, int]]) -> None:
-        for node, gpus in slots:
-            i = self._local[node]
+        """Give GPUs back; all-or-nothing, like `allocate`."""
+        returned = self._per_node(slots)
+        for i, gpus in returned.items():
             if self._free[i] + gpus > self.capacity[i]:
-                raise OverAllocation(f"node {node}: release of {gpus} exceeds capacity")
+                raise OverAllocation(f"node {self.nodes[i]}: release of {gpus} exceeds capacity")
+        for i, gpus in returned.items():
             self._change(i, gpus)
+
+    def _per_node(self, slots: Iterable[tuple[int, int]]) -> dict[int, int]:
+        """Slots summed per local node index; unknown nodes and non-positive counts are refused."""
+        total: dict[int, int] = {}
+        for node, gpus in slots:
+            i = self._local.get(node)
+            if i is None or gpus <= 0:
+                raise OverAllocation(f"node {node}: {gpus} GPUs is not a valid slot of this partition")
+            total[i] = total.get(i, 0) + gpus
+        return total
 
     def _change(self, i: int, delta: int) -> None:
         before = self._free[i]

@@ -17,7 +17,6 @@ scheduler commits the choice. Every choice is deterministic: ties go to the lowe
 
 from __future__ import annotations
 
-import math
 import random
 from typing import Protocol
 
@@ -57,9 +56,6 @@ class Consolidate:
     def place(self, ledger: Ledger, gpus: int, waited: float) -> Slots | None:
         if ledger.free_gpus < gpus:
             return None
-        if gpus <= ledger.max_node_gpus:
-            node = ledger.best_fit_node(gpus)
-            return None if node is None else ((node, gpus),)
         return _fewest_nodes(ledger, gpus, leaf=None, by_leaf=True)
 
 
@@ -76,10 +72,10 @@ class TopologyAware:
             return None
         for leaf in sorted(ledger.leaves, key=lambda lf: (ledger.leaf_free(lf), lf)):
             if ledger.leaf_free(leaf) >= gpus:
-                slots = _fewest_nodes(ledger, gpus, leaf=leaf, by_leaf=False)
-                if slots is not None:
-                    return slots
-        if waited < self.max_wait:
+                return _fullest_then_best_fit(ledger, gpus, leaf, None)
+        # The scheduler wakes us at queued_since + max_wait; in floats `now - queued_since` may
+        # then fall a hair short of max_wait, hence the tolerance.
+        if waited < self.max_wait - 1e-9:
             return None
         return _spread_over_fewest_leaves(ledger, gpus)
 
@@ -104,33 +100,37 @@ class RandomPlacer:
 
 
 def _fewest_nodes(ledger: Ledger, gpus: int, *, leaf: int | None, by_leaf: bool) -> Slots | None:
-    """Fit `gpus` on the fewest nodes (of one leaf if `leaf` is set), else None.
+    """Fit `gpus` on as few nodes as the partition could ever need for it, or return None.
 
-    With `by_leaf`, first look for one leaf that can hold the job on that minimum node count.
-    The fullest nodes are taken first; the last node is the best fit for the remainder.
+    That node count is the compute condition of consolidation: on 8-GPU nodes a 12-GPU job needs
+    two nodes, so it waits rather than scatter over three. With `by_leaf`, a leaf that can hold the
+    job on that many nodes is preferred (best-fit leaf first).
     """
-    need_nodes = math.ceil(gpus / ledger.max_node_gpus) if ledger.max_node_gpus else 0
-    if by_leaf and need_nodes > 1:
+    k = ledger.min_nodes(gpus)
+    if by_leaf and k > 1:
         for lf in sorted(ledger.leaves, key=lambda x: (ledger.leaf_free(x), x)):
             if ledger.leaf_free(lf) >= gpus:
-                slots = _fewest_nodes(ledger, gpus, leaf=lf, by_leaf=False)
+                slots = _fullest_then_best_fit(ledger, gpus, lf, k)
                 if slots is not None:
                     return slots
-    if need_nodes <= 1:
-        node = ledger.best_fit_node(gpus, leaf)
-        return None if node is None else ((node, gpus),)
+    return _fullest_then_best_fit(ledger, gpus, leaf, k)
+
+
+def _fullest_then_best_fit(ledger: Ledger, gpus: int, leaf: int | None, max_nodes: int | None) -> Slots | None:
+    """Whole free capacity of the fullest nodes, then the best-fitting node for the remainder.
+
+    Taking the fullest nodes first uses the fewest nodes; the last node is the smallest one the
+    remainder fits on, so big holes stay open. None if it needs more than `max_nodes` nodes.
+    """
     chosen: list[tuple[int, int]] = []
     need = gpus
     for node in ledger.fullest_first(leaf):
-        if len(chosen) == need_nodes - 1:
+        free = ledger.free_of(node)
+        if free >= need or (max_nodes is not None and len(chosen) == max_nodes - 1):
             break
-        take = min(ledger.free_of(node), need)
-        chosen.append((node, take))
-        need -= take
-    if need == 0:
-        return tuple(chosen)
-    taken = ledger.mask_of(n for n, _ in chosen)
-    last = ledger.best_fit_node(need, leaf, exclude=taken)
+        chosen.append((node, free))
+        need -= free
+    last = ledger.best_fit_node(need, leaf, exclude=ledger.mask_of(n for n, _ in chosen))
     return None if last is None else tuple(chosen) + ((last, need),)
 
 

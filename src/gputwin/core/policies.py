@@ -108,7 +108,7 @@ class Las:
         attained = job.attained_at(now)
         for t in self.thresholds:
             if t > attained:
-                return now + (t - attained) / job.gpus * job.slowdown
+                return now + (t - attained) / job.gpus  # attained counts wall-clock GPU-seconds
         return None
 
 

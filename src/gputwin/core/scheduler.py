@@ -23,6 +23,7 @@ from gputwin.core.decision import Decision, DecisionBuilder, Preempt, Reject, Re
 from gputwin.core.history import Estimator, HistoryEstimator, JobHistory
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec
+from gputwin.core.placement import Slots
 from gputwin.core.plugins import make_placer, make_sizer
 from gputwin.core.policies import make_policy
 from gputwin.core.state import JobState, PartitionState, Phase
@@ -104,18 +105,27 @@ class Scheduler:
         if name is None:
             return Decision(rejects=(Reject(spec.job_id, f"no partition serves task type {spec.task_type!r}"),))
         part = self.partitions[name]
-        problem = _admission_problem(spec, part)
+        problem = _admission_problem(spec, part) or self._duplicate(spec)
         if problem:
             return Decision(rejects=(Reject(spec.job_id, problem),))
-        choice = part.sizer.size(spec, name, part.ledger.total_gpus, self.history)
+        gpus, duration = spec.gpus, spec.duration
+        if self._sizes:
+            limit = part.spec.max_gpus_per_job or part.ledger.total_gpus
+            choice = part.sizer.size(spec, name, min(limit, part.ledger.total_gpus), self.history)
+            gpus, duration = choice.gpus, choice.duration
         predicted = self.estimator.predict(spec) if self._predicts else spec.duration
-        job = JobState(spec, name, choice.gpus, choice.duration, predicted)
+        job = JobState(spec, name, gpus, duration, predicted)
         self.jobs[spec.job_id] = job
         part.enqueue(job, self._next_order(), now)
         self._dirty.add(name)
-        if choice.gpus != spec.gpus:
-            return Decision(resizes=(Resize(spec.job_id, spec.gpus, choice.gpus),))
+        if gpus != spec.gpus:
+            return Decision(resizes=(Resize(spec.job_id, spec.gpus, gpus),))
         return _EMPTY
+
+    def _duplicate(self, spec: JobSpec) -> str | None:
+        if spec.job_id in self.jobs:
+            return f"job id {spec.job_id!r} is already queued or running"
+        return None
 
     def complete(self, job_id: str, now: float) -> JobState:
         """A running job finished at `now`: free its GPUs and learn from it."""
@@ -139,7 +149,8 @@ class Scheduler:
         del part.running[job_id]
         part.ledger.release(job.slots)
         job.slots = ()
-        part.enqueue(job, job.order, now)
+        job.generation += 1
+        part.enqueue(job, self._next_order(), now)
         self._dirty.add(job.partition)
 
     def wake(self, partition: str | None = None) -> None:
@@ -153,7 +164,7 @@ class Scheduler:
         if not self._dirty:
             return _EMPTY
         out = DecisionBuilder()
-        for name in sorted(self._dirty):
+        for name in sorted(self._dirty) if len(self._dirty) > 1 else self._dirty:
             part = self.partitions[name]
             if part.policy.preemptive:
                 self._preemptive(part, now, out)
@@ -164,9 +175,7 @@ class Scheduler:
 
     def _strict(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
         """Head-of-line order: start jobs until one does not fit, then (optionally) backfill."""
-        queue = part.queue
-        while queue:
-            job = part.queued[queue[0][1]]
+        while (job := part.head()) is not None:
             if not self._try_start(part, job, now, out):
                 if part.spec.policy.backfill:
                     self._backfill(part, job, now, out)
@@ -175,12 +184,18 @@ class Scheduler:
     def _backfill(self, part: PartitionState, head: JobState, now: float, out: DecisionBuilder) -> None:
         """EASY backfill: a later job may start now only if it cannot delay the head's reservation."""
         shadow, extra = _reservation(part, head)
-        for _, order in list(part.queue.islice(1, 1 + self.options.backfill_depth)):
-            job = part.queued[order]
-            ends_in_time = now + job.work_left <= shadow
+        for job in part.queued_jobs(1 + self.options.backfill_depth)[1:]:
+            if now + job.work_left > shadow and job.gpus > extra:
+                continue  # cannot end in time even without overhead, nor fit beside the head
+            slots = self._place(part, job, now, out)
+            if slots is None:
+                continue
+            # Judge "ends in time" on the run this placement really gets, overhead included.
+            ends_in_time = now + job.work_left * (1.0 + self._span(slots)[1]) <= shadow
             if not ends_in_time and job.gpus > extra:
                 continue
-            if self._try_start(part, job, now, out) and not ends_in_time:
+            self._commit(part, job, slots, now, out)
+            if not ends_in_time:
                 extra -= job.gpus
 
     def _preemptive(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
@@ -194,18 +209,19 @@ class Scheduler:
 
     def _rerank(self, part: PartitionState, now: float, out: DecisionBuilder) -> bool:
         key = part.policy.key
+        # (key, 0 = queued / 1 = running, order, job): orders are unique, so jobs never compare.
         ranked = [(job.key, 0, job.order, job) for job in part.queued.values()]
         ranked += [(key(j, now), 1, j.order, j) for j in part.running.values()]
-        ranked.sort(key=lambda r: r[:3])
+        ranked.sort()
         quota = part.ledger.total_gpus
         to_run: list[JobState] = []
         victims: list[JobState] = []
-        for _, queued, _, job in ranked:
+        for _, running, _, job in ranked:
             if job.gpus <= quota:
                 quota -= job.gpus
-                if not queued:
+                if not running:
                     to_run.append(job)
-            elif queued:
+            elif running:
                 victims.append(job)
         for job in victims:
             self._preempt(part, job, now, out)
@@ -215,18 +231,34 @@ class Scheduler:
     # --- commits ----------------------------------------------------------------------------------
 
     def _try_start(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> bool:
-        if job.gpus > part.ledger.free_gpus:
+        slots = self._place(part, job, now, out)
+        if slots is None:
             return False
+        self._commit(part, job, slots, now, out)
+        return True
+
+    def _place(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> Slots | None:
+        """The placer's choice for `job` now, or None (then ask to be woken if the placer waits)."""
+        if job.gpus > part.ledger.free_gpus:
+            return None
         slots = part.placer.place(part.ledger, job.gpus, now - job.queued_since)
         if slots is None:
             max_wait = getattr(part.placer, "max_wait", None)
             if max_wait is not None:
                 out.wake(job.queued_since + max_wait, part.name)
-            return False
+        return slots
+
+    def _span(self, slots: Slots) -> tuple[Span, float]:
+        """Leaves and tiers the slots span, and the overhead fraction that costs (claim 5)."""
+        if len(slots) == 1:
+            return _ONE_NODE, 0.0
+        span = self.topology.span([n for n, _ in slots])
+        return span, self.topology.spec.overhead.fraction(len(slots), span.tiers)
+
+    def _commit(self, part: PartitionState, job: JobState, slots: Slots, now: float, out: DecisionBuilder) -> None:
         part.dequeue(job)
         part.ledger.allocate(slots)
-        span = self.topology.span([n for n, _ in slots]) if len(slots) > 1 else _ONE_NODE
-        fraction = self.topology.spec.overhead.fraction(len(slots), span.tiers) if len(slots) > 1 else 0.0
+        span, fraction = self._span(slots)
         lag = self.options.release_lag if part.policy.preemptive else 0.0
         job.slots, job.leaves, job.tiers = slots, span.leaves, span.tiers
         job.slowdown = 1.0 + fraction
@@ -244,7 +276,6 @@ class Scheduler:
         out.starts.append(
             Start(job.spec.job_id, part.name, slots, run, fraction, span.leaves, span.tiers, job.generation)
         )
-        return True
 
     def _preempt(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> None:
         cost = self.options.checkpoint_cost(job.gpus)

@@ -12,10 +12,9 @@ work it had not done, plus the checkpoint/restore cost.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from enum import Enum
-
-from sortedcontainers import SortedList
 
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import JobSpec, PartitionSpec
@@ -72,7 +71,8 @@ class JobState:
         """Work left at `now` (seconds, no overhead): shrinks only while running."""
         if self.phase is not Phase.RUNNING:
             return self.work_left
-        return max(0.0, self.work_left - (now - self.seg_start) / self.slowdown)
+        left = self.work_left - (now - self.seg_start) / self.slowdown
+        return left if left > 0.0 else 0.0
 
     def attained_at(self, now: float) -> float:
         if self.phase is not Phase.RUNNING:
@@ -92,7 +92,10 @@ class PartitionState:
     policy: QueuePolicy
     placer: Placer
     sizer: Sizer
-    queue: SortedList[tuple[Key, int]] = field(default_factory=SortedList)  # (key, order) of queued jobs
+    # The queue is a heap of (key, order) with lazy deletion: a job leaving the queue is only
+    # dropped from `queued`; its heap entry is discarded when it reaches the top. Keys of queued
+    # jobs never change, so the heap order stays valid.
+    heap: list[tuple[Key, int]] = field(default_factory=list)
     queued: dict[int, JobState] = field(default_factory=dict)  # order -> job
     running: dict[str, JobState] = field(default_factory=dict)
 
@@ -105,12 +108,30 @@ class PartitionState:
         job.order = order
         job.queued_since = now
         job.key = self.policy.key(job, now)
-        self.queue.add((job.key, order))
+        heapq.heappush(self.heap, (job.key, order))
         self.queued[order] = job
 
     def dequeue(self, job: JobState) -> None:
-        self.queue.remove((job.key, job.order))
         del self.queued[job.order]
+        if len(self.heap) > 64 and len(self.heap) > 4 * len(self.queued):
+            self._compact()
 
-    def queued_jobs(self) -> list[JobState]:
-        return [self.queued[order] for _, order in self.queue]
+    def head(self) -> JobState | None:
+        """The queued job with the lowest key (ties: lowest order), or None."""
+        heap, queued = self.heap, self.queued
+        while heap:
+            job = queued.get(heap[0][1])
+            if job is not None:
+                return job
+            heapq.heappop(heap)
+        return None
+
+    def queued_jobs(self, limit: int | None = None) -> list[JobState]:
+        """Queued jobs in queue order (the first `limit` of them)."""
+        live = [entry for entry in self.heap if entry[1] in self.queued]
+        ordered = heapq.nsmallest(limit, live) if limit is not None else sorted(live)
+        return [self.queued[order] for _, order in ordered]
+
+    def _compact(self) -> None:
+        self.heap = [entry for entry in self.heap if entry[1] in self.queued]
+        heapq.heapify(self.heap)

@@ -46,7 +46,8 @@ class BusyTracker:
         buckets[first] += busy * ((first + 1) * width - start)
         for b in range(first + 1, last):
             buckets[b] += busy * width
-        buckets[last] += busy * (end - last * width)
+        if end > last * width:  # a period ending exactly on a border adds nothing to the next
+            buckets[last] += busy * (end - last * width)
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
