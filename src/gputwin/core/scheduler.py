@@ -15,6 +15,7 @@ backfill) and `_preemptive` (rank queued and running jobs together, preempt what
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -85,7 +86,10 @@ class Scheduler:
             spec=spec,
             ledger=Ledger(self.topology, nodes),
             policy=make_policy(policy.queue, dict(policy.params)),
-            placer=make_placer(policy.placement, policy.params, self.options.compat, self.options.seed),
+            # Each partition draws from its own stream, still fixed by the one seed.
+            placer=make_placer(
+                policy.placement, policy.params, self.options.compat, self.options.seed ^ zlib.crc32(spec.name.encode())
+            ),
             sizer=make_sizer(policy.sizing, policy.params),
         )
 
@@ -183,7 +187,7 @@ class Scheduler:
 
     def _backfill(self, part: PartitionState, head: JobState, now: float, out: DecisionBuilder) -> None:
         """EASY backfill: a later job may start now only if it cannot delay the head's reservation."""
-        shadow, extra = _reservation(part, head)
+        shadow, extra = _reservation(part, head, now)
         for job in part.queued_jobs(1 + self.options.backfill_depth)[1:]:
             if now + job.work_left > shadow and job.gpus > extra:
                 continue  # cannot end in time even without overhead, nor fit beside the head
@@ -304,6 +308,10 @@ def _routes(partitions: Iterable[PartitionSpec]) -> tuple[dict[str, str], str | 
 
 
 def _admission_problem(spec: JobSpec, part: PartitionState) -> str | None:
+    if spec.gpus < 1:
+        return f"asks for {spec.gpus} GPUs; a GPU job needs at least 1"
+    if spec.duration < 0:
+        return f"has a negative duration ({spec.duration} s)"
     if spec.gpus > part.ledger.total_gpus:
         return f"asks for {spec.gpus} GPUs; partition {part.name!r} has {part.ledger.total_gpus}"
     limit = part.spec.max_gpus_per_job
@@ -312,11 +320,24 @@ def _admission_problem(spec: JobSpec, part: PartitionState) -> str | None:
     return None
 
 
-def _reservation(part: PartitionState, head: JobState) -> tuple[float, int]:
-    """When the head job can start at the latest (shadow time) and GPUs to spare at that time."""
+def _reservation(part: PartitionState, head: JobState, now: float) -> tuple[float, int]:
+    """When the head job will start at the latest (shadow time), and GPUs to spare then.
+
+    Counted in GPUs, as EASY does: enough GPUs free up when running jobs end in order. A placer
+    that holds the head back for a better slot (topology-aware `max_wait`) pushes the shadow to
+    that deadline. Fragmentation is not modelled, so under consolidate the shadow is a lower bound.
+    """
+    shadow, extra = float("inf"), 0
     free = part.ledger.free_gpus
-    for end, gpus in sorted((j.seg_end, j.gpus) for j in part.running.values()):
-        free += gpus
-        if free >= head.gpus:
-            return end, free - head.gpus
-    return float("inf"), 0
+    if free >= head.gpus:
+        shadow, extra = now, free - head.gpus
+    else:
+        for end, gpus in sorted((j.seg_end, j.gpus) for j in part.running.values()):
+            free += gpus
+            if free >= head.gpus:
+                shadow, extra = end, free - head.gpus
+                break
+    max_wait = getattr(part.placer, "max_wait", None)
+    if max_wait is not None:
+        shadow = max(shadow, head.queued_since + max_wait)
+    return shadow, extra
