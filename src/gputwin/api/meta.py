@@ -136,13 +136,10 @@ class ObjectMeta(BaseModel):
 
 
 class ResourceBase(ApiModel):
-    """Fields every kind shares; subclasses narrow `kind` and add `spec`."""
+    """Fields every kind shares; subclasses narrow `kind` and add `spec` and their typed `status`."""
 
     api_version: Literal["gputwin.io/v1alpha1"] = Field(description="Always gputwin.io/v1alpha1.")
     metadata: ObjectMeta = Field(description="Standard object metadata; `name` is required.")
-    status: dict[str, Any] | None = Field(
-        default=None, description="Written by the operator, never by users; free-form in v1alpha1."
-    )
 
 
 __all__ = [

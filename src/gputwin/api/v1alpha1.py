@@ -29,6 +29,7 @@ from gputwin.api.meta import (
     Scalar,
     SizingPolicy,
 )
+from gputwin.api.status import GPUPartitionStatus, SchedulingPolicyStatus, SwitchTopologyStatus
 from gputwin.api.workloads import (
     Candidate,
     ConfigMapRef,
@@ -112,6 +113,9 @@ class SwitchTopology(ResourceBase):
     scope: ClassVar[str] = "Cluster"
     kind: Literal["SwitchTopology"] = Field(description="SwitchTopology.")
     spec: SwitchTopologySpec = Field(description="Switch tree, nodes and overhead model.")
+    status: SwitchTopologyStatus | None = Field(
+        default=None, description="Written by the operator through the status subresource, never by users."
+    )
 
 
 # --- GPUPartition ---------------------------------------------------------------------------------
@@ -167,6 +171,9 @@ class GPUPartition(ResourceBase):
     scope: ClassVar[str] = "Cluster"
     kind: Literal["GPUPartition"] = Field(description="GPUPartition.")
     spec: GPUPartitionSpec = Field(description="Topology, served task types, nodes, policy and limits.")
+    status: GPUPartitionStatus | None = Field(
+        default=None, description="Written by the operator through the status subresource, never by users."
+    )
 
 
 # --- SchedulingPolicy -----------------------------------------------------------------------------
@@ -244,6 +251,9 @@ class SchedulingPolicySpec(ApiModel):
         default_factory=dict,
         description="Policy-specific knobs (strings, numbers or booleans), documented by each policy, "
         "e.g. qssf_estimator. max_wait, allowed_gpus and max_factor are set by the typed fields above.",
+        # A map of mixed scalar types has no structural CRD schema: the API server keeps it as is,
+        # the Scalar type above checks it when gputwin reads the object.
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
 
     @model_validator(mode="after")
@@ -266,6 +276,9 @@ class SchedulingPolicy(ResourceBase):
     kind: Literal["SchedulingPolicy"] = Field(description="SchedulingPolicy.")
     spec: SchedulingPolicySpec = Field(
         description="Queue, preemption, placement, sizing and free-form params."
+    )
+    status: SchedulingPolicyStatus | None = Field(
+        default=None, description="Written by the operator through the status subresource, never by users."
     )
 
 

@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from gputwin.api.meta import ApiModel, DnsName, PlacementPolicy, QueuePolicy, ResourceBase, SizingPolicy
+from gputwin.api.status import GPUJobStatus, TraceReplayStatus
 
 # --- GPUJob ---------------------------------------------------------------------------------------
 
@@ -42,6 +43,9 @@ class GPUJob(ResourceBase):
     scope: ClassVar[str] = "Namespaced"
     kind: Literal["GPUJob"] = Field(description="GPUJob.")
     spec: GPUJobSpec = Field(description="Task type, GPUs, user, name, duration and pod template.")
+    status: GPUJobStatus | None = Field(
+        default=None, description="Written by the operator through the status subresource, never by users."
+    )
 
 
 # --- TraceReplay ----------------------------------------------------------------------------------
@@ -117,6 +121,9 @@ class TraceReplay(ResourceBase):
     scope: ClassVar[str] = "Namespaced"
     kind: Literal["TraceReplay"] = Field(description="TraceReplay.")
     spec: TraceReplaySpec = Field(description="Trace, cluster, candidates, objective and promotion.")
+    status: TraceReplayStatus | None = Field(
+        default=None, description="Written by the operator through the status subresource, never by users."
+    )
 
 
 __all__ = [

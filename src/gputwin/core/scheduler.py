@@ -126,6 +126,33 @@ class Scheduler:
             return Decision(resizes=(Resize(spec.job_id, spec.gpus, gpus),))
         return _EMPTY
 
+    def adopt(self, spec: JobSpec, slots: Slots, started: float) -> JobState:
+        """Account a job that already runs in the outside world (a driver restarting).
+
+        Its GPUs are taken from the ledger exactly as they were bound, so nothing is placed twice;
+        the job then completes like any other. Raises ValueError if it cannot be adopted.
+        """
+        name = self.route(spec)
+        if name is None or spec.job_id in self.jobs:
+            raise ValueError(f"job {spec.job_id!r}: no partition serves it, or it is already known")
+        part = self.partitions[name]
+        job = JobState(spec, name, spec.gpus, spec.duration, spec.duration)
+        part.ledger.allocate(slots)
+        span, fraction = self._span(slots)
+        job.slots, job.leaves, job.tiers = slots, span.leaves, span.tiers
+        job.slowdown = 1.0 + fraction
+        job.overhead = fraction
+        job.wait = started - spec.submit
+        job.first_start = job.seg_start = started
+        job.seg_end = started + job.work_left * job.slowdown
+        job.phase = Phase.RUNNING
+        job.order = self._next_order()
+        job.generation = 1
+        part.running[spec.job_id] = job
+        self.jobs[spec.job_id] = job
+        self._dirty.add(name)
+        return job
+
     def _duplicate(self, spec: JobSpec) -> str | None:
         if spec.job_id in self.jobs:
             return f"job id {spec.job_id!r} is already queued or running"

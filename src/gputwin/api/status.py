@@ -1,0 +1,217 @@
+"""The typed `status` of every gputwin.io/v1alpha1 kind: written by the operator, read by people.
+
+Status is a subresource: users never write it, the operator replaces it as a whole through
+`/status`. It is typed (not a free-form map) because the CRD's printer columns point into it and
+`kubectl explain` should describe it. Every kind carries `conditions` in the shape of
+`metav1.Condition`, so `kubectl wait --for=condition=Ready` and generic tooling understand them.
+Counters default to 0 and names to unset, so an operator may fill them in as it learns them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal, Self
+
+from pydantic import AfterValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from gputwin.api.meta import ApiModel, DnsName, Hostlist
+
+# The patterns of metav1.Condition, so conditions written here are valid Kubernetes conditions.
+CONDITION_TYPE = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+CONDITION_REASON = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+Backend = Literal["sim", "kubernetes", "slurm"]
+
+
+def _check_time(value: str) -> str:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        parsed = None
+    # A time without a zone means different instants on different machines.
+    if parsed is None or parsed.tzinfo is None:
+        raise PydanticCustomError(
+            "date_time", "'{value}' is not an RFC 3339 time such as 2024-05-01T12:00:00Z", {"value": value}
+        )
+    return value
+
+
+Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"}), AfterValidator(_check_time)]
+Count = Annotated[int, Field(ge=0)]
+
+
+class Condition(ApiModel):
+    """One observed aspect of the object's state, shaped like metav1.Condition."""
+
+    type: str = Field(
+        min_length=1,
+        max_length=316,
+        pattern=CONDITION_TYPE,
+        description="Condition type in CamelCase, e.g. Ready, Valid, Deployed; unique within the list.",
+    )
+    status: Literal["True", "False", "Unknown"] = Field(description="Whether the condition holds.")
+    reason: str = Field(
+        min_length=1,
+        max_length=1024,
+        pattern=CONDITION_REASON,
+        description="Machine-readable CamelCase reason for the last transition, e.g. NodeInTwoPartitions.",
+    )
+    message: str = Field(default="", max_length=32768, description="Human-readable details.")
+    last_transition_time: Timestamp = Field(
+        description="When status last changed, RFC 3339 (2024-05-01T12:00:00Z)."
+    )
+    observed_generation: Count | None = Field(
+        default=None, description="The metadata.generation this condition was computed from."
+    )
+
+
+class StatusBase(ApiModel):
+    """What every kind's status has: the generation it describes and its conditions."""
+
+    observed_generation: Count | None = Field(
+        default=None, description="The metadata.generation this status was computed from."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Current conditions, at most one per type.",
+        # A map keyed by type, as for metav1.Condition lists: server-side apply merges by type.
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+
+    @model_validator(mode="after")
+    def _one_condition_per_type(self) -> Self:
+        types = [c.type for c in self.conditions]
+        twice = sorted({t for t in types if types.count(t) > 1})
+        if twice:
+            raise PydanticCustomError(
+                "condition_type", "conditions repeat type {types}", {"types": ", ".join(twice)}
+            )
+        return self
+
+
+class SwitchTopologyStatus(StatusBase):
+    """Size of the validated topology; a Valid condition reports what is wrong with it."""
+
+    nodes: Count = Field(default=0, description="Nodes under the leaf switches.")
+    gpus: Count = Field(default=0, description="GPUs on those nodes.")
+    switches: Count = Field(default=0, description="Switches in the tree, all tiers.")
+
+
+class GPUPartitionStatus(StatusBase):
+    """The partition's capacity and queue right now."""
+
+    nodes: Count = Field(default=0, description="Nodes in the partition.")
+    total_gpus: Count = Field(default=0, alias="totalGPUs", description="GPUs on those nodes.")
+    free_gpus: Count = Field(default=0, alias="freeGPUs", description="GPUs not allocated to a running job.")
+    queued: Count = Field(default=0, description="Jobs waiting in the partition's queue.")
+    running: Count = Field(default=0, description="Jobs running on the partition's GPUs.")
+
+
+class DeployResult(ApiModel):
+    """The outcome of the last attempt to put the policy into effect on a backend."""
+
+    backend: Backend = Field(description="The backend deployed to.")
+    result: Literal["Succeeded", "Failed", "RolledBack"] = Field(
+        description="Succeeded; Failed (nothing changed); RolledBack (applied, failed verification, "
+        "previous configuration restored)."
+    )
+    time: Timestamp = Field(description="When the attempt finished, RFC 3339.")
+    message: str = Field(default="", description="Details, e.g. the scontrol error.")
+
+
+class SchedulingPolicyStatus(StatusBase):
+    """Where the policy runs and how its last deployment went."""
+
+    backends: list[Backend] = Field(
+        default_factory=list, description="Backends currently scheduling with this policy."
+    )
+    partitions: list[DnsName] = Field(
+        default_factory=list, description="GPUPartitions that reference this policy."
+    )
+    last_deploy: DeployResult | None = Field(default=None, description="The most recent deployment.")
+
+
+GPUJobPhase = Literal["Pending", "Queued", "Running", "Succeeded", "Failed", "Rejected"]
+
+
+class GPUJobStatus(StatusBase):
+    """Where the job is in its life and where it runs."""
+
+    phase: GPUJobPhase = Field(
+        default="Pending",
+        description="Pending: not yet routed; Queued: waiting in its partition; Running; Succeeded; "
+        "Failed; Rejected: no partition serves its task type or it is larger than its partition.",
+    )
+    partition: DnsName | None = Field(default=None, description="The GPUPartition the job was routed to.")
+    nodes: Hostlist | None = Field(
+        default=None, description="Nodes the job runs on, in SLURM hostlist syntax (gpu[001-002])."
+    )
+    gpus: Count = Field(default=0, description="GPUs allocated; sizing policies may change the request.")
+    switches: Count = Field(default=0, description="Leaf switches the job's nodes hang off.")
+    overhead: float = Field(
+        default=0.0, ge=0.0, description="Communication overhead applied to the run time (0.1 = +10%)."
+    )
+    submit_time: Timestamp | None = Field(default=None, description="When the scheduler received the job.")
+    start_time: Timestamp | None = Field(default=None, description="When the job started running.")
+    end_time: Timestamp | None = Field(default=None, description="When the job finished.")
+
+
+class ReplayMetrics(ApiModel):
+    """One candidate's results over the replayed trace, in seconds."""
+
+    jobs: Count = Field(description="Jobs replayed.")
+    avg_jct: float = Field(ge=0.0, description="Average job completion time (submit to end).")
+    avg_queue: float = Field(ge=0.0, description="Average queueing delay (submit to start).")
+    p50_jct: float = Field(ge=0.0, description="Median job completion time.")
+    p99_jct: float = Field(ge=0.0, description="99th-percentile job completion time.")
+    p99_queue: float = Field(ge=0.0, description="99th-percentile queueing delay.")
+    makespan: float = Field(ge=0.0, description="First submit to last end.")
+
+
+class CandidateResult(ApiModel):
+    """How one candidate policy did."""
+
+    name: str = Field(
+        min_length=1,
+        description="current (the partitions' present policies) or queue/placement/sizing, with +backfill "
+        "when on, e.g. sjf/consolidate/as-requested+backfill.",
+    )
+    metrics: ReplayMetrics = Field(description="The candidate's results.")
+
+
+class TraceReplayStatus(StatusBase):
+    """Progress and outcome of the what-if experiment."""
+
+    phase: Literal["Pending", "Running", "Succeeded", "Failed"] = Field(
+        default="Pending", description="Pending, Running, Succeeded or Failed."
+    )
+    candidates: list[CandidateResult] = Field(
+        default_factory=list, description="Results per candidate, best first by spec.objective."
+    )
+    winner: str | None = Field(default=None, min_length=1, description="Name of the best candidate.")
+    report: str | None = Field(
+        default=None, min_length=1, description="Where the full report is, e.g. a ConfigMap name or a path."
+    )
+    promoted: bool = Field(
+        default=False, description="Whether the winner was written into the partitions' SchedulingPolicies."
+    )
+
+
+__all__ = [
+    "Backend",
+    "CandidateResult",
+    "Condition",
+    "DeployResult",
+    "GPUJobPhase",
+    "GPUJobStatus",
+    "GPUPartitionStatus",
+    "ReplayMetrics",
+    "SchedulingPolicyStatus",
+    "StatusBase",
+    "SwitchTopologyStatus",
+    "Timestamp",
+    "TraceReplayStatus",
+]
