@@ -47,17 +47,18 @@ class HistoryEstimator:
     def __init__(self, prior: float = 3600.0) -> None:
         self.prior = prior
         self._groups: dict[tuple[str, ...], Mean] = {}
+        # The keys of a (user, name, task type) never change; building them is most of the cost.
+        self._key_cache: dict[tuple[str, str, str], tuple[tuple[str, ...], ...]] = {}
 
-    @staticmethod
-    def _keys(job: JobSpec) -> tuple[tuple[str, ...], ...]:
-        stem = _DIGITS.sub("", job.name)
-        return (
-            ("name", job.user, job.name),
-            ("stem", job.user, stem),
-            ("user", job.user),
-            ("type", job.task_type),
-            ("all",),
-        )
+    def _keys(self, job: JobSpec) -> tuple[tuple[str, ...], ...]:
+        ident = (job.user, job.name, job.task_type)
+        keys = self._key_cache.get(ident)
+        if keys is None:
+            stem = _DIGITS.sub("", job.name)
+            keys = (("name", job.user, job.name), ("stem", job.user, stem), ("user", job.user),
+                    ("type", job.task_type), ("all",))  # fmt: skip
+            self._key_cache[ident] = keys
+        return keys
 
     def predict(self, job: JobSpec) -> float:
         for key in self._keys(job):

@@ -110,8 +110,14 @@ class Ledger:
 
     # --- writes -----------------------------------------------------------------------------------
 
-    def allocate(self, slots: Iterable[tuple[int, int]]) -> None:
+    def allocate(self, slots: Sequence[tuple[int, int]]) -> None:
         """Take GPUs; all-or-nothing, so a refused allocation changes nothing."""
+        if len(slots) == 1:  # the common case, without the per-node summing
+            node, gpus = slots[0]
+            i = self._local.get(node)
+            if i is not None and 0 < gpus <= self._free[i]:
+                self._change(i, -gpus)
+                return
         wanted = self._per_node(slots)
         for i, gpus in wanted.items():
             if self._free[i] < gpus:
@@ -119,7 +125,7 @@ class Ledger:
         for i, gpus in wanted.items():
             self._change(i, -gpus)
 
-    def release(self, slots: Iterable[tuple[int, int]]) -> None:
+    def release(self, slots: Sequence[tuple[int, int]]) -> None:
         """Give GPUs back; all-or-nothing, like `allocate`."""
         returned = self._per_node(slots)
         for i, gpus in returned.items():

@@ -107,7 +107,10 @@ def _fewest_nodes(ledger: Ledger, gpus: int, *, leaf: int | None, by_leaf: bool)
     job on that many nodes is preferred (best-fit leaf first).
     """
     k = ledger.min_nodes(gpus)
-    if by_leaf and k > 1:
+    if k == 1:  # the common case: best fit on one node
+        node = ledger.best_fit_node(gpus, leaf)
+        return None if node is None else ((node, gpus),)
+    if by_leaf:
         for lf in sorted(ledger.leaves, key=lambda x: (ledger.leaf_free(x), x)):
             if ledger.leaf_free(lf) >= gpus:
                 slots = _fullest_then_best_fit(ledger, gpus, lf, k)
@@ -122,6 +125,9 @@ def _fullest_then_best_fit(ledger: Ledger, gpus: int, leaf: int | None, max_node
     Taking the fullest nodes first uses the fewest nodes; the last node is the smallest one the
     remainder fits on, so big holes stay open. None if it needs more than `max_nodes` nodes.
     """
+    node = ledger.best_fit_node(gpus, leaf)
+    if node is not None:  # fits on one node: that is the fewest, and the best fit
+        return ((node, gpus),)
     chosen: list[tuple[int, int]] = []
     need = gpus
     for node in ledger.fullest_first(leaf):

@@ -184,6 +184,23 @@ class Scheduler:
         part.enqueue(job, self._next_order(), now)
         self._dirty.add(job.partition)
 
+    def cancel(self, job_id: str, now: float) -> JobState:
+        """A job withdrawn while queued or running (its resource was deleted): drop it, free its GPUs.
+
+        Unlike `complete`, nothing is learned: the job did not finish.
+        """
+        job = self.jobs.pop(job_id)
+        part = self.partitions[job.partition]
+        if job.phase is Phase.RUNNING:
+            del part.running[job_id]
+            part.ledger.release(job.slots)
+            job.slots = ()
+        else:
+            part.dequeue(job)
+        job.end = now
+        self._dirty.add(job.partition)
+        return job
+
     def wake(self, partition: str | None = None) -> None:
         """Mark partitions for the next cycle (a timer fired, a policy changed)."""
         self._dirty.update([partition] if partition else self.partitions)
@@ -235,8 +252,8 @@ class Scheduler:
         if changed and self.options.wake_after_change:
             out.wake(now + 1.0, part.name)
         if part.policy.timed:
-            for job in part.running.values():
-                out.wake(part.policy.next_change(job, now), part.name)
+            changes = [part.policy.next_change(job, now) for job in part.running.values()]
+            out.wake(min((t for t in changes if t is not None), default=None), part.name)
 
     def _rerank(self, part: PartitionState, now: float, out: DecisionBuilder) -> bool:
         key = part.policy.key
@@ -293,7 +310,8 @@ class Scheduler:
         lag = self.options.release_lag if part.policy.preemptive else 0.0
         job.slots, job.leaves, job.tiers = slots, span.leaves, span.tiers
         job.slowdown = 1.0 + fraction
-        job.overhead = max(job.overhead, fraction)
+        if fraction > job.overhead:
+            job.overhead = fraction
         job.wait += now - job.queued_since
         if job.first_start is None:
             job.first_start = now

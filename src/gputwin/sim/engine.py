@@ -12,6 +12,7 @@ an end event whose generation is not the job's current one is dropped.
 
 from __future__ import annotations
 
+import gc
 import heapq
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -120,4 +121,12 @@ def simulate(
     util_interval: float = 3600.0,
 ) -> SimOutcome:
     """Replay `jobs` on `cluster` and return what happened (see `gputwin.sim.metrics.summarize`)."""
-    return Simulator(cluster, options, util_interval).run(jobs, progress)
+    # The run allocates millions of small acyclic objects that reference counting frees; the
+    # cyclic collector would only rescan them, so it is paused for the replay.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return Simulator(cluster, options, util_interval).run(jobs, progress)
+    finally:
+        if enabled:
+            gc.enable()

@@ -7,8 +7,9 @@ jobs; log-normal run times with a median of about ten minutes and a tail to two 
 hundred users who resubmit the same job names, so history-based estimators (QSSF) can learn;
 Poisson arrivals whose rate keeps the cluster about `load` busy.
 
-Both functions are pure: the same arguments and seed give the same result, on any platform,
-because every draw comes from one `random.Random(seed)` in a fixed order. No numpy: a million
+Both functions are pure: the same arguments and seed give the same result (on a given Python
+version: `random`'s algorithms are stable but not promised forever), because every draw comes
+from one `random.Random(seed)` in a fixed order. No numpy: a million
 jobs take a few seconds and the draws are held in plain lists only while the jobs are built.
 """
 
@@ -21,9 +22,9 @@ import itertools
 import math
 import operator
 import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Iterator, Sequence
 
 from gputwin.core.model import (
     ClusterSpec,
@@ -121,9 +122,9 @@ def _require(ok: bool, message: str) -> None:
 
 # --- jobs -----------------------------------------------------------------------------------------
 
-# Normal and exponential variates come from quantile tables indexed by uniform draws: a table
-# lookup inside `choices(k=n)` is ~20x cheaper than `gauss`/`expovariate` per job, and with
-# 2^16 mid-point quantiles the error is far below the whole-second rounding of the durations.
+# Run-time noise comes from a table of normal quantiles indexed by uniform draws: a lookup inside
+# `choices(k=n)` is several times cheaper than one `gauss` call per job, and with 2^16 mid-point
+# quantiles the error is far below the whole-second rounding of the durations.
 _TABLE = 1 << 16
 
 
@@ -171,6 +172,8 @@ def _generate(n: int, cluster: ClusterSpec, rng: random.Random, load: float) -> 
     durations = [min(MAX_SECONDS, float(max(1, round(t.median * x)))) for t, x in zip(picked, noise)]
     submits = _arrivals(rng, n, _span(gpus, durations, sum(caps), load))
     del noise
+    # Positional, in JobSpec's field order: building a million frozen dataclasses is most of the
+    # generation time, and `map` over ready columns is its cheapest form.
     return list(
         map(
             JobSpec,

@@ -1,0 +1,369 @@
+"""How fast gputwin's simulator is, on a real trace and on a million synthetic jobs.
+
+Two benchmarks (see benchmarks/README.md for what they measure and how to read them):
+
+* mix1 - the Philly-shaped trace of ../shared/traces/philly_mix1 (30,756 jobs, 11 partitions):
+  one replay per queue policy, native mode, plus `--compat helios` for fifo/sjf/srtf, next to the
+  reference simulator's published wall time (it cannot run here: it is not installed and needs
+  its own environment).
+* synthetic - `gputwin.sim.synthetic` jobs on a 2,000-node x 8-GPU fat tree with QSSF and
+  topology-aware placement, overhead on: 100k, 300k and then N jobs, each in a fresh Python
+  process so its peak RSS is its own.
+
+Wall times are of the simulation alone (the summary's `wall_seconds`): loading the trace and
+generating the jobs are timed separately. With `--json` the tables go to stderr and stdout holds
+exactly one JSON object on its last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from gputwin.core.plugins import known
+from gputwin.sim.run import HELIOS_PLACERS, HELIOS_QUEUES, Overrides, run
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TRACE_DIR = "../shared/traces/philly_mix1"  # relative to the repo root
+# Per policy, on this machine class, for mix1 (../shared/traces/README.md). Published, not measured.
+REFERENCE_WALL = (3.0, 5.0)
+SCALING_SIZES = (100_000, 300_000)
+SYNTHETIC_POLICY = Overrides(queue="qssf", placement="topology-aware")
+
+
+# --- command line ---------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    queues, placers = known()["queue"], known()["placement"]
+    parser = argparse.ArgumentParser(
+        prog="benchmarks/simulate.py",
+        description=(
+            "Time gputwin's simulator. mix1: replay the Philly-shaped trace once per queue policy "
+            "(native mode, plus --compat helios for fifo/sjf/srtf) and compare with the reference "
+            "simulator's published 3-5 s per policy. synthetic: generate 100k, 300k and N jobs for "
+            "a 2,000-node x 8-GPU cluster and replay each with qssf + topology-aware placement "
+            "(overhead on) in its own subprocess, reporting wall time, peak RSS and jobs/s."
+        ),
+        epilog=(
+            "Wall times cover the simulation only; trace loading and job generation are reported "
+            "separately. The full run (1M jobs) takes a few minutes and ~1-2 GB of memory."
+        ),
+    )
+    parser.add_argument(
+        "--trace-dir",
+        type=Path,
+        default=ROOT / DEFAULT_TRACE_DIR,
+        help=f"folder with jobs.csv and cluster.csv (default: {DEFAULT_TRACE_DIR}, from the repo root)",
+    )
+    parser.add_argument(
+        "--jobs", type=_positive, default=1_000_000, help="synthetic jobs in the big run (default 1000000)"
+    )
+    parser.add_argument("--skip-synthetic", action="store_true", help="run mix1 only")
+    parser.add_argument("--skip-mix1", action="store_true", help="run the synthetic benchmark only")
+    parser.add_argument(
+        "--policies",
+        type=_names(queues),
+        default=["fifo", "sjf", "srtf", "las", "qssf", "priority"],
+        help=f"comma-separated queue policies for mix1 (default: all; known: {','.join(queues)})",
+    )
+    parser.add_argument(
+        "--placement",
+        choices=placers,
+        default="consolidate",
+        help="placement policy for mix1 (default consolidate, the reference's; compat rows use it "
+        "when the reference has it, consolidate otherwise)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=_positive,
+        default=1,
+        help="replay each mix1 policy K times and keep the fastest (default 1)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the synthetic jobs and random placers (default 0)"
+    )
+    parser.add_argument(
+        "--profile",
+        type=_positive,
+        metavar="N",
+        help="also cProfile a synthetic run of N jobs (own subprocess) and print its top functions",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="tables to stderr; one JSON object as stdout's last line"
+    )
+    parser.add_argument("--worker", type=_positive, help=argparse.SUPPRESS)  # internal: one synthetic run
+    parser.add_argument("--worker-profile", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def _positive(text: str) -> int:
+    value = int(text.replace("_", ""))
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _names(allowed: list[str]) -> Callable[[str], list[str]]:
+    def parse(text: str) -> list[str]:
+        names = [t.strip() for t in text.split(",") if t.strip()]
+        unknown = [n for n in names if n not in allowed]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(
+                f"unknown policy {','.join(unknown) or '(none)'}; known: {','.join(allowed)}"
+            )
+        return names
+
+    return parse
+
+
+# --- mix1 -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Mix1Row:
+    policy: str
+    mode: str  # "native" or "helios"
+    wall_s: float
+    avg_jct: float
+    reference_jct: float | None
+
+
+def bench_mix1(
+    trace_dir: Path, policies: list[str], placement: str, seed: int, repeat: int, out: TextIO
+) -> dict[str, Any]:
+    """Replays per policy (and compat mode where the reference has it); the fastest of `repeat`."""
+    from gputwin.adapters.traces import read_trace
+
+    from gputwin.api.loader import load_cluster
+
+    started = time.perf_counter()
+    cluster = load_cluster(trace_dir / "cluster.csv")
+    jobs = read_trace(trace_dir / "jobs.csv").jobs
+    load_s = time.perf_counter() - started
+    reference = _reference_results(trace_dir)
+    compat_placer = placement if placement in HELIOS_PLACERS else "consolidate"
+    rows: list[Mix1Row] = []
+    for policy in policies:
+        runs: list[tuple[str, str, str | None]] = [("native", placement, None)]
+        if policy in HELIOS_QUEUES:
+            runs.append(("helios", compat_placer, "helios"))
+        for mode, placer, compat in runs:
+            print(f"  mix1 {policy} {mode} ...", file=sys.stderr, flush=True)
+            overrides = Overrides(queue=policy, placement=placer)
+            walls, avg_jct = [], 0.0
+            for _ in range(repeat):
+                summary, _ = run(cluster, jobs, overrides=overrides, compat=compat, seed=seed)
+                walls.append(summary["wall_seconds"])
+                avg_jct = summary["avg_jct"]
+            ref = reference.get(f"{policy}/{placer}", {}).get("avg_jct")
+            rows.append(Mix1Row(policy, mode, min(walls), avg_jct, ref))
+    _print_mix1(rows, len(jobs), len(cluster.partitions), len(cluster.topology.nodes), placement, load_s, out)
+    return {
+        "mix1": {r.policy: r.wall_s for r in rows if r.mode == "native"},
+        "mix1_helios_compat": {r.policy: r.wall_s for r in rows if r.mode == "helios"},
+        "mix1_avg_jct": {f"{r.policy}/{r.mode}": r.avg_jct for r in rows},
+        "mix1_load_s": round(load_s, 3),
+        "mix1_jobs": len(jobs),
+        "reference_wall_s": list(REFERENCE_WALL),
+    }
+
+
+def _reference_results(trace_dir: Path) -> dict[str, Any]:
+    path = trace_dir / "reference_results.json"
+    if not path.is_file():
+        return {}
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def _print_mix1(
+    rows: list[Mix1Row], jobs: int, partitions: int, nodes: int, placement: str, load_s: float, out: TextIO
+) -> None:
+    lo, hi = REFERENCE_WALL
+    print(f"\nmix1: {jobs:,} jobs, {partitions} partitions, {nodes} nodes; placement {placement}; "
+          f"trace + cluster loaded in {load_s:.2f} s (not in the wall times)", file=out)  # fmt: skip
+    print(f"reference simulator (HeliosArtifact): {lo:g}-{hi:g} s per policy, published in "
+          "../shared/traces/README.md - it cannot be run here, so the speed-up is against that range",
+          file=out)  # fmt: skip
+    header = f"{'policy':<9}{'mode':<8}{'wall s':>8}{'ref wall s':>12}{'speed-up':>12}{'avg JCT s':>12}{'ref JCT s':>12}"
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for r in rows:
+        speedup = f"{lo / r.wall_s:.1f}-{hi / r.wall_s:.1f}x" if r.wall_s > 0 else "-"
+        ref = f"{r.reference_jct:.3f}" if r.reference_jct is not None else "-"
+        print(f"{r.policy:<9}{r.mode:<8}{r.wall_s:>8.3f}{f'{lo:g}-{hi:g}':>12}{speedup:>12}"
+              f"{r.avg_jct:>12.3f}{ref:>12}", file=out)  # fmt: skip
+
+
+# --- synthetic: the parent side -------------------------------------------------------------------
+
+
+def bench_synthetic(n: int, seed: int, out: TextIO) -> dict[str, Any]:
+    """Each size in its own subprocess, smallest first, so RUSAGE_CHILDREN's max is that run's peak."""
+    sizes = sorted({s for s in SCALING_SIZES if s < n} | {n})
+    results = []
+    for size in sizes:
+        print(f"  synthetic {size:,} jobs ...", file=sys.stderr, flush=True)
+        result = _spawn_worker(size, seed)
+        # ru_maxrss over all waited-for children is the largest child's peak; sizes grow, so it is
+        # this child's own. The child's VmHWM (peak of its own address space) is the cross-check.
+        result["peak_rss_mb"] = round(_maxrss_mb(resource.RUSAGE_CHILDREN), 1)
+        results.append(result)
+    _print_synthetic(results, out)
+    big = results[-1]
+    return {
+        "synthetic_1m": {
+            "jobs": big["jobs"],
+            "wall_s": big["wall_s"],
+            "peak_rss_mb": big["peak_rss_mb"],
+            "generate_s": big["generate_s"],
+            "jobs_per_s": big["jobs_per_s"],
+            "avg_jct": big["avg_jct"],
+            "avg_queue": big["avg_queue"],
+            "gpu_utilization": big["gpu_utilization"],
+            "vm_hwm_mb": big["vm_hwm_mb"],
+        },
+        "synthetic_scaling": [
+            {k: r[k] for k in ("jobs", "wall_s", "us_per_job", "peak_rss_mb", "generate_s")} for r in results
+        ],
+    }
+
+
+def _spawn_worker(n: int, seed: int, profile: bool = False) -> dict[str, Any]:
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(n), "--seed", str(seed)]
+    if profile:
+        command.append("--worker-profile")
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)  # stderr passes through
+    if done.returncode != 0:
+        raise SystemExit(f"synthetic worker for {n} jobs failed with exit code {done.returncode}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _maxrss_mb(who: int) -> float:
+    # Linux reports kilobytes, macOS bytes.
+    scale = 1024 * 1024 if sys.platform == "darwin" else 1024
+    return resource.getrusage(who).ru_maxrss / scale
+
+
+def _print_synthetic(results: list[dict[str, Any]], out: TextIO) -> None:
+    print("\nsynthetic: 2,000 nodes x 8 GPUs, 16 leaves / 2 spines / 4 partitions; qssf + topology-aware, "
+          "overhead on (0.05 cross-node + 0.1 per tier); load 0.9", file=out)  # fmt: skip
+    header = (f"{'jobs':>10}{'generate s':>12}{'wall s':>9}{'jobs/s':>10}{'us/job':>9}{'vs first':>10}"
+              f"{'n log n':>9}{'peak RSS MB':>13}{'avg JCT s':>11}{'avg wait s':>11}{'util':>7}")  # fmt: skip
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    first = results[0]
+    for r in results:
+        # If cost grows as n log n, cost per job grows as log n: compare the two ratios.
+        measured = r["us_per_job"] / first["us_per_job"] if first["us_per_job"] else float("nan")
+        predicted = math.log(r["jobs"]) / math.log(first["jobs"]) if first["jobs"] > 1 else float("nan")
+        print(f"{r['jobs']:>10,}{r['generate_s']:>12.2f}{r['wall_s']:>9.2f}{r['jobs_per_s']:>10,.0f}"
+              f"{r['us_per_job']:>9.1f}{measured:>9.2f}x{predicted:>8.2f}x{r['peak_rss_mb']:>13.1f}"
+              f"{r['avg_jct']:>11.1f}{r['avg_queue']:>11.1f}{r['gpu_utilization']:>7.2f}", file=out)  # fmt: skip
+    print("(vs first: wall per job relative to the first row; n log n: what that ratio would be if the "
+          "cost grew as n log n)", file=out)  # fmt: skip
+
+
+# --- synthetic: the worker side -------------------------------------------------------------------
+
+
+def worker(n: int, seed: int, profile: bool) -> dict[str, Any]:
+    """Generate and replay n synthetic jobs in this process; print nothing but the JSON result."""
+    from gputwin.sim.synthetic import synthetic_cluster, synthetic_jobs
+
+    started = time.perf_counter()
+    cluster = synthetic_cluster()
+    jobs = synthetic_jobs(n, cluster, seed=seed)
+    generate_s = time.perf_counter() - started
+    rss_generated = _maxrss_mb(resource.RUSAGE_SELF)
+    if profile:
+        summary = _profiled(lambda: run(cluster, jobs, overrides=SYNTHETIC_POLICY, seed=seed)[0])
+    else:
+        summary, _ = run(cluster, jobs, overrides=SYNTHETIC_POLICY, seed=seed)
+    wall = summary["wall_seconds"]
+    return {
+        "jobs": n,
+        "generate_s": round(generate_s, 3),
+        "wall_s": wall,
+        "jobs_per_s": round(n / wall, 1) if wall else None,
+        "us_per_job": round(wall / n * 1e6, 2),
+        "avg_jct": summary["avg_jct"],
+        "avg_queue": summary["avg_queue"],
+        "gpu_utilization": summary["gpu_utilization"],
+        "finished": summary["jobs"],
+        "rejected": sum(summary["rejected"].values()),
+        "rss_after_generation_mb": round(rss_generated, 1),
+        "vm_hwm_mb": _vm_hwm_mb(),
+    }
+
+
+def _vm_hwm_mb() -> float | None:
+    """Peak RSS of this process's own address space (Linux), unlike ru_maxrss not inherited."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _profiled(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    summary = profiler.runcall(call)
+    stats = pstats.Stats(profiler, stream=sys.stderr)
+    stats.sort_stats("tottime").print_stats(15)
+    stats.sort_stats("cumulative").print_stats(15)
+    return summary
+
+
+# --- main -----------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.seed, args.worker_profile)))
+        return 0
+    out = sys.stderr if args.json else sys.stdout
+    report: dict[str, Any] = {"mix1": {}, "synthetic_1m": None}
+    trace_dir = args.trace_dir.resolve()
+    if not args.skip_mix1 and not (
+        (trace_dir / "jobs.csv").is_file() and (trace_dir / "cluster.csv").is_file()
+    ):
+        print(
+            f"error: {trace_dir} has no jobs.csv and cluster.csv; pass --trace-dir or --skip-mix1",
+            file=sys.stderr,
+        )
+        return 2
+    # Synthetic first, while this process is small: a child's ru_maxrss starts at the RSS of the
+    # process it was forked from (Linux records the pre-exec peak), so spawning after mix1 has
+    # loaded its trace would report this process's size for small runs.
+    if not args.skip_synthetic:
+        report.update(bench_synthetic(args.jobs, args.seed, out))
+    if not args.skip_mix1:
+        report.update(bench_mix1(trace_dir, args.policies, args.placement, args.seed, args.repeat, out))
+    if args.profile:
+        print(f"\ncProfile of a synthetic run of {args.profile:,} jobs (stderr):", file=out, flush=True)
+        report["profile_run"] = _spawn_worker(args.profile, args.seed, profile=True)
+    if args.json:
+        print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
