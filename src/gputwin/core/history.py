@@ -49,6 +49,7 @@ class HistoryEstimator:
         self._groups: dict[tuple[str, ...], Mean] = {}
         # The keys of a (user, name, task type) never change; building them is most of the cost.
         self._key_cache: dict[tuple[str, str, str], tuple[tuple[str, ...], ...]] = {}
+        self._mean_cache: dict[tuple[str, str, str], list[Mean]] = {}
 
     def _keys(self, job: JobSpec) -> tuple[tuple[str, ...], ...]:
         ident = (job.user, job.name, job.task_type)
@@ -68,8 +69,12 @@ class HistoryEstimator:
         return self.prior
 
     def observe(self, job: JobSpec, run_seconds: float) -> None:
-        for key in self._keys(job):
-            self._groups.setdefault(key, Mean()).add(run_seconds)
+        ident = (job.user, job.name, job.task_type)
+        means = self._mean_cache.get(ident)
+        if means is None:
+            means = self._mean_cache[ident] = [self._groups.setdefault(k, Mean()) for k in self._keys(job)]
+        for mean in means:
+            mean.add(run_seconds)
 
 
 class JobHistory:

@@ -127,6 +127,12 @@ class Ledger:
 
     def release(self, slots: Sequence[tuple[int, int]]) -> None:
         """Give GPUs back; all-or-nothing, like `allocate`."""
+        if len(slots) == 1:
+            node, gpus = slots[0]
+            i = self._local.get(node)
+            if i is not None and 0 < gpus and self._free[i] + gpus <= self.capacity[i]:
+                self._change(i, gpus)
+                return
         returned = self._per_node(slots)
         for i, gpus in returned.items():
             if self._free[i] + gpus > self.capacity[i]:

@@ -70,9 +70,10 @@ class TopologyAware:
     def place(self, ledger: Ledger, gpus: int, waited: float) -> Slots | None:
         if ledger.free_gpus < gpus:
             return None
-        for leaf in sorted(ledger.leaves, key=lambda lf: (ledger.leaf_free(lf), lf)):
-            if ledger.leaf_free(leaf) >= gpus:
-                return _fullest_then_best_fit(ledger, gpus, leaf, None)
+        # The best-fit leaf: the one with the least room that still holds the whole job.
+        fitting = [(ledger.leaf_free(lf), lf) for lf in ledger.leaves if ledger.leaf_free(lf) >= gpus]
+        if fitting:
+            return _fullest_then_best_fit(ledger, gpus, min(fitting)[1], None)
         # The scheduler wakes us at queued_since + max_wait; in floats `now - queued_since` may
         # then fall a hair short of max_wait, hence the tolerance.
         if waited < self.max_wait - 1e-9:

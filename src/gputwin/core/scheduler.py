@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from gputwin.core.compat import helios_checkpoint_cost
-from gputwin.core.decision import Decision, DecisionBuilder, Preempt, Reject, Resize, Start
+from gputwin.core.decision import EMPTY, Decision, DecisionBuilder, Preempt, Reject, Resize, Start
 from gputwin.core.history import Estimator, HistoryEstimator, JobHistory
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec
@@ -30,7 +30,7 @@ from gputwin.core.policies import make_policy
 from gputwin.core.state import JobState, PartitionState, Phase
 from gputwin.core.topology import Span, Topology
 
-_EMPTY = Decision()
+_EMPTY = EMPTY
 _ONE_NODE = Span(1, 0)
 
 
