@@ -9,13 +9,13 @@ Counters default to 0 and names to unset, so an operator may fill them in as it 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from gputwin.api.meta import ApiModel, DnsName, Hostlist
+from gputwin.api.meta import ApiModel, DnsName, Hostlist, HostName
 
 # The patterns of metav1.Condition, so conditions written here are valid Kubernetes conditions.
 CONDITION_TYPE = (
@@ -41,6 +41,18 @@ def _check_time(value: str) -> str:
 
 Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"}), AfterValidator(_check_time)]
 Count = Annotated[int, Field(ge=0)]
+
+
+def rfc3339(seconds: float) -> str:
+    """Epoch seconds as a Timestamp: `2026-01-01T00:00:00Z`, `…:00.250Z` when there is a fraction."""
+    whole = abs(seconds - round(seconds)) < 5e-4
+    when = datetime.fromtimestamp(round(seconds) if whole else seconds, tz=UTC)
+    return when.isoformat(timespec="seconds" if whole else "milliseconds").replace("+00:00", "Z")
+
+
+def epoch_seconds(timestamp: str) -> float:
+    """A Timestamp back to epoch seconds (ValueError if it is not one)."""
+    return datetime.fromisoformat(timestamp).timestamp()
 
 
 class Condition(ApiModel):
@@ -137,6 +149,27 @@ class SchedulingPolicyStatus(StatusBase):
 GPUJobPhase = Literal["Pending", "Queued", "Running", "Succeeded", "Failed", "Rejected"]
 
 
+class Slot(ApiModel):
+    """GPUs taken on one node."""
+
+    node: HostName = Field(description="Node name, as declared in the SwitchTopology.")
+    gpus: int = Field(ge=1, description="GPUs of that node given to the job.")
+
+
+class Allocation(ApiModel):
+    """The job's current run: exactly which GPUs, since when, for how long.
+
+    The operator rebuilds its GPU accounting from this after a restart (nothing is placed twice),
+    and a simulated backend re-arms the run's end from `since + runSeconds`.
+    """
+
+    slots: list[Slot] = Field(min_length=1, description="GPUs per node, in placement order.")
+    since: Timestamp = Field(description="When this run started (after a preemption: when it resumed).")
+    run_seconds: float = Field(
+        ge=0.0, description="How long this run lasts, communication overhead included (simulated runs)."
+    )
+
+
 class GPUJobStatus(StatusBase):
     """Where the job is in its life and where it runs."""
 
@@ -155,8 +188,14 @@ class GPUJobStatus(StatusBase):
         default=0.0, ge=0.0, description="Communication overhead applied to the run time (0.1 = +10%)."
     )
     submit_time: Timestamp | None = Field(default=None, description="When the scheduler received the job.")
-    start_time: Timestamp | None = Field(default=None, description="When the job started running.")
+    start_time: Timestamp | None = Field(
+        default=None, description="When the job first started running (kept across preemptions)."
+    )
     end_time: Timestamp | None = Field(default=None, description="When the job finished.")
+    preemptions: Count = Field(default=0, description="How often a preemptive policy stopped the job.")
+    allocation: Allocation | None = Field(
+        default=None, description="The current run's GPUs and timing; unset while not running."
+    )
 
 
 class ReplayMetrics(ApiModel):
@@ -201,6 +240,7 @@ class TraceReplayStatus(StatusBase):
 
 
 __all__ = [
+    "Allocation",
     "Backend",
     "CandidateResult",
     "Condition",
@@ -210,8 +250,11 @@ __all__ = [
     "GPUPartitionStatus",
     "ReplayMetrics",
     "SchedulingPolicyStatus",
+    "Slot",
     "StatusBase",
     "SwitchTopologyStatus",
     "Timestamp",
     "TraceReplayStatus",
+    "epoch_seconds",
+    "rfc3339",
 ]

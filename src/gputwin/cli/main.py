@@ -108,6 +108,12 @@ def demo(as_json: bool) -> None:
         comparison_table(rows)
 
 
+from gputwin.cli.emulator import COMMANDS as EMULATOR_COMMANDS  # noqa: E402  (apply, get, delete, run, events)
+
+for _command in EMULATOR_COMMANDS:
+    cli.add_command(_command)
+
+
 def main() -> None:
     cli(prog_name="gputwin")
 

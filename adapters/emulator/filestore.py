@@ -1,0 +1,211 @@
+"""The embedded emulator's object store: one JSON file per object under a state directory.
+
+    STATE/
+      objects/<plural>/<name>.json               cluster-scoped kinds (switchtopologies, …)
+      objects/<plural>/<namespace>/<name>.json   namespaced kinds (gpujobs, tracereplays)
+      clock.json                                 the virtual clock: {"now": epoch seconds, "time": RFC 3339}
+      events.jsonl                               one event per line, oldest first
+      .lock                                      held by the command that has the directory open
+
+`FileStore` satisfies the operator's `Store` protocol (`gputwin.operator.store`), so the same
+reconcilers run on it. Every file is replaced atomically (written beside, then `os.replace`), and
+a command holds `lock()` for as long as it works, so two commands never interleave. Objects are
+cached in memory after the first read: while the lock is held nobody else writes them.
+
+The virtual clock starts at 2026-01-01T00:00:00Z (`EPOCH`) and only moves when `gputwin run`
+advances it, so the emulator's output is the same on every machine and every run.
+"""
+
+from __future__ import annotations
+
+import copy
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from gputwin.api.crdgen import NAMES
+from gputwin.api.mergepatch import merge_patch
+from gputwin.api.status import rfc3339
+from gputwin.api.v1alpha1 import KINDS
+
+Obj = dict[str, Any]
+Objs = list[Obj]  # an alias: inside the class, `list` names its method
+Outcome = Literal["created", "configured", "unchanged"]
+EPOCH = 1767225600.0  # 2026-01-01T00:00:00Z
+# Metadata the server owns: an applied object's values for these are ignored.
+SERVER_FIELDS = (
+    "creationTimestamp",
+    "generation",
+    "resourceVersion",
+    "uid",
+    "managedFields",
+    "deletionTimestamp",
+)
+
+
+class ObjectNotFound(KeyError):
+    """A write to an object that is not stored (a LookupError, as the Store protocol says)."""
+
+
+class FileStore:
+    """Objects, clock and events of one emulated cluster, kept in a state directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._cache: dict[str, dict[tuple[str, str], Obj]] = {}
+        self._now: float | None = None
+
+    # --- locking and the clock ----------------------------------------------------------------
+
+    @contextmanager
+    def lock(self, exclusive: bool = True) -> Iterator[FileStore]:
+        """Hold the state directory (shared for readers); the cache lives as long as the lock."""
+        if not exclusive and not self.root.is_dir():
+            yield self  # nothing stored yet: a reader must not create the directory
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            try:
+                if exclusive and not (self.root / "clock.json").is_file():
+                    self.set_now(EPOCH)
+                yield self
+            finally:
+                self._cache.clear()
+                self._now = None
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    @property
+    def now(self) -> float:
+        """Virtual time, epoch seconds."""
+        if self._now is None:
+            path = self.root / "clock.json"
+            self._now = float(json.loads(path.read_text())["now"]) if path.is_file() else EPOCH
+        return self._now
+
+    def set_now(self, now: float) -> None:
+        self._now = now
+        _write_json(self.root / "clock.json", {"now": now, "time": rfc3339(now)})
+
+    # --- the Store protocol -------------------------------------------------------------------
+
+    def list(self, kind: str) -> Objs:
+        objects = self._objects(kind)
+        return [copy.deepcopy(objects[key]) for key in sorted(objects)]
+
+    def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
+        obj = self._objects(kind).get((namespace or "", name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def patch_status(self, kind: str, namespace: str | None, name: str, status: Obj) -> None:
+        obj = self._live(kind, namespace, name)
+        obj["status"] = merge_patch(obj.get("status"), status)
+        self._save(obj)
+
+    def patch_spec(self, kind: str, namespace: str | None, name: str, spec: Obj) -> None:
+        obj = self._live(kind, namespace, name)
+        new = merge_patch(obj.get("spec"), spec)
+        if new != obj.get("spec"):
+            obj["metadata"]["generation"] = obj["metadata"].get("generation", 1) + 1
+            obj["spec"] = new
+            self._save(obj)
+
+    def event(
+        self, kind: str, namespace: str | None, name: str, reason: str, message: str,
+        type: Literal["Normal", "Warning"] = "Normal",
+    ) -> None:  # fmt: skip
+        line = {"time": rfc3339(self.now), "type": type, "reason": reason, "kind": kind,
+                "namespace": namespace, "name": name, "message": message}  # fmt: skip
+        with open(self.root / "events.jsonl", "a", encoding="utf-8") as out:
+            out.write(json.dumps(line, sort_keys=True) + "\n")
+
+    # --- what the emulator's commands need besides ----------------------------------------------
+
+    def put(self, obj: Obj) -> Outcome:
+        """Create or update an object as `kubectl apply` would; status and server metadata are kept."""
+        kind, meta = obj["kind"], obj["metadata"]
+        namespace = meta.get("namespace") if KINDS[kind].scope == "Namespaced" else None
+        old = self._objects(kind).get((namespace or "", meta["name"]))
+        new = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
+        new["metadata"] = {k: v for k, v in meta.items() if k not in SERVER_FIELDS and k != "namespace"}
+        if namespace:
+            new["metadata"]["namespace"] = namespace
+        if old is None:
+            new["metadata"].update(creationTimestamp=rfc3339(self.now), generation=1)
+            self._save(new)
+            return "created"
+        if _user_view(old) == _user_view(new):
+            return "unchanged"
+        same_spec = old.get("spec") == new.get("spec")
+        for key in ("creationTimestamp", "generation"):
+            if key in old["metadata"]:
+                new["metadata"][key] = old["metadata"][key]
+        new["metadata"]["generation"] = old["metadata"].get("generation", 1) + (0 if same_spec else 1)
+        if "status" in old:
+            new["status"] = old["status"]
+        self._save(new)
+        return "configured"
+
+    def delete(self, kind: str, namespace: str | None, name: str) -> bool:
+        obj = self._objects(kind).pop((namespace or "", name), None)
+        if obj is None:
+            return False
+        self._path(kind, namespace, name).unlink(missing_ok=True)
+        return True
+
+    def events(self) -> Objs:
+        path = self.root / "events.jsonl"
+        if not path.is_file():
+            return []
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    # --- files ----------------------------------------------------------------------------------
+
+    def _path(self, kind: str, namespace: str | None, name: str) -> Path:
+        folder = self.root / "objects" / NAMES[kind].plural
+        return (folder / namespace if namespace else folder) / f"{name}.json"
+
+    def _objects(self, kind: str) -> dict[tuple[str, str], Obj]:
+        if kind not in self._cache:
+            found: dict[tuple[str, str], Obj] = {}
+            folder = self.root / "objects" / NAMES[kind].plural
+            for path in sorted(folder.rglob("*.json")) if folder.is_dir() else []:
+                obj = json.loads(path.read_text(encoding="utf-8"))
+                meta = obj.get("metadata", {})
+                found[(meta.get("namespace") or "", meta["name"])] = obj
+            self._cache[kind] = found
+        return self._cache[kind]
+
+    def _live(self, kind: str, namespace: str | None, name: str) -> Obj:
+        obj = self._objects(kind).get((namespace or "", name))
+        if obj is None:
+            raise ObjectNotFound(f"{kind} {namespace + '/' if namespace else ''}{name} not found")
+        return obj
+
+    def _save(self, obj: Obj) -> None:
+        meta = obj["metadata"]
+        namespace = meta.get("namespace") or None
+        self._objects(obj["kind"])[(namespace or "", meta["name"])] = obj
+        _write_json(self._path(obj["kind"], namespace, meta["name"]), obj)
+
+
+def _user_view(obj: Obj) -> Obj:
+    """What a user's apply can change: everything but status and server-owned metadata."""
+    view = {k: v for k, v in obj.items() if k != "status"}
+    view["metadata"] = {k: v for k, v in obj["metadata"].items() if k not in SERVER_FIELDS}
+    return view
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Replace `path` atomically: readers see the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(temp, path)
+
+
+__all__ = ["EPOCH", "FileStore", "ObjectNotFound", "Outcome"]

@@ -1,0 +1,325 @@
+"""The embedded emulator: `gputwin apply / get / delete / run / events`, kubectl-like, no cluster needed.
+
+State lives in a directory (`--state`, else `$GPUTWIN_STATE`, else `./.gputwin`): one JSON file
+per object, a virtual clock and an event log (`gputwin.adapters.emulator.FileStore`). Every
+command that changes objects reconciles them with the operator's own reconcilers
+(`gputwin.operator.controller.Controller`) and the simulated backend, at the current virtual time;
+only `gputwin run` moves the clock, event by event, never second by second.
+
+User mistakes (a bad manifest, an unknown kind, a missing object) end the command with one line per
+problem on stderr and exit status 2, with nothing stored.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import yaml
+
+from gputwin.adapters.emulator import FileStore
+from gputwin.api.status import rfc3339
+from gputwin.api.v1alpha1 import KINDS
+from gputwin.cli.kubectl import UserError, age, format_rows, resolve_kinds, table
+from gputwin.cli.manifests import ManifestError, cluster_errors, plural, read_manifests, resource
+from gputwin.operator.backends import SimBackend
+from gputwin.operator.controller import Controller
+
+F = TypeVar("F", bound=Callable[..., Any])
+Obj = dict[str, Any]
+ACTIVE = ("Queued", "Running")
+
+
+def _user_errors(command: F) -> F:
+    """Turn UserError, ManifestError and OS errors into `error: …` lines and exit status 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (UserError, ManifestError) as exc:
+            lines: Sequence[str] = exc.lines
+        except OSError as exc:
+            lines = [str(exc)]
+        for line in lines:
+            click.echo(f"error: {line}", err=True)
+        raise SystemExit(2)
+
+    return wrapper  # type: ignore[return-value]
+
+
+state_option = click.option(
+    "--state", type=click.Path(path_type=Path, file_okay=False), envvar="GPUTWIN_STATE", default=".gputwin",
+    show_default="$GPUTWIN_STATE or ./.gputwin", help="State directory of the emulated cluster.",
+)  # fmt: skip
+files_option = click.option(
+    "-f", "--filename", "paths", multiple=True, type=click.Path(path_type=Path),
+    help="A YAML file or a folder of them (multi-document; repeatable).",
+)  # fmt: skip
+
+
+def _reconcile(store: FileStore) -> Controller:
+    """A fresh controller (state is in the files), settled at the current virtual time."""
+    controller = Controller(store, SimBackend())
+    settle(controller, store.now)
+    return controller
+
+
+def settle(controller: Controller, now: float) -> None:
+    """Reconcile at `now` until nothing more is due then (a 0-second run ends where it starts)."""
+    controller.reconcile(now)
+    for _ in range(1000):  # each round ends at least one run; the bound only guards against a bug
+        when = controller.next_event()
+        if when is None or when > now:
+            return
+        controller.reconcile(now)
+
+
+# --- apply ----------------------------------------------------------------------------------------
+
+
+@click.command()
+@files_option
+@state_option
+@_user_errors
+def apply(paths: tuple[Path, ...], state: Path) -> None:
+    """Create or update objects from manifests, then reconcile at the current virtual time.
+
+    Every document is validated first (schema, then the cross-object rules the apply would break);
+    any error stores nothing. Prints `KIND.gputwin.io/NAME created|configured|unchanged` per object.
+    """
+    if not paths:
+        raise UserError("give -f FILE|DIR: a manifest, or a folder of them")
+    manifests = read_manifests(paths, validate=True)
+    store = FileStore(state)
+    with store.lock():
+        stored = [
+            obj for kind in ("SwitchTopology", "GPUPartition", "SchedulingPolicy") for obj in store.list(kind)
+        ]
+        errors = cluster_errors(stored, manifests)
+        if errors:
+            raise ManifestError(errors)
+        outcomes = [(m, store.put(m.obj)) for m in manifests]
+        _reconcile(store)
+    for m, outcome in outcomes:
+        click.echo(f"{resource(m.kind)}/{m.name} {outcome}")
+
+
+# --- get ------------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("kind")
+@click.argument("names", nargs=-1)
+@click.option("-o", "--output", type=click.Choice(["wide", "yaml", "json", "name"]), help="Output format.")
+@click.option(
+    "-n", "--namespace", default="default", show_default=True, help="Namespace of GPUJobs and TraceReplays."
+)
+@click.option("-A", "--all-namespaces", is_flag=True, help="List namespaced kinds across all namespaces.")
+@state_option
+@_user_errors
+def get(kind: str, names: tuple[str, ...], output: str | None, namespace: str, all_namespaces: bool,
+        state: Path) -> None:  # fmt: skip
+    """Show objects like `kubectl get`: KIND is a kind, plural, short name (gpuj) or `gputwin` for all.
+
+    The table columns are the CRDs' printer columns; AGE is measured on the virtual clock.
+    `KIND/NAME` works too.
+    """
+    if "/" in kind:
+        kind, name = kind.split("/", 1)
+        names = (name, *names)
+    kinds = resolve_kinds(kind)
+    store = FileStore(state)
+    with store.lock(exclusive=False):
+        found = _select(store, kinds, names, None if all_namespaces else namespace)
+        now = store.now
+    if not found:
+        where = (
+            ""
+            if all_namespaces or all(KINDS[k].scope == "Cluster" for k in kinds)
+            else f" in {namespace} namespace"
+        )
+        click.echo(f"No resources found{where}.", err=True)
+        return
+    _print(found, output, kinds, now, all_namespaces, single=len(names) == 1)
+
+
+def _select(store: FileStore, kinds: list[str], names: tuple[str, ...], namespace: str | None) -> list[Obj]:
+    found: list[Obj] = []
+    for kind in kinds:
+        everywhere = namespace is None or KINDS[kind].scope == "Cluster"
+        objs = [o for o in store.list(kind) if everywhere or o["metadata"].get("namespace") == namespace]
+        by_name = {o["metadata"]["name"]: o for o in objs}
+        missing = [n for n in names if n not in by_name]
+        if missing:
+            raise UserError(*(f'{plural(kind)} "{n}" not found' for n in missing))
+        found += [by_name[n] for n in names] if names else objs
+    return found
+
+
+def _print(
+    found: list[Obj], output: str | None, kinds: list[str], now: float, all_ns: bool, single: bool
+) -> None:
+    if output in ("yaml", "json"):
+        doc: Obj = (
+            found[0] if single and len(found) == 1 else {"apiVersion": "v1", "kind": "List", "items": found}
+        )
+        text = yaml.safe_dump(doc, sort_keys=False) if output == "yaml" else json.dumps(doc, indent=4)
+        click.echo(text.rstrip("\n"))
+        return
+    if output == "name":
+        for obj in found:
+            click.echo(f"{resource(obj['kind'])}/{obj['metadata']['name']}")
+        return
+    blocks = []
+    for kind in kinds:
+        objs = [o for o in found if o["kind"] == kind]
+        if objs:
+            blocks.append(
+                table(kind, objs, now, all_ns and KINDS[kind].scope == "Namespaced", len(kinds) > 1)
+            )
+    click.echo("\n\n".join(blocks))
+
+
+# --- delete ---------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("target", nargs=-1)
+@files_option
+@click.option(
+    "-n", "--namespace", default="default", show_default=True, help="Namespace of GPUJobs and TraceReplays."
+)
+@click.option("--ignore-not-found", is_flag=True, help="Treat objects that do not exist as deleted.")
+@state_option
+@_user_errors
+def delete(target: tuple[str, ...], paths: tuple[Path, ...], namespace: str, ignore_not_found: bool,
+           state: Path) -> None:  # fmt: skip
+    """Delete objects named in manifests (-f) or as KIND NAME…, then reconcile.
+
+    A deleted running GPUJob stops and frees its GPUs. Nothing is deleted if any object is missing
+    (unless --ignore-not-found).
+    """
+    keys = _delete_keys(target, paths, namespace)
+    store = FileStore(state)
+    with store.lock():
+        present = [k for k in keys if store.get(*k) is not None]
+        missing = [k for k in keys if k not in present]
+        if missing and not ignore_not_found:
+            raise UserError(*(f'{plural(k[0])} "{k[2]}" not found' for k in missing))
+        for key in present:
+            store.delete(*key)
+        _reconcile(store)
+    for kind, _, name in present:
+        click.echo(f'{resource(kind)} "{name}" deleted')
+
+
+def _delete_keys(
+    target: tuple[str, ...], paths: tuple[Path, ...], namespace: str
+) -> list[tuple[str, str | None, str]]:
+    if bool(target) == bool(paths):
+        raise UserError("give either -f FILE|DIR or KIND NAME…")
+    if paths:
+        return [(m.kind, m.namespace, m.name) for m in read_manifests(paths, namespace)]
+    word, *names = target
+    if "/" in word:
+        word, first = word.split("/", 1)
+        names = [first, *names]
+    if not names:
+        raise UserError("give the names of the objects to delete: gputwin delete KIND NAME…")
+    kinds = resolve_kinds(word)
+    if len(kinds) != 1:
+        raise UserError(f"name one kind, not the category {word!r}")
+    scoped = namespace if KINDS[kinds[0]].scope == "Namespaced" else None
+    return [(kinds[0], scoped, n) for n in names]
+
+
+# --- run ------------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option(
+    "--until", "until", type=click.FloatRange(min=0), help="Advance at most this many virtual seconds."
+)
+@state_option
+@_user_errors
+def run(until: float | None, state: Path) -> None:
+    """Advance virtual time event by event until no GPUJob is Queued or Running.
+
+    Each step jumps to the next run end or policy wake-up and reconciles there. With --until the
+    clock stops at most SECONDS later (and moves there even if nothing happens).
+    """
+    store = FileStore(state)
+    with store.lock():
+        start = store.now
+        controller = _reconcile(store)
+        limit = start + until if until is not None else float("inf")
+        steps = 0
+        while _active(store):
+            when = controller.next_event()
+            if when is None or when > limit:
+                break
+            store.set_now(max(when, store.now))
+            settle(controller, store.now)
+            steps += 1
+        if until is not None and _active(store) and store.now < limit:
+            store.set_now(limit)
+            settle(controller, limit)
+        click.echo(_summary(store, start, steps))
+
+
+def _active(store: FileStore) -> int:
+    phases = _phases(store)
+    return sum(phases[p] for p in ACTIVE)
+
+
+def _phases(store: FileStore) -> Counter[str]:
+    return Counter((o.get("status") or {}).get("phase", "Pending") for o in store.list("GPUJob"))
+
+
+def _summary(store: FileStore, start: float, steps: int) -> str:
+    phases = _phases(store)
+    counts = ", ".join(
+        f"{phases[p]} {p.lower()}" for p in ("Succeeded", "Running", "Queued", "Pending", "Rejected")
+    )
+    return f"{rfc3339(store.now)} (+{age(store.now - start)}, {steps} steps): GPUJobs {counts}"
+
+
+# --- events ---------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option("--for", "for_object", metavar="KIND/NAME", help="Only events about this object.")
+@state_option
+@_user_errors
+def events(for_object: str | None, state: Path) -> None:
+    """List the events the reconcilers posted, oldest first (times on the virtual clock)."""
+    wanted: tuple[list[str], str] | None = None
+    if for_object is not None:
+        if "/" not in for_object:
+            raise UserError("--for takes KIND/NAME, e.g. gpujob/resnet50-4gpu")
+        word, name = for_object.split("/", 1)
+        wanted = (resolve_kinds(word), name)
+    store = FileStore(state)
+    with store.lock(exclusive=False):
+        found = [
+            e for e in store.events() if wanted is None or (e["kind"] in wanted[0] and e["name"] == wanted[1])
+        ]
+    if not found:
+        click.echo("No events found.", err=True)
+        return
+    rows = [["TIME", "TYPE", "REASON", "OBJECT", "MESSAGE"]]
+    rows += [
+        [e["time"], e["type"], e["reason"], f"{e['kind'].lower()}/{e['name']}", e["message"]] for e in found
+    ]
+    click.echo(format_rows(rows))
+
+
+COMMANDS = (apply, get, delete, run, events)
+
+__all__ = ["COMMANDS", "settle"]

@@ -1,0 +1,272 @@
+"""Manifests as `gputwin apply` and `gputwin delete -f` read them, with the API server's error style.
+
+`read_manifests` turns files and folders (multi-document YAML, `kind: List` expanded) into
+`Manifest`s located as `FILE:docN`; `schema_errors` validates each against its kind's model and
+words every failure like kube-apiserver does (`The GPUJob "x" is invalid: spec.gpus: Invalid
+value: 0: should be greater than or equal to 1`); `cluster_errors` runs the cross-object checks
+over what the state would hold after the apply, and reports only problems the apply would add.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from gputwin.api.crdgen import NAMES
+from gputwin.api.loader import _StrictLoader  # duplicate keys refused, dates kept as strings
+from gputwin.api.meta import API_VERSION, GROUP
+from gputwin.api.problems import Problem, field_path
+from gputwin.api.v1alpha1 import KINDS
+from gputwin.api.validate import Document, check_cluster
+
+Obj = dict[str, Any]
+CLUSTER_KINDS = ("SwitchTopology", "GPUPartition", "SchedulingPolicy")
+SERVER_FIELDS = ("creationTimestamp", "generation", "resourceVersion", "uid", "managedFields")
+
+
+class ManifestError(Exception):
+    """User mistakes in manifests: one line per problem, nothing applied."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = tuple(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """One object to apply or delete, as written (status and server-owned metadata left out)."""
+
+    where: str
+    obj: Obj
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj["kind"])
+
+    @property
+    def name(self) -> str:
+        return str(self.obj.get("metadata", {}).get("name", ""))
+
+    @property
+    def namespace(self) -> str | None:
+        namespace = self.obj.get("metadata", {}).get("namespace")
+        return str(namespace) if namespace else None
+
+
+def resource(kind: str) -> str:
+    """`gpujob.gputwin.io`, as kubectl names a kind in its output."""
+    return f"{kind.lower()}.{GROUP}"
+
+
+def plural(kind: str) -> str:
+    """`gpujobs.gputwin.io`, as the API server names a resource in errors."""
+    return f"{NAMES[kind].plural}.{GROUP}"
+
+
+def read_manifests(
+    paths: Iterable[Path], default_namespace: str = "default", validate: bool = False
+) -> list[Manifest]:
+    """Every object in these files and folders (`*.yaml`, `*.yml`, `*.json`), in order.
+
+    With `validate`, each is also checked against its kind's schema; all problems of all files
+    are raised together as one ManifestError.
+    """
+    found: list[Manifest] = []
+    errors: list[str] = []
+    for path in paths:
+        for file in _files(Path(path), errors):
+            found += _read_file(file, default_namespace, errors)
+    if validate:
+        errors += schema_errors(found)
+    if not found and not errors:
+        errors.append("no objects found in the files given")
+    if errors:
+        raise ManifestError(errors)
+    return found
+
+
+def _files(path: Path, errors: list[str]) -> list[Path]:
+    if path.is_dir():
+        files = sorted(
+            p for p in path.iterdir() if p.is_file() and p.suffix.lower() in (".yaml", ".yml", ".json")
+        )
+        if not files:
+            errors.append(f"{path}: no *.yaml, *.yml or *.json files in the directory")
+        return files
+    if not path.exists():
+        errors.append(f'the path "{path}" does not exist')
+        return []
+    return [path]
+
+
+def _read_file(file: Path, namespace: str, errors: list[str]) -> list[Manifest]:
+    found: list[Manifest] = []
+    index = 0
+    try:
+        for index, data in enumerate(
+            yaml.load_all(file.read_text(encoding="utf-8"), Loader=_StrictLoader), start=1
+        ):
+            if data is not None:
+                found += _objects(f"{file}:doc{index}", data, namespace, errors)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        errors.append(f"{file}:doc{index + 1}: {at}{getattr(exc, 'problem', None) or exc}")
+    except (OSError, UnicodeDecodeError) as exc:
+        errors.append(f"{file}: {exc}")
+    return found
+
+
+def _objects(where: str, data: Any, namespace: str, errors: list[str]) -> list[Manifest]:
+    """One document's objects: itself, or the items of a `kind: List`."""
+    if isinstance(data, dict) and data.get("kind") == "List" and isinstance(data.get("items"), list):
+        out: list[Manifest] = []
+        for i, item in enumerate(data["items"]):
+            out += _objects(f"{where}.items[{i}]", item, namespace, errors)
+        return out
+    if not isinstance(data, dict):
+        errors.append(f"{where}: expected an object with apiVersion and kind, got {type(data).__name__}")
+        return []
+    kind, version = data.get("kind"), data.get("apiVersion")
+    if not kind or not version:
+        errors.append(f"{where}: {'kind' if not kind else 'apiVersion'} not set")
+        return []
+    if not isinstance(kind, str) or kind not in KINDS or version != API_VERSION:
+        errors.append(f'{where}: no matches for kind "{kind}" in version "{version}" (gputwin knows '
+                      f'{", ".join(sorted(KINDS))} in {API_VERSION})')  # fmt: skip
+        return []
+    obj = {k: v for k, v in data.items() if k != "status"}  # status is the controller's to write
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta = {k: v for k, v in meta.items() if k not in SERVER_FIELDS}
+        if KINDS[kind].scope == "Namespaced":
+            meta.setdefault("namespace", namespace)
+        else:
+            meta.pop("namespace", None)
+        obj["metadata"] = meta
+    return [Manifest(where, obj)]
+
+
+# --- validation -----------------------------------------------------------------------------------
+
+
+def schema_errors(manifests: Sequence[Manifest]) -> list[str]:
+    """Each object against its kind's model, and no object twice; API-server-style lines."""
+    errors: list[str] = []
+    first: dict[tuple[str, str | None, str], str] = {}
+    for m in manifests:
+        try:
+            KINDS[m.kind].model_validate(m.obj)
+        except ValidationError as exc:
+            causes = [_cause(err) for err in exc.errors()]
+            body = causes[0] if len(causes) == 1 else "[" + ", ".join(causes) + "]"
+            errors.append(f'{m.where}: The {m.kind} "{m.name}" is invalid: {body}')
+            continue
+        key = (m.kind, m.namespace, m.name)
+        if key in first:
+            errors.append(f'{m.where}: The {m.kind} "{m.name}" is invalid: metadata.name: Duplicate value: '
+                          f'"{m.name}": also in {first[key]}')  # fmt: skip
+        first.setdefault(key, m.where)
+    return errors
+
+
+def _cause(err: ErrorDetails) -> str:
+    """One pydantic error as kube-apiserver's field.ErrorList would word it."""
+    path = field_path(err["loc"])
+    if err["type"] == "missing":
+        return f"{path}: Required value"
+    if err["type"] == "extra_forbidden":
+        return f'{path}: Invalid value: unknown field "{path}"'
+    shown = _shown(err.get("input")) or "null"
+    message = err["msg"].removeprefix("Value error, ")
+    message = (
+        message[6:] if message.startswith("Input should") else message
+    )  # "should be …", as the server says
+    return f"{path}: Invalid value: {shown}: {message}"
+
+
+def cluster_errors(stored: Sequence[Obj], manifests: Sequence[Manifest]) -> list[str]:
+    """Cross-object problems the apply would add to the stored cluster (none if it adds no cluster kind)."""
+    if not any(m.kind in CLUSTER_KINDS for m in manifests):
+        return []
+    before = {str(p) for p in _check(_stored_docs(stored))} if stored else set()
+    applied = {(m.kind, m.name) for m in manifests}
+    docs = [d for d in _stored_docs(stored) if tuple(d.where.split("/", 1)) not in applied]
+    docs += [
+        Document(m.where, KINDS[m.kind].model_validate(m.obj)) for m in manifests if m.kind in CLUSTER_KINDS
+    ]
+    names = {m.where: (m.kind, m.name) for m in manifests}
+    objects = {m.where: m.obj for m in manifests} | {
+        f"{o['kind']}/{o['metadata']['name']}": o for o in stored
+    }
+    lines = []
+    for problem in _check(docs):
+        if str(problem) in before:
+            continue  # already there before this apply: not this apply's fault
+        if problem.document == "cluster":
+            lines.append(problem.reason)
+            continue
+        kind, _, name = problem.document.partition("/")
+        kind, name = names.get(problem.document, (kind, name))
+        # The offending value, as the server quotes it; `kind` and `metadata.name` speak for themselves.
+        plain = problem.field in ("kind", "metadata.name")
+        value = "" if plain else _shown(_value_at(objects.get(problem.document), problem.field))
+        cause = f"{problem.field}: Invalid value: {value}: " if value else f"{problem.field}: "
+        lines.append(f'{problem.document}: The {kind} "{name}" is invalid: {cause}{problem.reason}')
+    return lines
+
+
+def _value_at(obj: Obj | None, field: str) -> Any:
+    """The value a dotted field path (`spec.nodeGroups[0].nodes`) points at in `obj`, or None."""
+    value: Any = obj
+    for part in re.findall(r"[^.\[\]]+", field):
+        if isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        elif isinstance(value, dict):
+            value = value.get(part)
+        else:
+            return None
+    return value
+
+
+def _shown(value: Any) -> str:
+    """A value as the API server quotes it in errors: JSON, `"object"` or `"array"`."""
+    if isinstance(value, dict):
+        return '"object"'
+    if isinstance(value, list):
+        return '"array"'
+    return "" if value is None else json.dumps(value)
+
+
+def _stored_docs(stored: Sequence[Obj]) -> list[Document]:
+    docs = []
+    for obj in stored:
+        try:
+            model = KINDS[obj["kind"]].model_validate({k: v for k, v in obj.items() if k != "status"})
+        except ValidationError:
+            continue  # the controller reports it on the object itself
+        docs.append(Document(f"{obj['kind']}/{obj['metadata']['name']}", model))
+    return docs
+
+
+def _check(docs: list[Document]) -> list[Problem]:
+    return check_cluster(docs, "cluster")
+
+
+__all__ = [
+    "Manifest",
+    "ManifestError",
+    "cluster_errors",
+    "plural",
+    "read_manifests",
+    "resource",
+    "schema_errors",
+]

@@ -1,0 +1,193 @@
+"""The embedded emulator end to end: `gputwin apply / get / delete / run / events` on a state directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from gputwin.cli.kubectl import age
+from gputwin.cli.main import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "manifests" / "samples"
+CLUSTER, JOBS = str(SAMPLES / "two-leaf.yaml"), str(SAMPLES / "gpujobs.yaml")
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+def gputwin(state: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, [*args, "--state", str(state)])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def snapshot(state: Path) -> dict[str, str]:
+    """Every file of the state directory but the lock: what "nothing changed" compares."""
+    return {
+        str(p.relative_to(state)): p.read_text()
+        for p in sorted(state.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
+
+
+def rows(table: str) -> list[list[str]]:
+    return [line.split() for line in table.strip().splitlines()]
+
+
+def test_apply_run_get_with_the_sample_manifests(state: Path) -> None:
+    code, out, err = gputwin(state, "apply", "-f", CLUSTER, "-f", JOBS)
+    assert code == 0, err
+    assert out.splitlines()[0] == "switchtopology.gputwin.io/two-leaf created"
+    assert "gpujob.gputwin.io/llm-finetune created" in out.splitlines()
+    code, out, err = gputwin(state, "run")
+    assert code == 0, err
+    assert out.strip() == ("2026-01-01T04:12:00Z (+4h12m, 2 steps): "
+                           "GPUJobs 3 succeeded, 0 running, 0 queued, 0 pending, 0 rejected")  # fmt: skip
+    code, out, _ = gputwin(state, "get", "gpujobs")
+    table = rows(out)
+    assert table[0] == ["NAME", "PHASE", "PARTITION", "GPUS", "NODES", "AGE"]
+    assert {r[0]: r[1:5] for r in table[1:]} == {
+        "bert-serving": ["Succeeded", "infer", "1", "gpu07"],
+        "llm-finetune": ["Succeeded", "train", "16", "gpu[01-02]"],
+        "resnet50-4gpu": ["Succeeded", "train", "4", "gpu05"],
+    }
+    assert all(r[5] == "4h12m" for r in table[1:])  # ages on the virtual clock
+
+
+def test_get_output_round_trips_through_apply(state: Path) -> None:
+    gputwin(state, "apply", "-f", CLUSTER, "-f", JOBS)
+    before = snapshot(state)
+    code, out, _ = gputwin(state, "get", "gputwin", "-A", "-o", "yaml")
+    assert code == 0
+    listed = yaml.safe_load(out)
+    assert listed["kind"] == "List" and len(listed["items"]) == 8
+    exported = state.parent / "exported.yaml"
+    exported.write_text(out)
+    code, out, err = gputwin(state, "apply", "-f", str(exported))
+    assert code == 0, err
+    assert [line.split()[-1] for line in out.splitlines()] == ["unchanged"] * 8
+    assert snapshot(state) == before
+    code, out, _ = gputwin(state, "get", "gpuj", "llm-finetune", "-o", "json")
+    job = json.loads(out)
+    assert (job["kind"], job["status"]["phase"], job["status"]["allocation"]["runSeconds"]) == (
+        "GPUJob",
+        "Running",
+        15120.0,
+    )
+
+
+def test_a_bad_manifest_stores_nothing_and_says_what_is_wrong(state: Path) -> None:
+    gputwin(state, "apply", "-f", CLUSTER)
+    before = snapshot(state)
+    bad = state.parent / "bad.yaml"
+    bad.write_text(
+        Path(JOBS).read_text()
+        + """---
+apiVersion: gputwin.io/v1alpha1
+kind: GPUJob
+metadata: {name: zero, namespace: default}
+spec: {taskType: train, gpus: 0}
+---
+apiVersion: gputwin.io/v1alpha1
+kind: GPUPartition
+metadata: {name: extra}
+spec: {topology: two-leaf, taskTypes: [dev], nodes: "gpu[06-07]", policy: missing}
+"""
+    )
+    code, out, err = gputwin(state, "apply", "-f", str(bad))
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        (
+            f'error: {bad}:doc4: The GPUJob "zero" is invalid: spec.gpus: Invalid value: 0: '
+            "should be greater than or equal to 1"
+        )
+    ]
+    assert snapshot(state) == before
+    bad.write_text(bad.read_text().replace("gpus: 0", "gpus: 1"))
+    code, out, err = gputwin(state, "apply", "-f", str(bad))
+    assert (code, out) == (2, "")
+    extra = f'error: {bad}:doc5: The GPUPartition "extra" is invalid:'
+    assert err.splitlines() == [
+        f"{extra} spec.policy: Invalid value: \"missing\": unknown SchedulingPolicy 'missing'; "
+        + "declared: 'fifo-consolidate', 'sjf-topology'",
+        f"{extra} spec.nodes: Invalid value: \"gpu[06-07]\": node 'gpu06' already in GPUPartition 'train'",
+        f"{extra} spec.nodes: Invalid value: \"gpu[06-07]\": node 'gpu07' already in GPUPartition 'infer'",
+    ]  # fmt: skip
+    assert snapshot(state) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["get", "pods"], 'error: the server doesn\'t have a resource type "pods"'),
+        (["get", "gpujob", "nope"], 'error: gpujobs.gputwin.io "nope" not found'),
+        (["delete", "gpuj", "nope"], 'error: gpujobs.gputwin.io "nope" not found'),
+        (["apply", "-f", "/nonexistent.yaml"], 'error: the path "/nonexistent.yaml" does not exist'),
+    ],
+    ids=["unknown-kind", "get-missing", "delete-missing", "missing-file"],
+)
+def test_user_mistakes_are_one_line_and_exit_2(state: Path, args: list[str], message: str) -> None:
+    gputwin(state, "apply", "-f", CLUSTER)
+    before = snapshot(state)
+    code, _, err = gputwin(state, *args)
+    assert (code, err.strip()) == (2, message)
+    assert snapshot(state) == before
+
+
+def test_get_speaks_every_kubectl_name_and_shows_printer_columns(state: Path) -> None:
+    gputwin(state, "apply", "-f", CLUSTER, "-f", JOBS)
+    for word in ("gpupartitions", "gpupartition", "GPUPartition", "gpup", "gpupartitions.gputwin.io"):
+        code, out, _ = gputwin(state, "get", word)
+        assert code == 0 and rows(out)[0] == ["NAME", "FREE", "TOTAL", "QUEUE", "POLICY", "AGE"]
+    _, out, _ = gputwin(state, "get", "gpup")
+    assert ["train", "28", "48", "0", "sjf-topology", "0s"] in rows(out)
+    _, out, _ = gputwin(state, "get", "gputwin")
+    assert "switchtopology.gputwin.io/two-leaf" in out and "gpujob.gputwin.io/resnet50-4gpu" in out
+    code, _, err = gputwin(state, "get", "gpujobs", "-n", "other")
+    assert (code, err.strip()) == (0, "No resources found in other namespace.")
+    fresh = state.parent / "fresh"
+    assert gputwin(fresh, "get", "swt")[2].strip() == "No resources found." and not fresh.exists()
+
+
+def test_delete_stops_a_running_job_and_frees_its_gpus(state: Path) -> None:
+    gputwin(state, "apply", "-f", CLUSTER, "-f", JOBS)
+    code, out, err = gputwin(state, "delete", "gpujob", "llm-finetune")
+    assert (code, out.strip()) == (0, 'gpujob.gputwin.io "llm-finetune" deleted'), err
+    _, out, _ = gputwin(state, "get", "gpup", "train")
+    assert rows(out)[1][:3] == ["train", "44", "48"]
+    code, out, _ = gputwin(state, "delete", "-f", JOBS, "--ignore-not-found")
+    assert code == 0 and len(out.splitlines()) == 2
+
+
+def test_run_until_stops_the_clock_and_events_tell_the_story(state: Path) -> None:
+    gputwin(state, "apply", "-f", CLUSTER, "-f", JOBS)
+    code, out, _ = gputwin(state, "run", "--until", "3600")
+    assert code == 0 and out.startswith("2026-01-01T01:00:00Z (+60m")
+    assert "2 succeeded, 1 running" in out
+    code, out, _ = gputwin(state, "events", "--for", "gpujob/resnet50-4gpu")
+    table = rows(out)
+    assert [r[2] for r in table[1:]] == ["Scheduled", "Completed"]
+    assert table[2][0] == "2026-01-01T01:00:00Z"
+
+
+def test_state_directory_comes_from_the_environment(tmp_path: Path) -> None:
+    runner = CliRunner(env={"GPUTWIN_STATE": str(tmp_path / "env-state")})
+    result = runner.invoke(cli, ["apply", "-f", CLUSTER])
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "env-state" / "objects" / "switchtopologies" / "two-leaf.json").is_file()
+    assert json.loads((tmp_path / "env-state" / "clock.json").read_text())["time"] == "2026-01-01T00:00:00Z"
+
+
+AGES = [(0, "0s"), (119, "119s"), (330, "5m30s"), (3600, "60m"), (4 * 3600 + 720, "4h12m"), (3 * 86400, "3d"),
+        (800 * 86400, "2y70d")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("seconds", "shown"), AGES)
+def test_ages_read_like_kubectl(seconds: float, shown: str) -> None:
+    assert age(seconds) == shown
