@@ -14,7 +14,8 @@ from gputwin.core.topology import Topology
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "manifests" / "samples"
-PHILLY_CSV = Path("/work/shared/traces/philly_mix1/cluster.csv")
+EXAMPLES = ROOT / "manifests" / "examples"
+PHILLY_CSV = ROOT.parent / "shared" / "traces" / "philly_mix1" / "cluster.csv"
 needs_philly_csv = pytest.mark.skipif(not PHILLY_CSV.is_file(), reason="shared Philly trace not present")
 
 
@@ -26,7 +27,7 @@ def gpus(cluster: ClusterSpec) -> int:
     ("path", "partitions", "nodes", "total_gpus", "leaves"),
     [
         (SAMPLES / "two-leaf.yaml", 2, 8, 64, 2),
-        (SAMPLES / "philly.yaml", 11, 352, 2816, 23),
+        (EXAMPLES / "philly.yaml", 11, 352, 2816, 23),
         (demo_cluster_path(), 3, 32, 256, 4),
         pytest.param(PHILLY_CSV, 11, 352, 2816, 23, marks=needs_philly_csv),
     ],
@@ -49,15 +50,17 @@ def test_cluster_sizes(path: Path, partitions: int, nodes: int, total_gpus: int,
 @pytest.mark.parametrize(
     ("name", "kinds"),
     [
-        ("policies.yaml", {"SchedulingPolicy": 18}),
-        ("gpujobs.yaml", {"GPUJob": 3}),
-        ("tracereplay.yaml", {"TraceReplay": 2}),
-        ("two-leaf.yaml", {"SwitchTopology": 1, "GPUPartition": 2, "SchedulingPolicy": 2}),
-        ("philly.yaml", {"SwitchTopology": 1, "GPUPartition": 11, "SchedulingPolicy": 6}),
+        (SAMPLES / "policies.yaml", {"SchedulingPolicy": 18}),
+        (SAMPLES / "gpujobs.yaml", {"GPUJob": 3}),
+        (SAMPLES / "tracereplay.yaml", {"TraceReplay": 1}),
+        (SAMPLES / "two-leaf.yaml", {"SwitchTopology": 1, "GPUPartition": 2, "SchedulingPolicy": 2}),
+        (EXAMPLES / "philly.yaml", {"SwitchTopology": 1, "GPUPartition": 11, "SchedulingPolicy": 6}),
+        (EXAMPLES / "philly-replay.yaml", {"TraceReplay": 2}),
     ],
+    ids=lambda v: v.name if isinstance(v, Path) else None,
 )
-def test_every_sample_parses(name: str, kinds: dict[str, int]) -> None:
-    resources = load_documents(SAMPLES / name)
+def test_every_sample_parses(name: Path, kinds: dict[str, int]) -> None:
+    resources = load_documents(name)
     counts: dict[str, int] = {}
     for r in resources:
         counts[r.kind] = counts.get(r.kind, 0) + 1
@@ -65,7 +68,8 @@ def test_every_sample_parses(name: str, kinds: dict[str, int]) -> None:
 
 
 def test_samples_directory_loads_every_file() -> None:
-    assert len(load_documents(SAMPLES)) == 18 + 3 + 2 + 5 + 18
+    # samples/ is one coherent cluster (a single SwitchTopology), so `apply -f manifests/samples/` works.
+    assert len(load_documents(SAMPLES)) == 18 + 3 + 1 + 5
 
 
 def test_policies_cover_every_queue_and_placement() -> None:
@@ -108,7 +112,7 @@ def test_demo_cluster_routes_by_label_and_has_a_catch_all() -> None:
 @needs_philly_csv
 def test_philly_yaml_matches_the_vc_table() -> None:
     """Same VCs, node names and GPUs as the CSV; only the switch tree and overhead differ."""
-    from_yaml = load_cluster(SAMPLES / "philly.yaml")
+    from_yaml = load_cluster(EXAMPLES / "philly.yaml")
     from_csv = load_cluster(PHILLY_CSV)
     assert [(p.name, p.nodes, p.task_types) for p in from_yaml.partitions] == [
         (p.name, p.nodes, p.task_types) for p in from_csv.partitions

@@ -191,3 +191,22 @@ AGES = [(0, "0s"), (119, "119s"), (330, "5m30s"), (3600, "60m"), (4 * 3600 + 720
 @pytest.mark.parametrize(("seconds", "shown"), AGES)
 def test_ages_read_like_kubectl(seconds: float, shown: str) -> None:
     assert age(seconds) == shown
+
+
+def test_the_whole_samples_folder_applies_runs_and_fills_every_status(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The TraceReplay sample names its trace relative to the repo root, as a user running
+    # `gputwin apply -f manifests/samples/` from a checkout would.
+    monkeypatch.chdir(ROOT)
+    code, _, err = gputwin(state, "apply", "-f", str(SAMPLES))
+    assert code == 0, err
+    assert gputwin(state, "run")[0] == 0
+    code, out, _ = gputwin(state, "get", "gputwin", "-o", "json")
+    assert code == 0
+    items = json.loads(out)["items"]
+    assert {i["kind"] for i in items} == {"SwitchTopology", "GPUPartition", "SchedulingPolicy", "GPUJob", "TraceReplay"}
+    assert [i["metadata"]["name"] for i in items if not i.get("status", {}).get("conditions")] == []
+    assert {i["status"]["phase"] for i in items if i["kind"] == "GPUJob"} == {"Succeeded"}
+    replay = next(i for i in items if i["kind"] == "TraceReplay")
+    assert replay["status"]["phase"] == "Succeeded" and replay["status"]["winner"]
