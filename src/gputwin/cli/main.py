@@ -114,6 +114,11 @@ for _command in EMULATOR_COMMANDS:
     cli.add_command(_command)
 
 
+from gputwin.cli.slurm import slurm as slurm_group  # noqa: E402
+
+cli.add_command(slurm_group)
+
+
 def main() -> None:
     cli(prog_name="gputwin")
 

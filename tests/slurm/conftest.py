@@ -1,0 +1,47 @@
+"""Fixtures for the SLURM adapter's tests: a real cluster on this host (see slurm_testcluster)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from slurm_testcluster import Cluster, check_installed, read_env_file, start_cluster, stop_cluster
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster() -> Iterator[Cluster]:
+    given = os.environ.get("GPUTWIN_SLURM_STATE")
+    owned: Path | None = None
+    if given:
+        state = Path(given)
+        if not (state / "env.sh").is_file():
+            pytest.fail(f"GPUTWIN_SLURM_STATE={given} has no env.sh: start it with scripts/slurm/start.sh",
+                        pytrace=False)  # fmt: skip
+    else:
+        check_installed()
+        # Under /tmp, not pytest's 0700 tmp folder: munged and mariadbd run as other users.
+        owned = state = Path(tempfile.mkdtemp(prefix="gputwin-slurm-test-", dir="/tmp"))
+        state.chmod(0o755)
+        start_cluster(state)
+    cluster = Cluster(state, read_env_file(state / "env.sh"))
+    saved = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = cluster.env["SLURM_CONF"]
+    try:
+        yield cluster
+    finally:
+        cluster.cancel_submitted()
+        if saved is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = saved
+        if owned is not None:
+            stopped = stop_cluster(owned)
+            if stopped.returncode != 0:  # keep the folder: its pids file is how to stop it by hand
+                pytest.fail(
+                    f"scripts/slurm/stop.sh --state {owned} failed:\n{stopped.stderr[-2000:]}", pytrace=False
+                )
+            shutil.rmtree(owned, ignore_errors=True)
