@@ -334,13 +334,22 @@ def _profiled(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 # --- main -----------------------------------------------------------------------------------------
 
 
+def core_build() -> str:
+    """'compiled' when the mypyc-built core is the one imported (GPUTWIN_COMPILE=1), else 'interpreted'."""
+    import gputwin.core.scheduler
+
+    return "compiled" if not gputwin.core.scheduler.__file__.endswith(".py") else "interpreted"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args.worker, args.seed, args.worker_profile)))
         return 0
     out = sys.stderr if args.json else sys.stdout
-    report: dict[str, Any] = {"mix1": {}, "synthetic_1m": None}
+    report: dict[str, Any] = {"mix1": {}, "synthetic_1m": None, "core": core_build()}
+    print(f"core: {report['core']} ({'GPUTWIN_COMPILE=1 build' if report['core'] == 'compiled' else 'pure Python'})",
+          file=out)
     trace_dir = args.trace_dir.resolve()
     if not args.skip_mix1 and not (
         (trace_dir / "jobs.csv").is_file() and (trace_dir / "cluster.csv").is_file()

@@ -21,7 +21,7 @@ from typing import Iterable, Iterator, Sequence
 from gputwin.core.topology import Topology
 
 
-class OverAllocation(RuntimeError):
+class OverAllocation(Exception):  # not RuntimeError: mypyc compiles Exception subclasses only
     """An allocation asked for GPUs that are not free: a scheduler bug, never a user error."""
 
 
