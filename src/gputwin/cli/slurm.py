@@ -1,4 +1,4 @@
-"""`gputwin slurm …`: the SLURM backend's commands (history now; render and apply to come).
+"""`gputwin slurm …`: the SLURM backend's commands: history, render, apply.
 
 Errors a user can meet (a refused partition name, sacct failing, unreadable output) end the
 command with one `error: …` line on stderr and exit status 2, never a traceback.
@@ -12,10 +12,14 @@ from typing import Any
 
 import click
 
-from gputwin.adapters.slurm import SlurmError, pyslurm_status, sacct_history, write_history
+from gputwin.adapters.slurm import SlurmError, pyslurm_status, sacct_history, slurm_version, write_history
+from gputwin.adapters.slurm.apply import apply
+from gputwin.adapters.slurm.render import SUPPORTED_VERSIONS, RenderedConfig, render
 from gputwin.adapters.traces import TraceError
+from gputwin.api.loader import load_cluster
+from gputwin.api.problems import ClusterError
 
-USER_ERRORS = (SlurmError, TraceError, OSError)
+USER_ERRORS = (SlurmError, TraceError, OSError, ClusterError)
 
 
 class SlurmGroup(click.Group):
@@ -79,3 +83,59 @@ def transports() -> None:
     click.echo("sacct --json: --json-transport (SLURM 22.05 and 24.11 layouts)")
     click.echo("slurmrestd: not implemented yet")
     click.echo(pyslurm_status())
+
+
+def _cluster_option(func: Any) -> Any:
+    return click.option(
+        "--cluster", "cluster_path", required=True, type=click.Path(path_type=Path, exists=True),
+        help="The cluster's resources: a YAML file or folder (SwitchTopology, GPUPartitions, SchedulingPolicies).",
+    )(func)  # fmt: skip
+
+
+def _render(cluster_path: Path, version: str) -> RenderedConfig:
+    return render(load_cluster(cluster_path), version=version)
+
+
+def _live_version() -> str:
+    major, minor, _ = slurm_version()
+    return f"{major}.{minor:02d}"
+
+
+@slurm.command("render")
+@_cluster_option
+@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
+              help="Write the files into this folder (created) instead of printing them.")  # fmt: skip
+@click.option("--slurm-version", "version", type=click.Choice(SUPPORTED_VERSIONS), default="22.05",
+              show_default=True, help="SLURM release to render for.")  # fmt: skip
+def render_cmd(cluster_path: Path, out_dir: Path | None, version: str) -> None:
+    """Compile the cluster's policy into topology.conf, the two includes and job_submit.lua."""
+    rendered = _render(cluster_path, version)
+    if out_dir is None:
+        for name in rendered:
+            click.echo(f"==> {name} <==")
+            click.echo(rendered[name].decode("ascii"), nl=False)
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in rendered:
+        (out_dir / name).write_bytes(rendered[name])
+        click.echo(str(out_dir / name))
+
+
+@slurm.command("apply")
+@_cluster_option
+@click.option("--conf-dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              help="Folder of slurm.conf and the managed files (default: that of $SLURM_CONF).")  # fmt: skip
+@click.option("--dry-run", is_flag=True, help="Validate and print the diff; write nothing.")
+def apply_cmd(cluster_path: Path, conf_dir: Path | None, dry_run: bool) -> None:
+    """Validate, diff, write, `scontrol reconfigure` and verify; roll back on any failure."""
+    rendered = _render(cluster_path, _live_version())
+    result = apply(rendered, conf_dir, dry_run=dry_run)  # SlurmApplyError says it rolled back
+    click.echo(result.diff, nl=False)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    if dry_run:
+        click.echo(f"dry run: {len(result.changed)} file(s) would change; nothing written")
+    else:
+        click.echo(
+            f"applied: {len(result.changed)} file(s) changed in {result.conf_dir}; controller verified"
+        )
