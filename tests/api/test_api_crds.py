@@ -71,7 +71,7 @@ def test_check_mode_reports_each_stale_file(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_kustomization_lists_every_crd() -> None:
-    kustomization = yaml.safe_load((CRDS / "kustomization.yaml").read_text())
+    kustomization = yaml.safe_load((CRDS / "Kustomization").read_text())
     assert kustomization["resources"] == sorted(file_name(m) for m in KINDS.values())
 
 

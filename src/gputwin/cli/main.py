@@ -15,7 +15,10 @@ import click
 from gputwin import __version__
 from gputwin.adapters.traces import FORMATS, TraceError, read_trace
 from gputwin.api.problems import ClusterError
+from gputwin.cli.emulator import COMMANDS as EMULATOR_COMMANDS
+from gputwin.cli.operator_cmd import operator as operator_command
 from gputwin.cli.output import comparison_table, print_summary, progress_reporter
+from gputwin.cli.slurm import slurm as slurm_group
 from gputwin.core.plugins import known
 from gputwin.sim.report import write_outputs
 from gputwin.sim.run import Overrides, RunError, run
@@ -108,15 +111,9 @@ def demo(as_json: bool) -> None:
         comparison_table(rows)
 
 
-from gputwin.cli.emulator import COMMANDS as EMULATOR_COMMANDS  # noqa: E402  (apply, get, delete, run, events)
-
-for _command in EMULATOR_COMMANDS:
+# The emulator (apply, get, delete, run, events), the operator and the SLURM group.
+for _command in (*EMULATOR_COMMANDS, operator_command, slurm_group):
     cli.add_command(_command)
-
-
-from gputwin.cli.slurm import slurm as slurm_group  # noqa: E402
-
-cli.add_command(slurm_group)
 
 
 def main() -> None:

@@ -1,0 +1,279 @@
+"""The operator's object store over the Kubernetes API: `KubeStore`.
+
+`KubeStore` satisfies the `Store` protocol of `gputwin.operator.store` (structurally: adapters do
+not import the operator) with the official `kubernetes` client:
+
+- `list(kind)`: every object of a kind, paged (`limit`/`continue`), sorted by (namespace, name);
+  namespaced kinds (GPUJob, TraceReplay) come from one namespace when the store is given one,
+  else from all; cluster-scoped kinds always from the whole cluster. Scope and plural come from
+  the typed models the CRDs are generated from (`KINDS[kind].scope`, `crdgen.NAMES`).
+- `get`: one object, None on 404.
+- `patch_status`: a JSON merge patch on the `/status` subresource (`{"status": …}`), so the
+  operator never touches what users wrote; `patch_spec`: a merge patch on the object itself.
+  A write to an object that is gone raises `ObjectNotFound` (a `LookupError`, as the protocol says).
+- `event`: a core/v1 Event whose `involvedObject` names the object (with its uid, so
+  `kubectl describe` shows it). Events of cluster-scoped objects go to namespace `default`, as
+  kubectl does for Nodes. Posting is best effort: a failed event is logged, never raised, because a
+  reconcile pass must not fail over a message about it.
+
+Retries: every call is retried on 409 Conflict, 429 and 5xx answers with a bounded, doubling
+backoff (`Retry`). The patches carry no `resourceVersion`, so the API server applies them to
+whatever is stored and a 409 can only come from its own internal retries giving up; retrying
+the same merge patch is safe because applying it twice gives the same object. Anything else (403,
+404, 422, a connection error) is raised at once: 404 as `ObjectNotFound`/None, and a missing CRD
+as `MissingCRD`, whose message says what to apply.
+
+Threads: a `KubeStore` is meant for ONE thread. The operator calls it only from its single
+reconcile worker thread (`gputwin.operator.service`); the uid cache it keeps for events is a
+plain dict with no lock. The underlying `ApiClient` (urllib3 pool) could be shared, the store
+object should not.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+import logging
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar, cast
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from gputwin.api.crdgen import NAMES
+from gputwin.api.meta import API_VERSION, GROUP, VERSION
+from gputwin.api.v1alpha1 import KINDS
+
+Obj = dict[str, Any]
+Objs = list[Obj]  # an alias: inside the class, `list` names its method
+T = TypeVar("T")
+
+MERGE_PATCH = "application/merge-patch+json"
+RETRIED = frozenset({409, 429, 500, 502, 503, 504})
+TIMEOUT = (5.0, 30.0)  # (connect, read) seconds for every request
+PAGE = 500  # objects per list page
+COMPONENT = "gputwin-operator"
+EVENT_NAMESPACE = "default"  # where events about cluster-scoped objects go
+MESSAGE_LIMIT = 1024  # events.k8s.io's limit on a note; core/v1 has none, but kubectl shows one line
+
+log = logging.getLogger(__name__)
+
+
+class ObjectNotFound(KeyError):
+    """The object a write was meant for does not exist (any more)."""
+
+
+class MissingCRD(RuntimeError):
+    """The API server does not know a gputwin kind: its CRD is not installed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """How often and how patiently a call is retried: `attempts` tries in all, delays doubling."""
+
+    attempts: int = 5
+    first: float = 0.05
+    cap: float = 1.0
+
+    def delays(self) -> Iterator[float]:
+        """The waits between attempts (one fewer than attempts)."""
+        delay = self.first
+        for _ in range(self.attempts - 1):
+            yield min(delay, self.cap)
+            delay *= 2
+
+
+def api_client() -> client.ApiClient:
+    """An API client from the pod's service account, else from the kubeconfig (`$KUBECONFIG`)."""
+    configuration = client.Configuration()
+    # kubernetes.config is the one untyped corner of the (otherwise typed) client.
+    try:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return client.ApiClient(configuration)
+
+
+class KubeStore:
+    """gputwin objects in a Kubernetes API server, read and written as plain dicts."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        namespace: str | None = None,
+        *,
+        retry: Retry = Retry(),
+        component: str = COMPONENT,
+        instance: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.namespace = namespace or None
+        self.retry, self.component, self._sleep = retry, component, sleep
+        self.instance = instance or socket.gethostname()
+        self._objects = client.CustomObjectsApi(api)
+        self._core = client.CoreV1Api(api)
+        self._uids: dict[tuple[str, str | None, str], str] = {}
+
+    @classmethod
+    def connect(cls, namespace: str | None = None) -> KubeStore:
+        """A store on the cluster this process is configured for (in-cluster or kubeconfig)."""
+        return cls(api_client(), namespace)
+
+    # --- the Store protocol -------------------------------------------------------------------
+
+    def list(self, kind: str) -> Objs:
+        plural, namespaced = _plural(kind), _namespaced(kind)
+        found: Objs = []
+        token: str | None = None
+        while True:
+            page = self._call(kind, functools.partial(self._list_page, plural, namespaced, token))
+            found.extend(self._keep(kind, item) for item in page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue") or None
+            if token is None:
+                break
+        return sorted(found, key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
+
+    def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
+        try:
+            got = self._object_call(kind, namespace, name, "get_{}_custom_object")
+        except ObjectNotFound:
+            return None
+        return self._keep(kind, cast(Obj, got))
+
+    def patch_status(self, kind: str, namespace: str | None, name: str, status: Obj) -> None:
+        self._object_call(kind, namespace, name, "patch_{}_custom_object_status", {"status": status},
+                          _content_type=MERGE_PATCH)  # fmt: skip
+
+    def patch_spec(self, kind: str, namespace: str | None, name: str, spec: Obj) -> None:
+        self._object_call(kind, namespace, name, "patch_{}_custom_object", {"spec": spec},
+                          _content_type=MERGE_PATCH)  # fmt: skip
+
+    def event(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        reason: str,
+        message: str,
+        type: Literal["Normal", "Warning"] = "Normal",
+    ) -> None:
+        target = namespace if _namespaced(kind) else None
+        try:
+            uid = self._uid(kind, target, name)
+            body = self._event_body(kind, target, name, uid, reason, message, type)
+            where = target or EVENT_NAMESPACE
+            self._call("Event", lambda: self._core.create_namespaced_event(
+                where, body, _request_timeout=TIMEOUT))  # fmt: skip
+        except (ApiException, LookupError, MissingCRD, OSError) as exc:
+            log.warning("could not post event %s on %s %s: %s", reason, kind, name, exc)
+
+    # --- requests ----------------------------------------------------------------------------
+
+    def _list_page(self, plural: str, namespaced: bool, token: str | None) -> Obj:
+        options: dict[str, Any] = {"limit": PAGE, "_request_timeout": TIMEOUT}
+        if token:
+            options["_continue"] = token
+        if namespaced and self.namespace:
+            got = self._objects.list_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, plural, **options
+            )
+        else:
+            got = self._objects.list_cluster_custom_object(GROUP, VERSION, plural, **options)
+        return cast(Obj, got)
+
+    def _object_call(self, kind: str, namespace: str | None, name: str, method: str, *body: Obj,
+                     **options: Any) -> object:  # fmt: skip
+        """One object's request: `method` names the client's call with `{}` for namespaced|cluster."""
+        if _namespaced(kind):
+            call = getattr(self._objects, method.format("namespaced"))
+            where: tuple[str, ...] = (_require(namespace, kind), _plural(kind), name)
+        else:
+            call = getattr(self._objects, method.format("cluster"))
+            where = (_plural(kind), name)
+        request = functools.partial(call, GROUP, VERSION, *where, *body, _request_timeout=TIMEOUT, **options)
+        return self._call(kind, request)
+
+    def _call(self, kind: str, request: Callable[[], T]) -> T:
+        """One API request, retried on conflicts and overload; 404 becomes ObjectNotFound/MissingCRD."""
+        delays = self.retry.delays()
+        while True:
+            try:
+                return request()
+            except ApiException as exc:
+                if exc.status == 404:
+                    raise _not_found(kind, exc) from None
+                delay = next(delays, None) if exc.status in RETRIED else None
+                if delay is None:
+                    raise
+                log.debug("%s: HTTP %s, retrying in %.2f s", kind, exc.status, delay)
+                self._sleep(delay)
+
+    def _keep(self, kind: str, obj: Obj) -> Obj:
+        """Remember the object's uid (for events); drop managedFields, which nobody here reads."""
+        meta = obj.setdefault("metadata", {})
+        meta.pop("managedFields", None)
+        namespace = meta.get("namespace") or None
+        if meta.get("uid"):
+            self._uids[(kind, namespace, str(meta.get("name", "")))] = str(meta["uid"])
+        return obj
+
+    def _uid(self, kind: str, namespace: str | None, name: str) -> str | None:
+        key = (kind, namespace, name)
+        if key not in self._uids:
+            self.get(kind, namespace, name)  # fills the cache when the object exists
+        return self._uids.get(key)
+
+    def _event_body(
+        self, kind: str, namespace: str | None, name: str, uid: str | None, reason: str, message: str,
+        type: str,
+    ) -> client.CoreV1Event:  # fmt: skip
+        now = dt.datetime.now(dt.UTC)
+        reference = client.V1ObjectReference(
+            api_version=API_VERSION, kind=kind, name=name, namespace=namespace, uid=uid
+        )
+        return client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{name}.", namespace=namespace or EVENT_NAMESPACE),
+            involved_object=reference, reason=reason, message=message[:MESSAGE_LIMIT], type=type,
+            source=client.V1EventSource(component=self.component), first_timestamp=now,
+            last_timestamp=now, count=1, reporting_component=self.component,
+            reporting_instance=self.instance,
+        )  # fmt: skip
+
+
+def _plural(kind: str) -> str:
+    return NAMES[kind].plural
+
+
+def _namespaced(kind: str) -> bool:
+    return KINDS[kind].scope == "Namespaced"
+
+
+def _require(namespace: str | None, kind: str) -> str:
+    if not namespace:
+        raise ValueError(f"{kind} is namespaced: a namespace is required")
+    return namespace
+
+
+def _not_found(kind: str, exc: ApiException) -> Exception:
+    """404 on an object is ObjectNotFound; 404 on the whole resource means its CRD is missing.
+
+    The API server answers a missing object with a `Status` whose reason is NotFound, and a
+    resource it does not serve with a plain-text "404 page not found".
+    """
+    try:
+        status = json.loads(exc.body or "")
+    except ValueError:
+        status = None
+    if isinstance(status, dict) and status.get("reason") == "NotFound":
+        return ObjectNotFound(f"{kind}: {status.get('message', 'not found')}")
+    plural = NAMES[kind].plural if kind in NAMES else kind.lower()
+    return MissingCRD(
+        f"the API server does not serve {plural}.{GROUP}: install the CRDs (kubectl apply -k crds/)"
+    )
+
+
+__all__ = ["COMPONENT", "KubeStore", "MissingCRD", "ObjectNotFound", "Retry", "api_client"]

@@ -1,0 +1,131 @@
+"""The gputwin operator's kopf handlers: every relevant watch event pokes one reconcile loop.
+
+Start it with either of:
+
+    gputwin operator --all-namespaces                  # or --namespace NS; --backend sim; --verbose
+    kopf run -m gputwin.operator.handlers --all-namespaces [--verbose]
+
+(`--standalone` is implied: see `configure`). It talks to the cluster of `$KUBECONFIG`, or to
+its own in-cluster service account. Settings come from the environment (`OperatorConfig`):
+`GPUTWIN_BACKEND` (`sim`), `GPUTWIN_NAMESPACE` (namespace whose GPUJobs and TraceReplays the
+operator schedules; empty = all — keep it equal to kopf's `--namespace`; the `gputwin operator`
+command sets both), `GPUTWIN_HEALTH_PORT` (`/healthz` and `/readyz`, default 8080).
+
+Thin on purpose: all decisions are the `Controller`'s (`gputwin.operator.controller`), the
+asyncio plumbing is `OperatorService`'s (`gputwin.operator.service`). Here:
+
+- on startup: settings, the Controller factory (a `KubeStore` + the chosen backend), the
+  reconcile loop and the probe server; on cleanup: stop them (a pass in flight completes).
+  The loop is one operator-wide asyncio task that sleeps until `controller.next_event()`: kopf's
+  timers and daemons exist per object, and the next event belongs to the whole cluster;
+- for each of the five kinds: `resume`, `create`, `update` and (optional) `delete` handlers, plus
+  an `event` handler for DELETED — all of them only `poke()` the loop, which reads everything
+  anyway. The DELETED spy is needed because without finalizers kopf calls no `delete` handler
+  for an object deleted outright; the Controller forgets it (and frees its GPUs) on the next pass.
+
+Kopf settings, and why:
+- `peering.standalone`: one Controller owns scheduling; two operators would both place jobs.
+  Run one replica (the Deployment uses the Recreate strategy).
+- no finalizers (`delete` is optional): nothing must happen before an object goes away, and a
+  finalizer would block every `kubectl delete` while the operator is down.
+- progress and diffbase in annotations under `gputwin.io/`: status storage is not possible, the
+  CRDs' structural status schemas (generated from the typed models) prune an unknown
+  `status.kopf`, and kopf would then retry forever; adding a kopf field to our API is not wanted.
+  The handlers never fail or retry, so the only annotations that stay are kopf's marker
+  `gputwin.io/kopf-managed` and `gputwin.io/last-handled-configuration`, which `update` needs to
+  see spec changes (and which lets kopf ignore our own status writes: they never wake the loop).
+- `scanning.disabled`: the CRDs are installed before the operator starts; this spares the
+  ClusterRole list/watch on CustomResourceDefinitions and Namespaces.
+- `posting.level = WARNING`: our Controller posts the events that matter (Scheduled, Completed,
+  Rejected, ReplaySucceeded, …); kopf adds only its own failures, never "Handler succeeded".
+- `watching.server_timeout`: the API server closes each watch after ~2 minutes and kopf re-lists,
+  so a silently stalled connection cannot hide changes for long (the loop's 10 s resync backs it up).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from gputwin.adapters.kube import COMPONENT, KubeStore
+from gputwin.api.crdgen import NAMES
+from gputwin.api.meta import GROUP, VERSION
+from gputwin.operator.config import ConfigError, OperatorConfig
+from gputwin.operator.controller import Controller
+from gputwin.operator.probes import serve_probes
+from gputwin.operator.service import OperatorService, build_backend
+
+PLURALS = tuple(names.plural for names in NAMES.values())
+ANNOTATIONS = "gputwin.io"
+
+log = logging.getLogger(__name__)
+
+
+def configure(settings: kopf.OperatorSettings) -> None:
+    """kopf's settings for this operator (the module docstring says why each)."""
+    settings.peering.standalone = True
+    settings.scanning.disabled = True
+    settings.posting.level = logging.WARNING
+    settings.posting.reporting_component = COMPONENT
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATIONS)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=ANNOTATIONS)
+    settings.persistence.finalizer = f"{ANNOTATIONS}/operator"  # never added: no mandatory handlers
+    settings.watching.server_timeout = 120
+    settings.watching.client_timeout = 150
+    settings.watching.connect_timeout = 10
+
+
+def make_controller(config: OperatorConfig) -> Controller:
+    """A fresh Controller on the API server; it adopts whatever the statuses say is running."""
+    return Controller(KubeStore.connect(config.namespace or None), build_backend(config.backend))
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    configure(settings)
+    try:
+        config = OperatorConfig.from_env()
+        build_backend(config.backend)  # fail now, with its message, if the backend does not exist yet
+    except ConfigError as exc:
+        raise kopf.PermanentError(str(exc)) from exc  # a setting is wrong: retrying will not help
+    service = OperatorService(lambda: make_controller(config))
+    memo["probes"] = await serve_probes(service, config.health_port)
+    memo["service"] = service
+    await service.start()
+    scope = f"namespace {config.namespace}" if config.namespace else "all namespaces"
+    log.info("gputwin operator: backend %s, %s, probes on :%d", config.backend, scope, config.health_port)
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    if "service" in memo:
+        await memo["service"].stop()
+    if "probes" in memo:
+        await memo["probes"].cleanup()
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In a pod its service account, else the kubeconfig; kopf's own loaders, whatever is installed."""
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+
+async def poke(memo: kopf.Memo, **_: Any) -> None:
+    """Any change to any gputwin object: reconcile soon."""
+    service = memo.get("service")
+    if service is not None:
+        service.poke()
+
+
+def deleted(type: str, **_: Any) -> bool:
+    return type == "DELETED"
+
+
+for _plural in PLURALS:
+    kopf.on.resume(GROUP, VERSION, _plural, id="poke-resume")(poke)
+    kopf.on.create(GROUP, VERSION, _plural, id="poke-create")(poke)
+    kopf.on.update(GROUP, VERSION, _plural, id="poke-update")(poke)
+    kopf.on.delete(GROUP, VERSION, _plural, id="poke-delete", optional=True)(poke)
+    kopf.on.event(GROUP, VERSION, _plural, id="poke-deleted", when=deleted)(poke)
