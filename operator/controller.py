@@ -27,7 +27,7 @@ from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.operator.backends import Backend
 from gputwin.operator.cluster import ClusterView, read_cluster, write_cluster_statuses
 from gputwin.operator.jobs import JobControl
-from gputwin.operator.replay import ReplayCluster, ReplayResult, replay_cluster, run_replay
+from gputwin.operator.replay import ReplayCluster, ReplayResult, replay_cluster, run_replay, trace_text
 from gputwin.operator.statuses import StatusBook, condition, updated
 from gputwin.operator.store import Obj, Store, is_deleted, name_of, namespace_of
 
@@ -93,7 +93,8 @@ class Controller:
         """Run every TraceReplay not yet run for its current spec; the number of policies promoted.
 
         The three steps are public so the kopf layer can run the slow middle one in a thread:
-        `plan_replay` (cheap) -> `run_replay(spec, cluster)` (simulations) -> `record_replay`.
+        `plan_replay` (cheap; reads a ConfigMap trace) -> `run_replay(spec, cluster, trace)`
+        (simulations) -> `record_replay`.
         """
         promoted = 0
         for obj in self.pending_replays():
@@ -115,8 +116,9 @@ class Controller:
             out.append(obj)
         return out
 
-    def plan_replay(self, obj: Obj) -> tuple[TraceReplaySpec, ReplayCluster] | ReplayResult:
-        """What to replay on which cluster, or the result already (invalid, or no cluster yet)."""
+    def plan_replay(self, obj: Obj) -> tuple[TraceReplaySpec, ReplayCluster, str | None] | ReplayResult:
+        """What to replay on which cluster (and a ConfigMap trace's text), or the result already
+        (invalid, no cluster yet, the ConfigMap or its key missing)."""
         try:
             replay = TraceReplay.model_validate({k: v for k, v in obj.items() if k != "status"})
         except ValidationError as exc:
@@ -125,15 +127,14 @@ class Controller:
         cluster = replay_cluster(self.view or read_cluster(self.store), replay.spec)
         if isinstance(cluster, str):
             return ReplayResult("Pending", "ClusterNotReady", cluster)
-        return replay.spec, cluster
+        trace = trace_text(self.store, namespace_of(obj), replay.spec)
+        if isinstance(trace, ReplayResult):
+            return trace
+        return replay.spec, cluster, trace
 
     def record_replay(self, obj: Obj, result: ReplayResult, now: float) -> int:
         """Write a replay's outcome (status, event) and promote its winner; the policies written."""
         namespace, name = namespace_of(obj), name_of(obj)
-        if result.phase == "Succeeded":
-            self.store.event("TraceReplay", namespace, name, "ReplaySucceeded", result.message)
-        elif result.phase == "Failed":
-            self.store.event("TraceReplay", namespace, name, "ReplayFailed", result.message, "Warning")
         written = self._promote(namespace, name, result)
         book = StatusBook(self.store, "TraceReplay", TraceReplayStatus)
         status = book.get(namespace, name)
@@ -146,7 +147,14 @@ class Controller:
             status, phase=result.phase, candidates=list(result.candidates), winner=result.winner,
             promoted=bool(written) or status.promoted, conditions=conditions, observed_generation=generation,
         ))  # fmt: skip
-        book.flush()
+        book.flush()  # the status first, then the events: a crash between repeats no event
+        if result.phase == "Succeeded":
+            self.store.event("TraceReplay", namespace, name, "ReplaySucceeded", result.message)
+        elif result.phase == "Failed":
+            self.store.event("TraceReplay", namespace, name, "ReplayFailed", result.message, "Warning")
+        if written:
+            message = f"{result.winner} written into SchedulingPolicy {', '.join(written)}"
+            self.store.event("TraceReplay", namespace, name, "Promoted", message)
         return len(written)
 
     def _promote(self, namespace: str | None, name: str, result: ReplayResult) -> list[str]:
@@ -158,9 +166,6 @@ class Controller:
             except LookupError:
                 continue
             written.append(policy)
-        if written:
-            message = f"{result.winner} written into SchedulingPolicy {', '.join(written)}"
-            self.store.event("TraceReplay", namespace, name, "Promoted", message)
         return written
 
 

@@ -3,7 +3,8 @@
 `JobControl` is the GPUJob half of `gputwin.operator.controller.Controller`. It owns the live
 jobs (queued or running, in submit order), feeds the core (`submit`, `adopt`, `complete`,
 `cancel`, `run_cycle`) and carries each `Decision` out through the backend, one status and event
-per transition.
+per transition. Statuses are written before events are posted (`_flush`): a crash between the
+two loses an event at worst, never repeats one after the restart (the status already says so).
 
 What survives a restart is what the GPUJob objects say: a Running job's `status.allocation`
 (exact GPUs per node, since when, for how long) is adopted into the new scheduler's ledger and
@@ -66,6 +67,7 @@ class JobControl:
         self.live: dict[str, JobSpec] = {}  # queued or running, in submit order
         self.wakes: dict[str, float] = {}  # partition -> when its cycle must run again
         self.book = StatusBook(store, "GPUJob", GPUJobStatus)
+        self._events: list[tuple[str, str, str, str]] = []  # posted after the statuses are written
 
     # --- one pass -----------------------------------------------------------------------------
 
@@ -81,7 +83,17 @@ class JobControl:
             self._finish(seen, now)
             self._admit(seen, now)
             self.apply(self.scheduler.run_cycle(now), now)
+        self._flush()
+
+    def _flush(self) -> None:
+        """Write the statuses of this pass, then post its events (never the other way round)."""
         self.book.flush()
+        events, self._events = self._events, []
+        for job_id, reason, message, type in events:
+            namespace, name = job_id.split("/", 1)
+            self.store.event(
+                "GPUJob", namespace, name, reason, message, "Warning" if type == "Warning" else "Normal"
+            )
 
     def next_wake(self) -> float | None:
         return min(self.wakes.values(), default=None)
@@ -193,24 +205,33 @@ class JobControl:
         for job_id in self.backend.finished(now):
             state = self.scheduler.jobs.get(job_id)
             if state is not None and state.phase is Phase.RUNNING:
+                end = self._ended(job_id, now)
                 self.live.pop(job_id, None)
-                self.scheduler.complete(job_id, now)
-                self._succeeded(job_id, now)
+                self.scheduler.complete(job_id, end)
+                self._succeeded(job_id, end, now)
             elif job_id in seen and self._phase(job_id) == "Running":
-                self._succeeded(job_id, now)  # the backend is the truth about runs
+                self._succeeded(job_id, self._ended(job_id, now), now)  # the backend is the truth
 
-    def _succeeded(self, job_id: str, now: float) -> None:
+    def _ended(self, job_id: str, now: float) -> float:
+        """When the run really ended: a simulated run ends `runSeconds` after `since`, even if the
+        operator was down then and only sees it now; other backends report runs as they end."""
+        allocation = self._status(job_id).allocation
+        if self.backend.name != "sim" or allocation is None:
+            return now
+        return min(now, epoch(allocation.since) + allocation.run_seconds)
+
+    def _succeeded(self, job_id: str, end: float, now: float) -> None:
         # From the status, not the scheduler's memory: the same words before and after a restart.
         status = self._status(job_id)
         message = "the run ended"
         if status.submit_time and status.start_time:
             submitted, started = epoch(status.submit_time), epoch(status.start_time)
             message = (
-                f"ended {now - submitted:,.0f} s after submission, "
+                f"ended {end - submitted:,.0f} s after submission, "
                 f"{started - submitted:,.0f} s of them before it first started"
             )
         self._set(job_id, now, (COMPLETE, "True", "Succeeded", message),
-                  phase="Succeeded", end_time=rfc3339(now), allocation=None)  # fmt: skip
+                  phase="Succeeded", end_time=rfc3339(end), allocation=None)  # fmt: skip
         self._event(job_id, "Completed", message)
 
     def _admit(self, seen: dict[str, Seen], now: float) -> None:
@@ -297,10 +318,8 @@ class JobControl:
         self._event(job_id, "Scheduled", message)
 
     def _event(self, job_id: str, reason: str, message: str, type: str = "Normal") -> None:
-        namespace, name = job_id.split("/", 1)
-        self.store.event(
-            "GPUJob", namespace, name, reason, message, "Warning" if type == "Warning" else "Normal"
-        )
+        """Queue an event; `_flush` posts it once the statuses of the pass are written."""
+        self._events.append((job_id, reason, message, type))
 
     # --- a new cluster ------------------------------------------------------------------------
 
@@ -320,7 +339,7 @@ class JobControl:
                 self._carry(old, state, spec, now)
             else:
                 self.submit(spec, now)
-        self.book.flush()
+        self._flush()
 
     def _carry(self, old: Scheduler, state: JobState, spec: JobSpec, now: float) -> None:
         assert self.scheduler is not None

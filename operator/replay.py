@@ -4,13 +4,18 @@ A plain, synchronous function of its inputs (`run_replay`), so the kopf layer ca
 worker thread, off the event loop, and the emulator can call it inline. The current policies are
 always replayed too, as `current`: a candidate must beat them to win, and only a winner other
 than `current` is ever promoted into the partitions' SchedulingPolicies.
+
+A trace kept in a ConfigMap (`spec.trace.configMap`) is read from the store beforehand, on the
+thread that owns the store (`trace_text`), and handed to `run_replay` as text. A missing
+ConfigMap or key fails the replay for that generation: fix it, then edit or re-create the replay.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from gputwin.adapters.traces import TraceError, read_trace
@@ -27,6 +32,7 @@ from gputwin.api.v1alpha1 import (
 from gputwin.api.validate import Document, check_cluster
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.operator.cluster import ClusterView
+from gputwin.operator.store import Store
 from gputwin.sim.run import Overrides, RunError, run
 
 CURRENT = "current"
@@ -93,17 +99,47 @@ def replay_cluster(view: ClusterView, spec: TraceReplaySpec) -> ReplayCluster | 
     )
 
 
-def run_replay(spec: TraceReplaySpec, cluster: ReplayCluster) -> ReplayResult:
-    """Replay the trace under `current` and every candidate; rank them by the objective."""
-    if spec.trace.file is None:
-        source = "configMap" if spec.trace.config_map is not None else "sacct"
-        return ReplayResult(
-            "Failed", "UnsupportedSource", f"spec.trace.{source}: only file traces can be replayed yet"
-        )
-    try:
-        jobs = read_trace(Path(spec.trace.file), FORMATS[spec.trace.format]).jobs
-    except (TraceError, OSError) as exc:
-        return ReplayResult("Failed", "TraceUnreadable", f"spec.trace.file: {exc}")
+def trace_text(store: Store, namespace: str | None, spec: TraceReplaySpec) -> str | ReplayResult | None:
+    """The trace of a `configMap` source (None for other sources), or the Failed result saying why not."""
+    ref = spec.trace.config_map
+    if ref is None:
+        return None
+    namespace = namespace or "default"
+    data = store.get_configmap(namespace, ref.name)
+    where = f"spec.trace.configMap: ConfigMap {namespace}/{ref.name}"
+    if data is None:
+        fix = f"create it with the trace under key {ref.key}, then edit or re-create this TraceReplay"
+        return ReplayResult("Failed", "TraceNotFound", f"{where} not found; {fix}")
+    if ref.key not in data:
+        keys = ", ".join(sorted(data)) or "none"
+        return ReplayResult("Failed", "TraceNotFound", f"{where} has no key {ref.key} (its keys: {keys})")
+    return data[ref.key]
+
+
+def run_replay(spec: TraceReplaySpec, cluster: ReplayCluster, trace: str | None = None) -> ReplayResult:
+    """Replay the trace under `current` and every candidate; rank them by the objective.
+
+    `trace`: the text of a `configMap` source (see `trace_text`); file sources are read here.
+    """
+    if spec.trace.sacct is not None:
+        message = ("spec.trace.sacct: replaying SLURM accounting arrives with the SLURM issue; "
+                   "use a file or configMap trace for now")  # fmt: skip
+        return ReplayResult("Failed", "UnsupportedSource", message)
+    fmt = FORMATS[spec.trace.format]
+    if spec.trace.config_map is not None:
+        if trace is None:
+            return ReplayResult("Failed", "TraceNotFound", "spec.trace.configMap: the trace was not read")
+        where = f"spec.trace.configMap ({spec.trace.config_map.name}/{spec.trace.config_map.key})"
+        try:
+            jobs = _read_text(trace, spec.trace.config_map.key, fmt)
+        except (TraceError, OSError, UnicodeError) as exc:
+            return ReplayResult("Failed", "TraceUnreadable", f"{where}: {exc}")
+    else:
+        assert spec.trace.file is not None  # exactly one source is set (the model checks)
+        try:
+            jobs = read_trace(Path(spec.trace.file), fmt).jobs
+        except (TraceError, OSError) as exc:
+            return ReplayResult("Failed", "TraceUnreadable", f"spec.trace.file: {exc}")
     try:
         results = _candidates(spec.candidates, cluster.spec, jobs)
     except RunError as exc:
@@ -115,6 +151,17 @@ def run_replay(spec: TraceReplaySpec, cluster: ReplayCluster) -> ReplayResult:
     return ReplayResult(
         "Succeeded", "Replayed", _message(spec, candidates), candidates, winner.name, promotions
     )
+
+
+def _read_text(text: str, key: str, fmt: str) -> tuple[JobSpec, ...]:
+    """Read a trace held as text: written to a temporary file with its key's suffix (`jobs.csv`)."""
+    suffix = PurePosixPath(key).suffix
+    if suffix.lower() in (".gz", ".bz2", ".xz", ".zst"):  # ConfigMap data is text: never compressed
+        suffix = PurePosixPath(PurePosixPath(key).stem).suffix
+    with tempfile.TemporaryDirectory(prefix="gputwin-trace-") as folder:
+        path = Path(folder) / f"trace{suffix}"
+        path.write_text(text, encoding="utf-8")
+        return tuple(read_trace(path, fmt).jobs)
 
 
 def _candidates(
@@ -156,4 +203,4 @@ def _message(spec: TraceReplaySpec, ranked: Sequence[CandidateResult]) -> str:
     return f"{text}; {best.metrics.jobs:,} jobs replayed under {len(ranked)} policies"
 
 
-__all__ = ["CURRENT", "ReplayCluster", "ReplayResult", "label", "replay_cluster", "run_replay"]
+__all__ = ["CURRENT", "ReplayCluster", "ReplayResult", "label", "replay_cluster", "run_replay", "trace_text"]

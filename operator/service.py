@@ -52,7 +52,7 @@ BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 
 T = TypeVar("T")
 ReplayKey = tuple[str | None, str, int | None]  # namespace, name, generation
-Plan = tuple[TraceReplaySpec, ReplayCluster]
+Plan = tuple[TraceReplaySpec, ReplayCluster, str | None]  # spec, cluster, a ConfigMap trace's text
 
 log = logging.getLogger(__name__)
 

@@ -36,6 +36,10 @@ class Store(Protocol):
         """One object (a copy), or None."""
         ...
 
+    def get_configmap(self, namespace: str, name: str) -> dict[str, str] | None:
+        """The `data` of a core/v1 ConfigMap (a copy; {} if it has none), or None if it does not exist."""
+        ...
+
     def patch_status(self, kind: str, namespace: str | None, name: str, status: Obj) -> None:
         """Merge-patch the status subresource; LookupError if the object is gone."""
         ...
@@ -95,6 +99,7 @@ class MemoryStore:
 
     def __init__(self, objects: Iterable[Obj] = ()) -> None:
         self._objects: dict[_Key, Obj] = {}
+        self._configmaps: dict[tuple[str, str], dict[str, str]] = {}
         self.events: list[Event] = []
         for obj in objects:
             self.put(obj)
@@ -119,6 +124,14 @@ class MemoryStore:
 
     def delete(self, kind: str, namespace: str | None, name: str) -> bool:
         return self._objects.pop(self._key(kind, namespace, name), None) is not None
+
+    def put_configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        """Create or replace a ConfigMap's data (for tests: the Store only reads ConfigMaps)."""
+        self._configmaps[(namespace, name)] = dict(data)
+
+    def get_configmap(self, namespace: str, name: str) -> dict[str, str] | None:
+        data = self._configmaps.get((namespace, name))
+        return dict(data) if data is not None else None
 
     def list(self, kind: str) -> Objs:
         keys = sorted(k for k in self._objects if k[0] == kind)

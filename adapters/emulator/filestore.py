@@ -2,7 +2,7 @@
 
     STATE/
       objects/<plural>/<name>.json               cluster-scoped kinds (switchtopologies, …)
-      objects/<plural>/<namespace>/<name>.json   namespaced kinds (gpujobs, tracereplays)
+      objects/<plural>/<namespace>/<name>.json   namespaced kinds (gpujobs, tracereplays, configmaps)
       clock.json                                 the virtual clock: {"now": epoch seconds, "time": RFC 3339}
       events.jsonl                               one event per line, oldest first
       .lock                                      held by the command that has the directory open
@@ -14,6 +14,10 @@ cached in memory after the first read: while the lock is held nobody else writes
 
 The virtual clock starts at 2026-01-01T00:00:00Z (`EPOCH`) and only moves when `gputwin run`
 advances it, so the emulator's output is the same on every machine and every run.
+
+Besides the gputwin kinds, the store keeps core/v1 ConfigMaps (`CORE_KINDS`), because a
+TraceReplay may read its trace from one (`get_configmap`); they are applied and deleted like the
+rest, and have no status or generation.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ Obj = dict[str, Any]
 Objs = list[Obj]  # an alias: inside the class, `list` names its method
 Outcome = Literal["created", "configured", "unchanged"]
 EPOCH = 1767225600.0  # 2026-01-01T00:00:00Z
+CORE_KINDS = {"ConfigMap": "configmaps"}  # core/v1 kinds kept too (all namespaced): kind -> plural
 # Metadata the server owns: an applied object's values for these are ignored.
 SERVER_FIELDS = (
     "creationTimestamp",
@@ -101,6 +106,12 @@ class FileStore:
         obj = self._objects(kind).get((namespace or "", name))
         return copy.deepcopy(obj) if obj is not None else None
 
+    def get_configmap(self, namespace: str, name: str) -> dict[str, str] | None:
+        obj = self._objects("ConfigMap").get((namespace, name))
+        if obj is None:
+            return None
+        return {str(k): str(v) for k, v in (obj.get("data") or {}).items()}
+
     def patch_status(self, kind: str, namespace: str | None, name: str, status: Obj) -> None:
         obj = self._live(kind, namespace, name)
         obj["status"] = merge_patch(obj.get("status"), status)
@@ -128,14 +139,16 @@ class FileStore:
     def put(self, obj: Obj) -> Outcome:
         """Create or update an object as `kubectl apply` would; status and server metadata are kept."""
         kind, meta = obj["kind"], obj["metadata"]
-        namespace = meta.get("namespace") if KINDS[kind].scope == "Namespaced" else None
+        namespace = meta.get("namespace") if _namespaced(kind) else None
         old = self._objects(kind).get((namespace or "", meta["name"]))
         new = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
         new["metadata"] = {k: v for k, v in meta.items() if k not in SERVER_FIELDS and k != "namespace"}
         if namespace:
             new["metadata"]["namespace"] = namespace
         if old is None:
-            new["metadata"].update(creationTimestamp=rfc3339(self.now), generation=1)
+            new["metadata"]["creationTimestamp"] = rfc3339(self.now)
+            if kind not in CORE_KINDS:
+                new["metadata"]["generation"] = 1
             self._save(new)
             return "created"
         if _user_view(old) == _user_view(new):
@@ -144,7 +157,8 @@ class FileStore:
         for key in ("creationTimestamp", "generation"):
             if key in old["metadata"]:
                 new["metadata"][key] = old["metadata"][key]
-        new["metadata"]["generation"] = old["metadata"].get("generation", 1) + (0 if same_spec else 1)
+        if kind not in CORE_KINDS:
+            new["metadata"]["generation"] = old["metadata"].get("generation", 1) + (0 if same_spec else 1)
         if "status" in old:
             new["status"] = old["status"]
         self._save(new)
@@ -166,13 +180,13 @@ class FileStore:
     # --- files ----------------------------------------------------------------------------------
 
     def _path(self, kind: str, namespace: str | None, name: str) -> Path:
-        folder = self.root / "objects" / NAMES[kind].plural
+        folder = self.root / "objects" / _plural(kind)
         return (folder / namespace if namespace else folder) / f"{name}.json"
 
     def _objects(self, kind: str) -> dict[tuple[str, str], Obj]:
         if kind not in self._cache:
             found: dict[tuple[str, str], Obj] = {}
-            folder = self.root / "objects" / NAMES[kind].plural
+            folder = self.root / "objects" / _plural(kind)
             for path in sorted(folder.rglob("*.json")) if folder.is_dir() else []:
                 obj = json.loads(path.read_text(encoding="utf-8"))
                 meta = obj.get("metadata", {})
@@ -193,6 +207,14 @@ class FileStore:
         _write_json(self._path(obj["kind"], namespace, meta["name"]), obj)
 
 
+def _plural(kind: str) -> str:
+    return CORE_KINDS[kind] if kind in CORE_KINDS else NAMES[kind].plural
+
+
+def _namespaced(kind: str) -> bool:
+    return kind in CORE_KINDS or KINDS[kind].scope == "Namespaced"
+
+
 def _user_view(obj: Obj) -> Obj:
     """What a user's apply can change: everything but status and server-owned metadata."""
     view = {k: v for k, v in obj.items() if k != "status"}
@@ -208,4 +230,4 @@ def _write_json(path: Path, data: Any) -> None:
     os.replace(temp, path)
 
 
-__all__ = ["EPOCH", "FileStore", "ObjectNotFound", "Outcome"]
+__all__ = ["CORE_KINDS", "EPOCH", "FileStore", "ObjectNotFound", "Outcome"]

@@ -7,7 +7,8 @@ not import the operator) with the official `kubernetes` client:
   namespaced kinds (GPUJob, TraceReplay) come from one namespace when the store is given one,
   else from all; cluster-scoped kinds always from the whole cluster. Scope and plural come from
   the typed models the CRDs are generated from (`KINDS[kind].scope`, `crdgen.NAMES`).
-- `get`: one object, None on 404.
+- `get`: one object, None on 404; `get_configmap`: a core/v1 ConfigMap's `data`, None on 404
+  (TraceReplays read traces from ConfigMaps; the operator's RBAC grants `get` on configmaps).
 - `patch_status`: a JSON merge patch on the `/status` subresource (`{"status": …}`), so the
   operator never touches what users wrote; `patch_spec`: a merge patch on the object itself.
   A write to an object that is gone raises `ObjectNotFound` (a `LookupError`, as the protocol says).
@@ -143,6 +144,16 @@ class KubeStore:
         except ObjectNotFound:
             return None
         return self._keep(kind, cast(Obj, got))
+
+    def get_configmap(self, namespace: str, name: str) -> dict[str, str] | None:
+        request = functools.partial(
+            self._core.read_namespaced_config_map, name, namespace, _request_timeout=TIMEOUT
+        )
+        try:
+            got = self._call("ConfigMap", request)
+        except (ObjectNotFound, MissingCRD):  # core/v1 is always served: any 404 is a missing ConfigMap
+            return None
+        return {str(k): str(v) for k, v in (got.data or {}).items()}
 
     def patch_status(self, kind: str, namespace: str | None, name: str, status: Obj) -> None:
         self._object_call(kind, namespace, name, "patch_{}_custom_object_status", {"status": status},

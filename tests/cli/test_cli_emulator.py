@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -210,3 +211,48 @@ def test_the_whole_samples_folder_applies_runs_and_fills_every_status(
     assert {i["status"]["phase"] for i in items if i["kind"] == "GPUJob"} == {"Succeeded"}
     replay = next(i for i in items if i["kind"] == "TraceReplay")
     assert replay["status"]["phase"] == "Succeeded" and replay["status"]["winner"]
+
+
+def test_a_trace_replay_reads_its_trace_from_an_applied_configmap(state: Path, tmp_path: Path) -> None:
+    trace = ROOT / "src" / "gputwin" / "data" / "demo-trace.csv"
+    head = "".join(trace.read_text().splitlines(keepends=True)[:200])
+    configmap: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "traces"},
+                 "data": {"jobs.csv": head}}  # fmt: skip
+    replay: dict[str, Any] = {"apiVersion": "gputwin.io/v1alpha1", "kind": "TraceReplay",
+              "metadata": {"name": "from-cm"},
+              "spec": {"trace": {"configMap": {"name": "traces", "key": "jobs.csv"}}, "topology": "two-leaf",
+                       "candidates": [{"queue": "sjf", "placement": "consolidate"}]}}  # fmt: skip
+    manifest = tmp_path / "replay.yaml"
+    manifest.write_text(yaml.safe_dump_all([configmap, replay]))
+    code, out, err = gputwin(state, "apply", "-f", CLUSTER, "-f", str(manifest))
+    assert code == 0, err
+    assert "configmap/traces created" in out.splitlines()
+    assert (state / "objects" / "configmaps" / "default" / "traces.json").is_file()
+    code, out, _ = gputwin(state, "get", "tracereplay", "from-cm", "-o", "json")
+    status = json.loads(out)["status"]
+    assert status["phase"] == "Succeeded" and status["winner"] == status["candidates"][0]["name"]
+    assert {c["metrics"]["jobs"] for c in status["candidates"]} == {199}
+    code, out, _ = gputwin(state, "apply", "-f", str(manifest))
+    assert out.splitlines() == ["configmap/traces unchanged", "tracereplay.gputwin.io/from-cm unchanged"]
+
+    # A key the ConfigMap lacks: the replay fails and says which.
+    replay["metadata"]["name"], replay["spec"]["trace"]["configMap"]["key"] = "no-key", "x.csv"
+    manifest.write_text(yaml.safe_dump(replay))
+    assert gputwin(state, "apply", "-f", str(manifest))[0] == 0
+    code, out, _ = gputwin(state, "get", "tracereplay", "no-key", "-o", "json")
+    failed = json.loads(out)["status"]
+    assert failed["phase"] == "Failed"
+    assert "ConfigMap default/traces has no key x.csv" in failed["conditions"][0]["message"]
+
+    # ConfigMaps are validated minimally (string data) and deleted like the rest.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**configmap, "metadata": {"name": "bad"}, "data": {"n": 3}}))
+    code, _, err = gputwin(state, "apply", "-f", str(bad))
+    assert code == 2
+    invalid = 'The ConfigMap "bad" is invalid: data[n]: Invalid value: 3: must be a string'
+    assert err.strip() == f"error: {bad}:doc1: {invalid}"
+    cm_only = tmp_path / "cm.yaml"
+    cm_only.write_text(yaml.safe_dump(configmap))
+    code, out, err = gputwin(state, "delete", "-f", str(cm_only))
+    assert (code, out.strip()) == (0, 'configmap "traces" deleted'), err
+    assert not (state / "objects" / "configmaps" / "default" / "traces.json").exists()

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
@@ -378,3 +379,96 @@ def test_an_unreadable_trace_fails_the_replay_with_a_reason() -> None:
     cond = result["conditions"][0]
     assert (result["phase"], cond["reason"]) == ("Failed", "TraceUnreadable")
     assert "/nonexistent/trace.csv" in cond["message"]
+
+
+def configmap_replay(name: str = "what-if", configmap: str = "traces", key: str = "jobs.csv") -> Obj:
+    obj = replay()
+    obj["metadata"]["name"] = name
+    obj["spec"]["trace"] = {"configMap": {"name": configmap, "key": key}}  # format auto: sniffed
+    return obj
+
+
+def test_trace_replay_reads_its_trace_from_a_configmap() -> None:
+    head = "".join(demo_trace_path().read_text().splitlines(keepends=True)[:200])
+    store, _, controller = setup(
+        configmap_replay(), configmap_replay("no-key", key="x.csv"), configmap_replay("no-cm", "absent"),
+        cluster=manifests(demo_cluster_path()),
+    )  # fmt: skip
+    store.put_configmap("default", "traces", {"jobs.csv": head, "README": "demo"})
+    controller.reconcile(T0)
+    result = status(store, "TraceReplay", "what-if")
+    assert result["phase"] == "Succeeded" and result["winner"] == result["candidates"][0]["name"]
+    assert {c["metrics"]["jobs"] for c in result["candidates"]} == {199}
+    missing = {n: status(store, "TraceReplay", n) for n in ("no-key", "no-cm")}
+    conds = {n: s["conditions"][0] for n, s in missing.items()}
+    assert {s["phase"] for s in missing.values()} == {"Failed"}
+    assert {c["reason"] for c in conds.values()} == {"TraceNotFound"}
+    no_key = "ConfigMap default/traces has no key x.csv (its keys: README, jobs.csv)"
+    assert no_key in conds["no-key"]["message"]
+    assert "ConfigMap default/absent not found" in conds["no-cm"]["message"]
+    # Fixed ConfigMap: the same generation is not replayed again; an edit of the spec is.
+    store.put_configmap("default", "absent", {"jobs.csv": head})
+    controller.reconcile(T0 + 1)
+    assert status(store, "TraceReplay", "no-cm")["phase"] == "Failed"
+
+
+def test_sacct_traces_are_left_to_the_slurm_issue() -> None:
+    obj = replay()
+    obj["spec"]["trace"] = {"sacct": {"start": "now-7days"}}
+    store, _, controller = setup(obj, cluster=manifests(demo_cluster_path()))
+    controller.reconcile(T0)
+    result = status(store, "TraceReplay", "what-if")
+    cond = result["conditions"][0]
+    assert (result["phase"], cond["reason"]) == ("Failed", "UnsupportedSource")
+    assert "SLURM issue" in cond["message"] and "configMap" in cond["message"]
+
+
+def test_a_run_that_ended_while_the_operator_was_down_ends_when_it_really_ended() -> None:
+    jobs = [job("a", 8, 100), job("b", 8, 250), job("c", 8, 100), job("later", 8, 50)]
+    store, first_backend, first = setup(*jobs)
+    first.reconcile(T0)
+    assert sorted(first_backend.starts) == ["default/a", "default/b"]
+    second = Controller(store, RecordingBackend())  # restarted long after a and b ended
+    second.reconcile(T0 + 5000)
+    ends = {n: status(store, "GPUJob", n).get("endTime") for n in ("a", "b")}
+    assert ends == {"a": "2026-01-01T00:01:40Z", "b": "2026-01-01T00:04:10Z"}
+    done = next(c for c in status(store, "GPUJob", "b")["conditions"] if c["type"] == "Complete")
+    assert done["message"].startswith("ended 250 s after submission")
+    # Their GPUs were free only from the restart on: the queued jobs start then, not before.
+    assert status(store, "GPUJob", "c")["startTime"] == "2026-01-01T01:23:20Z"
+
+
+class OrderCheckingStore(MemoryStore):
+    """A MemoryStore that fails if an event is posted before the status it reports is written."""
+
+    WRITTEN_FIRST: ClassVar[dict[str, str]] = {
+        "Scheduled": "Running",
+        "Completed": "Succeeded",
+        "Rejected": "Rejected",
+        "Preempted": "Queued",
+    }
+
+    def event(self, kind: str, namespace: str | None, name: str, reason: str, message: str,
+              type: Any = "Normal") -> None:  # fmt: skip
+        obj = self.get(kind, namespace, name)
+        phase = ((obj or {}).get("status") or {}).get("phase")
+        if kind == "GPUJob" and reason in self.WRITTEN_FIRST:
+            assert phase == self.WRITTEN_FIRST[reason], (name, reason, phase)
+        if kind == "TraceReplay" and reason in ("ReplaySucceeded", "ReplayFailed", "Promoted"):
+            assert phase in ("Succeeded", "Failed"), (name, reason, phase)
+        super().event(kind, namespace, name, reason, message, type)
+
+
+def test_statuses_are_written_before_events_are_posted() -> None:
+    cluster = with_change(manifests(TWO_LEAF), "SchedulingPolicy", "fifo-consolidate",
+                          queue={"policy": "srtf"}, preemption={"checkpointSeconds": 30})  # fmt: skip
+    store = OrderCheckingStore([*cluster, job("long1", 8, 1000), job("long2", 8, 1000),
+                                job("render", 1, 10, "render")])  # fmt: skip
+    controller = Controller(store, RecordingBackend())
+    controller.reconcile(T0)
+    store.put(job("short", 8, 50))
+    controller.reconcile(T0 + 100)
+    drive(controller)
+    reasons = Counter(e.reason for e in store.events)
+    assert reasons["Scheduled"] == 4 and reasons["Completed"] == 3 and reasons["Preempted"] == 1
+    assert reasons["Rejected"] == 1

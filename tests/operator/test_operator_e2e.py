@@ -396,6 +396,11 @@ def test_install_manifests_apply_and_grant_least_privilege(
     assert can("create", "", "events", namespace="default") and can(
         "create", "", "events", namespace="team-a"
     )
+    # TraceReplays read a trace from a ConfigMap (spec.trace.configMap): get, nothing more.
+    for ns in ("default", "team-a"):
+        assert can("get", "", "configmaps", namespace=ns), f"get configmaps in {ns}"
+    for verb in ("list", "watch", "create", "update", "patch", "delete"):
+        assert not can(verb, "", "configmaps", namespace="default"), f"{verb} configmaps must not be granted"
     for verb, group, resource in (
         ("get", "", "secrets"),
         ("list", "", "pods"),
@@ -557,6 +562,44 @@ def test_edited_replay_runs_again_while_jobs_keep_being_scheduled(
     assert seen["job started"] < seen["replay done"], seen
     complete = _condition(api.status("tracereplays", "demo-what-if", "default"), "Complete")
     assert "wins on avg_queue" in complete["message"]
+
+
+def test_trace_replay_reads_its_trace_from_a_configmap(
+    operator: Operator, api: Api, kubectl: Any, namespace: str
+) -> None:
+    """spec.trace.configMap: the operator (as its ServiceAccount: get on configmaps) reads the trace
+    from the ConfigMap and replays it; a key the ConfigMap lacks fails the replay, saying so."""
+    trace = ROOT / "src" / "gputwin" / "data" / "demo-trace.csv"
+    head = "".join(trace.read_text().splitlines(keepends=True)[:200])
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"jobs.csv": head},
+                 "metadata": {"name": "demo-trace", "namespace": namespace}}  # fmt: skip
+
+    def replay(name: str, key: str) -> Obj:
+        return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TraceReplay",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"trace": {"configMap": {"name": "demo-trace", "key": key}, "format": "auto"},
+                         "topology": "two-leaf", "objective": "avg_jct",
+                         "candidates": [{"queue": "sjf", "placement": "consolidate",
+                                         "backfill": True}]}}  # fmt: skip
+
+    objects = dump(configmap, replay("from-cm", "jobs.csv"), replay("no-key", "x.csv"))
+    kubectl.run("apply", "-f", "-", input=objects)
+
+    def done(name: str) -> Obj | None:
+        status = api.status("tracereplays", name, namespace)
+        return status if status.get("phase") in ("Succeeded", "Failed") else None
+
+    status = wait_for("TraceReplay from-cm", lambda: done("from-cm"), 60, on_timeout=operator.tail)
+    assert status["phase"] == "Succeeded", status
+    assert status["candidates"][0]["name"] == status["winner"]
+    assert {c["name"] for c in status["candidates"]} == {"current", "sjf/consolidate/as-requested+backfill"}
+    assert all(c["metrics"]["jobs"] == 199 for c in status["candidates"]), status
+    failed = wait_for("TraceReplay no-key", lambda: done("no-key"), 30, on_timeout=operator.tail)
+    complete = _condition(failed, "Complete")
+    assert failed["phase"] == "Failed" and complete["reason"] == "TraceNotFound", failed
+    assert f"ConfigMap {namespace}/demo-trace has no key x.csv" in complete["message"], complete
+    events = api.events(namespace, "TraceReplay")
+    assert ("from-cm", "ReplaySucceeded") in events and ("no-key", "ReplayFailed") in events
 
 
 # --- GPUJobs through the operator -------------------------------------------------------------------

@@ -5,6 +5,9 @@
 words every failure like kube-apiserver does (`The GPUJob "x" is invalid: spec.gpus: Invalid
 value: 0: should be greater than or equal to 1`); `cluster_errors` runs the cross-object checks
 over what the state would hold after the apply, and reports only problems the apply would add.
+
+Besides the gputwin kinds, core/v1 ConfigMaps are accepted (a TraceReplay may read its trace from
+one), validated minimally: a name, and `data` mapping string keys to string values.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from gputwin.api.validate import Document, check_cluster
 Obj = dict[str, Any]
 CLUSTER_KINDS = ("SwitchTopology", "GPUPartition", "SchedulingPolicy")
 SERVER_FIELDS = ("creationTimestamp", "generation", "resourceVersion", "uid", "managedFields")
+CONFIGMAP = "ConfigMap"  # the one core/v1 kind the emulator keeps (apiVersion v1, namespaced)
+CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 class ManifestError(Exception):
@@ -62,13 +68,13 @@ class Manifest:
 
 
 def resource(kind: str) -> str:
-    """`gpujob.gputwin.io`, as kubectl names a kind in its output."""
-    return f"{kind.lower()}.{GROUP}"
+    """`gpujob.gputwin.io` (`configmap` for the core kind), as kubectl names a kind in its output."""
+    return "configmap" if kind == CONFIGMAP else f"{kind.lower()}.{GROUP}"
 
 
 def plural(kind: str) -> str:
-    """`gpujobs.gputwin.io`, as the API server names a resource in errors."""
-    return f"{NAMES[kind].plural}.{GROUP}"
+    """`gpujobs.gputwin.io` (`configmaps`), as the API server names a resource in errors."""
+    return "configmaps" if kind == CONFIGMAP else f"{NAMES[kind].plural}.{GROUP}"
 
 
 def read_manifests(
@@ -139,15 +145,16 @@ def _objects(where: str, data: Any, namespace: str, errors: list[str]) -> list[M
     if not kind or not version:
         errors.append(f"{where}: {'kind' if not kind else 'apiVersion'} not set")
         return []
-    if not isinstance(kind, str) or kind not in KINDS or version != API_VERSION:
+    core = kind == CONFIGMAP and version == "v1"
+    if not core and (not isinstance(kind, str) or kind not in KINDS or version != API_VERSION):
         errors.append(f'{where}: no matches for kind "{kind}" in version "{version}" (gputwin knows '
-                      f'{", ".join(sorted(KINDS))} in {API_VERSION})')  # fmt: skip
+                      f'{", ".join(sorted(KINDS))} in {API_VERSION}, and ConfigMap in v1)')  # fmt: skip
         return []
     obj = {k: v for k, v in data.items() if k != "status"}  # status is the controller's to write
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta = {k: v for k, v in meta.items() if k not in SERVER_FIELDS}
-        if KINDS[kind].scope == "Namespaced":
+        if core or KINDS[kind].scope == "Namespaced":
             meta.setdefault("namespace", namespace)
         else:
             meta.pop("namespace", None)
@@ -163,19 +170,48 @@ def schema_errors(manifests: Sequence[Manifest]) -> list[str]:
     errors: list[str] = []
     first: dict[tuple[str, str | None, str], str] = {}
     for m in manifests:
-        try:
-            KINDS[m.kind].model_validate(m.obj)
-        except ValidationError as exc:
-            causes = [_cause(err) for err in exc.errors()]
-            body = causes[0] if len(causes) == 1 else "[" + ", ".join(causes) + "]"
-            errors.append(f'{m.where}: The {m.kind} "{m.name}" is invalid: {body}')
-            continue
+        if m.kind == CONFIGMAP:
+            causes = _configmap_causes(m.obj)
+            if causes:
+                body = causes[0] if len(causes) == 1 else "[" + ", ".join(causes) + "]"
+                errors.append(f'{m.where}: The {m.kind} "{m.name}" is invalid: {body}')
+                continue
+        else:
+            try:
+                KINDS[m.kind].model_validate(m.obj)
+            except ValidationError as exc:
+                causes = [_cause(err) for err in exc.errors()]
+                body = causes[0] if len(causes) == 1 else "[" + ", ".join(causes) + "]"
+                errors.append(f'{m.where}: The {m.kind} "{m.name}" is invalid: {body}')
+                continue
         key = (m.kind, m.namespace, m.name)
         if key in first:
             errors.append(f'{m.where}: The {m.kind} "{m.name}" is invalid: metadata.name: Duplicate value: '
                           f'"{m.name}": also in {first[key]}')  # fmt: skip
         first.setdefault(key, m.where)
     return errors
+
+
+def _configmap_causes(obj: Obj) -> list[str]:
+    """A ConfigMap's problems, worded like the API server's: a valid name, string data only."""
+    causes = []
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not name:
+        causes.append("metadata.name: Required value: name or generateName is required")
+    elif not isinstance(name, str) or len(name) > 253 or not DNS_SUBDOMAIN.fullmatch(name):
+        causes.append(f"metadata.name: Invalid value: {_shown(name)}: a lowercase RFC 1123 subdomain must "
+                      "consist of lower case alphanumeric characters, '-' or '.'")  # fmt: skip
+    data = obj.get("data")
+    if data is not None and not isinstance(data, dict):
+        causes.append(f"data: Invalid value: {_shown(data)}: must be a map of strings")
+    for key, value in (data or {}).items() if isinstance(data, dict) else ():
+        if not isinstance(key, str) or not CONFIGMAP_KEY.fullmatch(key):
+            causes.append(f"data[{key}]: Invalid value: {_shown(key)}: a valid config key must consist of "
+                          "alphanumeric characters, '-', '_' or '.'")  # fmt: skip
+        elif not isinstance(value, str):
+            causes.append(f"data[{key}]: Invalid value: {_shown(value)}: must be a string")
+    return causes
 
 
 def _cause(err: ErrorDetails) -> str:
