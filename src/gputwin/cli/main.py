@@ -13,10 +13,12 @@ from typing import Any
 import click
 
 from gputwin import __version__
-from gputwin.adapters.traces import FORMATS, TraceError, read_trace
+from gputwin.adapters.traces import TraceError
 from gputwin.api.problems import ClusterError
+from gputwin.cli.compare import compare as compare_command
 from gputwin.cli.emulator import COMMANDS as EMULATOR_COMMANDS
 from gputwin.cli.operator_cmd import operator as operator_command
+from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import comparison_table, print_summary, progress_reporter
 from gputwin.cli.slurm import slurm as slurm_group
 from gputwin.core.plugins import known
@@ -49,34 +51,22 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--trace", "trace_path", required=True, type=click.Path(path_type=Path),
-              help="Job history: sacct -P or --json output, a Helios/Philly CSV, or an Alibaba pod list.")
-@click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(("auto",) + FORMATS),
-              help="Trace format; auto sniffs it from the file.")
-@click.option("--cluster", "cluster_path", required=True, type=click.Path(path_type=Path),
-              help="SwitchTopology + GPUPartition (+ SchedulingPolicy) YAML, a folder of them, "
-                   "or a Helios VC table CSV (vc,num_nodes).")
+@trace_and_cluster
 @click.option("--policy", type=click.Choice(PLUGINS["queue"]), help="Queue policy for every partition.")
 @click.option("--placement", type=click.Choice(PLUGINS["placement"]), help="Placement for every partition.")
 @click.option("--sizing", type=click.Choice(PLUGINS["sizing"]), help="GPU sizing for every partition.")
 @click.option("--backfill/--no-backfill", default=None, help="EASY backfill for non-preemptive policies.")
 @click.option("--compat", type=click.Choice(["helios"]),
               help="Reproduce the HeliosArtifact simulator's semantics (fifo/sjf/srtf; consolidate/random).")
-@click.option("--gpus-per-node", default=8, show_default=True, type=click.IntRange(1, 1024),
-              help="GPUs per node when --cluster is a VC table CSV.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed for randomised placement.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
               help="Write jobs.csv (one row per job) and summary.json here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
-@click.option("--skip-invalid", is_flag=True, help="Skip malformed trace records (counted) instead of stopping.")
 def simulate(trace_path: Path, fmt: str, cluster_path: Path, policy: str | None, placement: str | None,
              sizing: str | None, backfill: bool | None, compat: str | None, gpus_per_node: int, seed: int,
              out_dir: Path | None, as_json: bool, skip_invalid: bool) -> None:  # fmt: skip
     """Replay a job trace on a cluster and report JCT, queueing delay and utilisation."""
-    from gputwin.api.loader import load_cluster
-
-    cluster = load_cluster(cluster_path, gpus_per_node=gpus_per_node)
-    trace = read_trace(trace_path, fmt, skip_invalid=skip_invalid)
+    cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid)
     overrides = Overrides(queue=policy, placement=placement, sizing=sizing, backfill=backfill)
     with progress_reporter(len(trace.jobs)) as progress:
         summary, outcome = run(cluster, trace.jobs, overrides=overrides, compat=compat, seed=seed,
@@ -111,8 +101,8 @@ def demo(as_json: bool) -> None:
         comparison_table(rows)
 
 
-# The emulator (apply, get, delete, run, events), the operator and the SLURM group.
-for _command in (*EMULATOR_COMMANDS, operator_command, slurm_group):
+# The emulator (apply, get, delete, run, events), the operator, the SLURM group and compare.
+for _command in (*EMULATOR_COMMANDS, operator_command, slurm_group, compare_command):
     cli.add_command(_command)
 
 

@@ -82,3 +82,35 @@ def progress_reporter(total: int) -> Iterator[Callable[[int], None] | None]:
                 last = submitted
 
         yield advance
+
+
+def ranked_table(rows: Sequence[dict[str, Any]], skipped: Sequence[str], title: str) -> None:
+    """`gputwin compare`: one row per candidate with its rank, best average JCT first; skip notes after."""
+    table = Table(title=title)
+    table.add_column("#", justify="right")
+    table.add_column("candidate")
+    for _, label in METRIC_COLUMNS:
+        table.add_column(label, justify="right")
+    for row in rows:
+        table.add_row(str(row["rank"]), row["candidate"], *(_fmt(row[k]) for k, _ in METRIC_COLUMNS))
+    console = _console()
+    console.print(table)
+    for note in skipped:
+        console.print(f"note: {note}", highlight=False)
+
+
+@contextmanager
+def sweep_progress(total: int, enabled: bool = True) -> Iterator[Callable[[str], None] | None]:
+    """A candidates-done bar with ETA on stderr; None when disabled or stderr is not a terminal."""
+    if not enabled or total == 0 or not sys.stderr.isatty():
+        yield None
+        return
+    columns = (TextColumn("comparing"), BarColumn(), TextColumn("{task.completed}/{task.total} candidates"),
+               TimeRemainingColumn(), TextColumn("{task.description}"))  # fmt: skip
+    with Progress(*columns, console=_console(stderr=True), transient=True) as bar:
+        task = bar.add_task("", total=total)
+
+        def advance(name: str) -> None:
+            bar.update(task, advance=1, description=name)
+
+        yield advance

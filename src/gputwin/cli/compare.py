@@ -1,0 +1,85 @@
+"""`gputwin compare`: run a grid of policies on one trace and cluster, rank them, write a report."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from gputwin.cli.options import load_inputs, trace_and_cluster
+from gputwin.cli.output import ranked_table, sweep_progress
+from gputwin.sim.compare import CandidateResult, grid, write_report
+from gputwin.sim.compare import compare as run_comparison
+from gputwin.sim.run import RunError
+
+
+def _names(value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise RunError(f"empty list {value!r}")
+    return names
+
+
+def _switches(value: str | None) -> list[bool | None]:
+    if value is None:
+        return [None]
+    out: list[bool | None] = []
+    for name in _names(value):
+        if name.lower() not in ("on", "off"):
+            raise RunError(f"--backfill takes on,off or one of them, not {name!r}")
+        out.append(name.lower() == "on")
+    return out
+
+
+@click.command()
+@trace_and_cluster
+@click.option("--policies", default="fifo,sjf,qssf", show_default=True,
+              help="Queue policies to compare, comma-separated.")
+@click.option("--placements", default="consolidate,topology-aware", show_default=True,
+              help="Placers to compare, comma-separated.")
+@click.option("--backfill", "backfill", default=None,
+              help="on, off or on,off (default: as the cluster file says). Skipped for preemptive policies.")
+@click.option("--sizing", "sizings", default=None,
+              help="GPU sizings to compare, comma-separated (default: as the cluster file says).")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed for randomised placement.")
+@click.option("--jobs", "workers", default=os.cpu_count() or 1, show_default="CPU count",
+              type=click.IntRange(1, 256), help="Candidates run in parallel, one process each.")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="Write summary.json, summary.csv, the plots and index.html here.")
+@click.option("--plots/--no-plots", default=True, show_default=True,
+              help="Also write the PNG plots and index.html (a self-contained page embedding them).")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--json", "as_json", is_flag=True, help="Print the ranked list as one JSON object on stdout.")
+def compare(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, skip_invalid: bool,
+            policies: str, placements: str, backfill: str | None, sizings: str | None, seed: int,
+            workers: int, out_dir: Path, plots: bool, quiet: bool, as_json: bool) -> None:  # fmt: skip
+    """Compare queue policies, placers, backfill and sizing on one trace, best average JCT first."""
+    candidates, skipped = grid(
+        _names(policies), _names(placements),
+        list(_names(sizings)) if sizings is not None else [None], _switches(backfill),
+    )  # fmt: skip
+    cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid)
+    with sweep_progress(len(candidates), enabled=not quiet) as advance:
+
+        def done(result: CandidateResult) -> None:
+            if advance is not None:
+                advance(result.candidate.name)
+
+        comparison = run_comparison(cluster, trace.jobs, candidates, skipped=skipped, seed=seed,
+                                    workers=workers, progress=done)  # fmt: skip
+    extra = {"trace": {"path": str(trace_path), "format": trace.format, "jobs": len(trace.jobs),
+                       "skipped": dict(trace.skipped)}, "seed": seed}  # fmt: skip
+    written = write_report(out_dir, comparison, extra)
+    if plots:
+        from gputwin.sim.plots import write_plots  # matplotlib takes a while to import
+
+        written += write_plots(out_dir, comparison)
+    if as_json:
+        click.echo(json.dumps({**extra, **comparison.to_json()}, sort_keys=True))
+        return
+    title = f"gputwin compare — {len(trace.jobs):,} jobs, {len(candidates)} candidates"
+    ranked_table(comparison.to_json()["candidates"], comparison.skipped, title)
+    if not quiet:
+        click.echo("wrote " + ", ".join(str(p) for p in written))

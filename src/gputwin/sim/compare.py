@@ -1,0 +1,187 @@
+"""Comparing policies on one trace: run a grid of candidates and rank them (`gputwin compare`).
+
+Pure orchestration, no command line: `grid` builds the candidates (the product of the lists given,
+minus the combinations that make no sense, which come back as skip notes), `compare` runs each
+candidate through `gputwin.sim.run.run` (in worker processes when asked) and ranks them by average
+JCT, best first, ties broken by name. `write_report` writes summary.json and summary.csv.
+
+Candidate names follow TraceReplay's (`sjf/consolidate/as-requested+backfill`); a setting not given
+(None) keeps what the cluster file says and is left out of the name.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gputwin.core.model import ClusterSpec, JobSpec
+from gputwin.core.plugins import known
+from gputwin.core.policies import make_policy
+from gputwin.sim.run import Overrides, RunError, run
+
+# The ranked table's and the CSV's metric columns, in order.
+METRICS = ("jobs", "avg_jct", "p99_jct", "avg_queue", "p99_queue", "gpu_utilization", "avg_overhead", "preemptions")
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One point of the grid; None keeps the cluster file's setting."""
+
+    queue: str
+    placement: str
+    sizing: str | None = None
+    backfill: bool | None = None
+
+    @property
+    def name(self) -> str:
+        sizing = f"/{self.sizing}" if self.sizing is not None else ""
+        return f"{self.queue}/{self.placement}{sizing}{'+backfill' if self.backfill else ''}"
+
+    @property
+    def overrides(self) -> Overrides:
+        return Overrides(queue=self.queue, placement=self.placement, sizing=self.sizing, backfill=self.backfill)
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateResult:
+    """A candidate's summary (as `run` returns it) plus what the plots need from its outcome."""
+
+    candidate: Candidate
+    summary: dict[str, Any]
+    jcts: list[float] = field(default_factory=list)  # per finished job, completion order
+    spans: list[int] = field(default_factory=list)  # leaf switches per finished job
+
+    def row(self, rank: int) -> dict[str, Any]:
+        """The JSON object for this candidate: settings, overall metrics, per-partition metrics."""
+        c, s = self.candidate, self.summary
+        return {
+            "rank": rank, "candidate": c.name, "queue": c.queue, "placement": c.placement,
+            "sizing": c.sizing, "backfill": c.backfill, **{k: s[k] for k in METRICS},
+            "p50_jct": s["p50_jct"], "p95_jct": s["p95_jct"], "makespan": s["makespan"],
+            "wall_seconds": s["wall_seconds"], "rejected": s["rejected"], "policies": s["policies"],
+            "partitions": s["partitions"],
+        }  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    ranked: tuple[CandidateResult, ...]
+    skipped: tuple[str, ...]  # one note per combination left out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "candidates": [r.row(i) for i, r in enumerate(self.ranked, start=1)],
+            "skipped": list(self.skipped),
+            "objective": "avg_jct",
+        }
+
+
+def grid(
+    queues: Sequence[str],
+    placements: Sequence[str],
+    sizings: Sequence[str | None] = (None,),
+    backfills: Sequence[bool | None] = (None,),
+) -> tuple[list[Candidate], list[str]]:
+    """The product of the lists in the order given, and notes for the combinations skipped.
+
+    Unknown names raise RunError. Backfill only applies to non-preemptive queue policies, so
+    backfill on with `srtf` or `las` is skipped (backfill off with them is their normal behaviour).
+    """
+    names = known()
+    for kind, values in (("queue", queues), ("placement", placements), ("sizing", sizings)):
+        allowed = names[kind]
+        for value in values:
+            if value is not None and value not in allowed:
+                raise RunError(f"unknown {kind} policy {value!r}; known: {', '.join(allowed)}")
+    for kind, values in (("queue", queues), ("placement", placements)):
+        if not values:
+            raise RunError(f"no {kind} policy given")
+    candidates: list[Candidate] = []
+    skipped: list[str] = []
+    seen: set[Candidate] = set()
+    for queue, placement, sizing, backfill in itertools.product(queues, placements, sizings, backfills):
+        candidate = Candidate(queue, placement, sizing, backfill)
+        if candidate in seen:
+            continue
+        seen.add(candidate)
+        if backfill and make_policy(queue).preemptive:
+            skipped.append(f"{candidate.name}: skipped, backfill does not apply to the preemptive {queue} policy")
+            continue
+        candidates.append(candidate)
+    return candidates, skipped
+
+
+def run_candidate(cluster: ClusterSpec, jobs: Sequence[JobSpec], candidate: Candidate, seed: int) -> CandidateResult:
+    summary, outcome = run(cluster, jobs, overrides=candidate.overrides, seed=seed)
+    jcts = [j.end - j.spec.submit for j in outcome.finished if j.end is not None]
+    spans = [job.leaves for job in outcome.finished]
+    return CandidateResult(candidate, summary, jcts, spans)
+
+
+# Worker-process state, set once per worker by `_init_worker`.
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(cluster: ClusterSpec, jobs: Sequence[JobSpec], seed: int) -> None:
+    _WORKER.update(cluster=cluster, jobs=jobs, seed=seed)
+
+
+def _run_in_worker(candidate: Candidate) -> CandidateResult:
+    return run_candidate(_WORKER["cluster"], _WORKER["jobs"], candidate, _WORKER["seed"])
+
+
+def compare(
+    cluster: ClusterSpec,
+    jobs: Sequence[JobSpec],
+    candidates: Sequence[Candidate],
+    *,
+    skipped: Sequence[str] = (),
+    seed: int = 0,
+    workers: int = 1,
+    progress: Callable[[CandidateResult], None] | None = None,
+) -> Comparison:
+    """Run every candidate (in `workers` processes when > 1) and rank them by average JCT."""
+    results: list[CandidateResult] = []
+    if workers <= 1 or len(candidates) <= 1:
+        for candidate in candidates:
+            results.append(run_candidate(cluster, jobs, candidate, seed))
+            if progress is not None:
+                progress(results[-1])
+    else:
+        with ProcessPoolExecutor(min(workers, len(candidates)), initializer=_init_worker,
+                                 initargs=(cluster, tuple(jobs), seed)) as pool:  # fmt: skip
+            futures = [pool.submit(_run_in_worker, c) for c in candidates]
+            for future in as_completed(futures):
+                results.append(future.result())
+                if progress is not None:
+                    progress(results[-1])
+    ranked = sorted(results, key=lambda r: (r.summary["avg_jct"], r.candidate.name))
+    return Comparison(tuple(ranked), tuple(skipped))
+
+
+CSV_COLUMNS = ("rank", "candidate", "queue", "placement", "sizing", "backfill", "partition", *METRICS)
+
+
+def write_report(out_dir: Path, comparison: Comparison, extra: dict[str, Any] | None = None) -> list[Path]:
+    """DIR/summary.json (the ranked list) and DIR/summary.csv (one row per candidate and partition,
+    partition `all` first). Returns the paths written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = {**(extra or {}), **comparison.to_json()}
+    json_path, csv_path = out_dir / "summary.json", out_dir / "summary.csv"
+    json_path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    with open(csv_path, "w", newline="") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS)
+        for row in data["candidates"]:
+            head = [row[k] for k in CSV_COLUMNS[:6]]
+            head = ["" if v is None else v for v in head]
+            writer.writerow([*head, "all", *(row[k] for k in METRICS)])
+            for name, metrics in row["partitions"].items():
+                writer.writerow([*head, name, *(metrics[k] for k in METRICS)])
+    return [json_path, csv_path]

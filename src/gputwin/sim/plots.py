@@ -1,0 +1,146 @@
+"""The comparison report's plots and its self-contained HTML page (`gputwin compare --out DIR`).
+
+Four PNGs, one line or bar group per candidate: jct_cdf.png (CDF of job completion time),
+queue_by_partition.png (average queueing delay per partition), utilization.png (GPU utilisation
+over virtual time, from the summary's utilization_series) and span_hist.png (leaf switches each
+finished job spanned). index.html embeds them as base64 data URIs with the ranked table, so the
+page opens anywhere on its own. Matplotlib runs on the Agg backend (no display needed).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from gputwin.sim.compare import METRICS, CandidateResult, Comparison
+
+PLOTS = (
+    ("jct_cdf.png", "Job completion time, CDF per candidate"),
+    ("queue_by_partition.png", "Average queueing delay per partition"),
+    ("utilization.png", "GPU utilisation over time"),
+    ("span_hist.png", "Switch span: leaf switches per job"),
+)
+
+
+CDF_POINTS = 2000
+
+
+def write_plots(out_dir: Path, comparison: Comparison) -> list[Path]:
+    """Write the four PNGs and index.html into `out_dir`; return their paths (index.html last)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ranked = comparison.ranked
+    figures = (_jct_cdf(ranked), _queue_by_partition(ranked), _utilization(ranked), _span_hist(ranked))
+    paths = []
+    for (name, _), fig in zip(PLOTS, figures):
+        path = out_dir / name
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    index = out_dir / "index.html"
+    index.write_text(_html(comparison, paths))
+    return [*paths, index]
+
+
+def _figure(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Any]:
+    fig, ax = plt.subplots(figsize=(11, 5), layout="constrained")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _legend(ax: Any, count: int) -> None:
+    if count:
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def _jct_cdf(ranked: Sequence[CandidateResult]) -> Figure:
+    fig, ax = _figure(PLOTS[0][1], "JCT (s, log scale)", "fraction of jobs")
+    for result in ranked:
+        jcts = sorted(max(v, 1e-3) for v in result.jcts)
+        if jcts:
+            n = len(jcts)
+            # At most CDF_POINTS steps per line (always the last): big traces plot as fast as small ones.
+            picks = sorted({min(n - 1, i * n // CDF_POINTS) for i in range(CDF_POINTS)} | {n - 1})
+            ax.step([jcts[i] for i in picks], [(i + 1) / n for i in picks], where="post",
+                    label=result.candidate.name)  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.01)
+    _legend(ax, len(ranked))
+    return fig
+
+
+def _queue_by_partition(ranked: Sequence[CandidateResult]) -> Figure:
+    fig, ax = _figure(PLOTS[1][1], "partition", "average queueing delay (s)")
+    partitions = sorted({p for r in ranked for p in r.summary["partitions"]})
+    width = 0.8 / max(len(ranked), 1)
+    for i, result in enumerate(ranked):
+        values = [result.summary["partitions"].get(p, {}).get("avg_queue", 0.0) for p in partitions]
+        xs = [x + i * width - 0.4 + width / 2 for x in range(len(partitions))]
+        ax.bar(xs, values, width, label=result.candidate.name)
+    ax.set_xticks(range(len(partitions)), partitions)
+    _legend(ax, len(ranked))
+    return fig
+
+
+def _utilization(ranked: Sequence[CandidateResult]) -> Figure:
+    fig, ax = _figure(PLOTS[2][1], "virtual time (h)", "busy GPU fraction")
+    for result in ranked:
+        series = result.summary.get("utilization_series", [])
+        if series:
+            ax.plot([p["t"] / 3600 for p in series], [p["gpu_utilization"] for p in series],
+                    marker="o", markersize=3, label=result.candidate.name)  # fmt: skip
+    ax.set_ylim(0, 1.05)
+    _legend(ax, len(ranked))
+    return fig
+
+
+def _span_hist(ranked: Sequence[CandidateResult]) -> Figure:
+    fig, ax = _figure(PLOTS[3][1], "leaf switches spanned", "jobs")
+    spans = sorted({s for r in ranked for s in r.spans})
+    width = 0.8 / max(len(ranked), 1)
+    for i, result in enumerate(ranked):
+        tally = Counter(result.spans)
+        counts = [tally[v] for v in spans]
+        xs = [x + i * width - 0.4 + width / 2 for x in range(len(spans))]
+        ax.bar(xs, counts, width, label=result.candidate.name)
+    ax.set_xticks(range(len(spans)), [str(s) for s in spans])
+    ax.set_yscale("log")
+    _legend(ax, len(ranked))
+    return fig
+
+
+def _html(comparison: Comparison, pngs: Sequence[Path]) -> str:
+    rows = comparison.to_json()["candidates"]
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ("#", "candidate", *METRICS))
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(row[k]))}</td>" for k in ("rank", "candidate", *METRICS)) + "</tr>"
+        for row in rows
+    )
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in comparison.skipped)
+    images = "".join(
+        f'<figure><img alt="{html.escape(title)}" src="data:image/png;base64,'
+        f'{base64.b64encode(path.read_bytes()).decode("ascii")}"><figcaption>{html.escape(title)}</figcaption></figure>'
+        for path, (_, title) in zip(pngs, PLOTS)
+    )
+    return (
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>gputwin compare</title>"
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}img{max-width:100%}</style>"
+        f"</head><body><h1>gputwin compare</h1><p>Ranked by average JCT, best first.</p>"
+        f"<table><tr>{head}</tr>{body}</table>"
+        + (f"<h2>Skipped</h2><ul>{notes}</ul>" if notes else "")
+        + f"{images}</body></html>\n"
+    )
