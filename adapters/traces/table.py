@@ -63,10 +63,14 @@ class ReadContext:
 
 
 @contextmanager
-def open_text(ctx: ReadContext) -> Iterator[TextIO]:
-    """Open for reading as UTF-8 (a BOM is dropped); missing or unreadable files are TraceErrors."""
+def open_text(ctx: ReadContext, newline: str | None = "") -> Iterator[TextIO]:
+    """Open for reading as UTF-8 (a BOM is dropped); missing or unreadable files are TraceErrors.
+
+    `newline=""` (for the csv module) keeps line ends as they are; None translates CR LF and a
+    lone CR to LF, which splits lines exactly where the csv module would.
+    """
     try:
-        with open(ctx.path, encoding="utf-8-sig", newline="") as stream:
+        with open(ctx.path, encoding="utf-8-sig", newline=newline) as stream:
             yield stream
     except FileNotFoundError:
         raise TraceError(ctx.name, None, "file", "no such file") from None
