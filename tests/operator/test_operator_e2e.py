@@ -504,9 +504,23 @@ def test_sample_jobs_run_for_their_duration_and_succeed(operator: Operator, api:
         assert expected - 0.01 <= ran <= expected + 3, (name, ran, expected)
         assert status["partition"] == ("infer" if name == "bert-serving" else "train")
         assert "allocation" not in status and status["nodes"]
-    events = Counter(api.events("default"))
+    events = settled_events(api, "default", set(final))
     for name in final:
         assert events[(name, "Scheduled")] == 1 and events[(name, "Completed")] == 1, events
+
+
+def settled_events(api: Api, namespace: str, names: set[str]) -> Counter[tuple[str, str]]:
+    """The events once every job's Completed event is in.
+
+    Statuses are written before events are posted (so a crash can never repeat an event), hence a
+    job can read Succeeded a moment before its Completed event exists: poll, bounded, for that.
+    """
+
+    def complete() -> Counter[tuple[str, str]] | None:
+        events: Counter[tuple[str, str]] = Counter(api.events(namespace))
+        return events if all(events[(n, "Completed")] for n in names) else None
+
+    return wait_for("every job's Completed event", complete, 10, interval=0.1)
 
 
 def _all_in(api: Api, namespace: str, phases: set[str]) -> dict[str, str] | None:
@@ -756,7 +770,7 @@ def test_restart_mid_stream_loses_and_duplicates_nothing(
         status = job["status"]
         ran = _epoch(status["endTime"]) - _epoch(status["startTime"])
         assert ran >= 3 * (1 + status["overhead"]) - 0.01, (job["metadata"]["name"], ran)
-    events = Counter(api.events(namespace))
+    events = settled_events(api, namespace, names)
     for name in names:
         assert events[(name, "Scheduled")] == 1, (name, events)
         assert events[(name, "Completed")] == 1, (name, events)

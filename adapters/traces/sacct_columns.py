@@ -1,0 +1,103 @@
+"""Column handling shared by both `sacct -P` readers (see sacct.py for the decisions they implement).
+
+The column names, the skip reasons counted in `ReadContext.skipped`, the header check, and the
+parsers for the GPU columns (`AllocTRES`/`ReqTRES` TRES lists, `AllocGRES`/`ReqGRES` GRES strings)
+and node counts (`NNodes`, else the `NodeList` hostlist).
+"""
+
+from __future__ import annotations
+
+import re
+
+import hostlist
+
+from .errors import FieldError
+from .fields import parse_count
+from .table import Row, Table
+
+GPU_COLUMNS = ("AllocTRES", "ReqTRES", "AllocGRES", "ReqGRES")
+STEPS = "job steps"
+REQUEUED = "requeued duplicates"
+NEVER_STARTED = "never started"
+STILL_RUNNING = "still running"
+ZERO_GPUS = "zero GPUs"
+SUBMIT_FROM_START = "no Submit column: submit = Start"
+_PARENS = re.compile(r"\([^)]*\)")
+_DIGITS = re.compile(r"\d+", re.ASCII)
+
+
+def _check_header(table: Table) -> None:
+    table.require("JobID", "Start")
+    if "End" not in table.columns:
+        table.require("Elapsed")
+    if not any(name in table.columns for name in GPU_COLUMNS):
+        table.require(" or ".join(GPU_COLUMNS))
+
+
+def _gpus(table: Table, row: Row) -> tuple[int, int]:
+    """(GPUs, nodes) from the first non-empty GPU column; nodes is 0 when it does not say."""
+    for name in GPU_COLUMNS:
+        text = table.get(row, name).strip()
+        if text:
+            return _tres(text, name) if name.endswith("TRES") else (_gres(text, name), 0)
+    return 0, 0
+
+
+def _tres(text: str, field: str) -> tuple[int, int]:
+    """`billing=2,cpu=2,gres/gpu:h100=16,gres/gpu=16,mem=8000M,node=2` -> (16, 2)."""
+    total: int | None = None
+    typed = nodes = 0
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise FieldError(field, f"not a TRES list (item without '='): {item!r}")
+        if key == "gres/gpu":
+            total = _tres_count(value, field, key)
+        elif key.startswith("gres/gpu:"):
+            typed += _tres_count(value, field, key)
+        elif key == "node":
+            nodes = _tres_count(value, field, key)
+    return (typed if total is None else total), nodes
+
+
+def _tres_count(value: str, field: str, key: str) -> int:
+    try:
+        return parse_count(value, field)
+    except FieldError as exc:
+        raise FieldError(field, f"{key}: {exc.reason}") from None
+
+
+def _gres(text: str, field: str) -> int:
+    """`gpu:4`, `gpu:h100:4(IDX:0-3)`, `gpu:h100:2,gpu:a100:2` -> the GPU total."""
+    total: int | None = None
+    typed = 0
+    # Drop `(IDX:0,2-3)` first: its commas are not item separators.
+    for item in _PARENS.sub("", text).split(","):
+        kind, *rest = item.strip().split(":")
+        if kind != "gpu":
+            continue
+        count = parse_count(rest.pop(), field) if rest and _DIGITS.fullmatch(rest[-1]) else 1
+        if len(rest) > 1:
+            raise FieldError(field, f"not a GRES item (want gpu[:TYPE][:N]): {item!r}")
+        if rest:
+            typed += count
+        else:
+            total = (total or 0) + count
+    return typed if total is None else total
+
+
+def _node_count(table: Table, row: Row) -> int:
+    return _nodes_of(table.get(row, "NNodes"), table.get(row, "NodeList"))
+
+
+def _nodes_of(nnodes: str, nodelist: str) -> int:
+    nnodes = nnodes.strip()
+    if nnodes:
+        return parse_count(nnodes, "NNodes")
+    nodelist = nodelist.strip()
+    if not nodelist or nodelist == "None assigned":
+        return 0
+    try:
+        return len(hostlist.expand_hostlist(nodelist))
+    except hostlist.BadHostlist as exc:
+        raise FieldError("NodeList", f"not a hostlist ({exc}): {nodelist!r}") from None

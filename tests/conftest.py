@@ -1,0 +1,13 @@
+"""Puts tests/ on sys.path, so a folder's conftest can import shared helper modules such as
+tests/cluster_builders.py, whether pytest runs the whole suite or a single file.
+
+pytest's default `prepend` import mode already inserts this file's folder when it loads it (before
+any conftest below it); the explicit insert keeps that true under other import modes.
+"""
+
+import sys
+from pathlib import Path
+
+TESTS = str(Path(__file__).resolve().parent)
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
