@@ -33,7 +33,7 @@ from gputwin.api.validate import Document, check_cluster
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.operator.cluster import ClusterView
 from gputwin.operator.store import Store
-from gputwin.sim.run import Overrides, RunError, run
+from gputwin.sim.run import Overrides, RunError, policy_label, run
 
 CURRENT = "current"
 # TraceSource.format -> the trace reader's format name (Philly traces are Helios-shaped CSVs).
@@ -63,8 +63,7 @@ class ReplayResult:
 
 def label(candidate: Candidate) -> str:
     """`sjf/consolidate/as-requested+backfill`: how the status names a candidate."""
-    backfill = "+backfill" if candidate.backfill else ""
-    return f"{candidate.queue}/{candidate.placement}/{candidate.sizing}{backfill}"
+    return policy_label(candidate.queue, candidate.placement, candidate.sizing, candidate.backfill)
 
 
 def replay_cluster(view: ClusterView, spec: TraceReplaySpec) -> ReplayCluster | str:

@@ -13,7 +13,7 @@ from typing import Any
 from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
-from gputwin.sim.run import Overrides, run
+from gputwin.sim.run import Overrides, policy_label, run
 
 CANDIDATES = (
     ("fifo", "first-fit", False),
@@ -34,6 +34,6 @@ def run_demo() -> list[dict[str, Any]]:
     rows = []
     for queue, placement, backfill in CANDIDATES:
         summary, _ = run(cluster, jobs, overrides=Overrides(queue=queue, placement=placement, backfill=backfill))
-        label = f"{queue}{'+backfill' if backfill else ''}/{placement}"
+        label = policy_label(queue, placement, backfill=backfill)
         rows.append({"candidate": label, **{k: summary[k] for k in METRICS}})
     return sorted(rows, key=lambda r: (r["avg_jct"], r["candidate"]))

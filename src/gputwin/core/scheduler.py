@@ -30,7 +30,6 @@ from gputwin.core.policies import make_policy
 from gputwin.core.state import JobState, PartitionState, Phase
 from gputwin.core.topology import Span, Topology
 
-_EMPTY = EMPTY
 _ONE_NODE = Span(1, 0)
 
 
@@ -124,7 +123,7 @@ class Scheduler:
         self._dirty.add(name)
         if gpus != spec.gpus:
             return Decision(resizes=(Resize(spec.job_id, spec.gpus, gpus),))
-        return _EMPTY
+        return EMPTY
 
     def adopt(self, spec: JobSpec, slots: Slots, started: float) -> JobState:
         """Account a job that already runs in the outside world (a driver restarting).
@@ -210,7 +209,7 @@ class Scheduler:
     def run_cycle(self, now: float) -> Decision:
         """Decide starts and preemptions for every partition that changed since the last cycle."""
         if not self._dirty:
-            return _EMPTY
+            return EMPTY
         out = DecisionBuilder()
         for name in sorted(self._dirty) if len(self._dirty) > 1 else self._dirty:
             part = self.partitions[name]

@@ -5,7 +5,7 @@ minus the combinations that make no sense, which come back as skip notes), `comp
 candidate through `gputwin.sim.run.run` (in worker processes when asked) and ranks them by average
 JCT, best first, ties broken by name. `write_report` writes summary.json and summary.csv.
 
-Candidate names follow TraceReplay's (`sjf/consolidate/as-requested+backfill`); a setting not given
+Candidate names come from `gputwin.sim.run.policy_label` (as TraceReplay statuses); a setting not given
 (None) keeps what the cluster file says and is left out of the name.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.core.plugins import known
 from gputwin.core.policies import make_policy
-from gputwin.sim.run import Overrides, RunError, run
+from gputwin.sim.run import Overrides, RunError, policy_label, run
 
 # The ranked table's and the CSV's metric columns, in order.
 METRICS = ("jobs", "avg_jct", "p99_jct", "avg_queue", "p99_queue", "gpu_utilization", "avg_overhead", "preemptions")
@@ -40,8 +40,7 @@ class Candidate:
 
     @property
     def name(self) -> str:
-        sizing = f"/{self.sizing}" if self.sizing is not None else ""
-        return f"{self.queue}/{self.placement}{sizing}{'+backfill' if self.backfill else ''}"
+        return policy_label(self.queue, self.placement, self.sizing, self.backfill)
 
     @property
     def overrides(self) -> Overrides:

@@ -72,8 +72,7 @@ class Simulator:
             self._apply(sched.run_cycle(now), now)
             if progress is not None:
                 progress(i)
-        totals = {name: p.ledger.total_gpus for name, p in sched.partitions.items()}
-        return SimOutcome(self.finished, self.rejected, self.resized, self.busy, self.events, totals)
+        return SimOutcome(self.finished, self.rejected, self.resized, self.busy, self.events, dict(self.busy.totals))
 
     def _pop_events(self, now: float) -> None:
         heap, sched = self._heap, self.scheduler

@@ -51,9 +51,9 @@ def check(cluster: ClusterSpec, compat: str | None) -> None:
     for part in cluster.partitions:
         pol = part.policy
         for kind, value in (("queue", pol.queue), ("placement", pol.placement), ("sizing", pol.sizing)):
-            allowed = names[kind] + (["random"] if kind == "placement" else [])
-            if value not in allowed:
-                raise RunError(f"partition {part.name}: unknown {kind} policy {value!r}; known: {', '.join(allowed)}")
+            if value not in names[kind]:
+                known_names = ", ".join(names[kind])
+                raise RunError(f"partition {part.name}: unknown {kind} policy {value!r}; known: {known_names}")
         if compat == "helios":
             _check_helios(cluster, part.name, pol)
 
@@ -105,8 +105,14 @@ def _count(reasons: Any) -> dict[str, int]:
     return counts
 
 
-def _policies(cluster: ClusterSpec) -> Mapping[str, str]:
-    def label(p: PolicySpec) -> str:
-        return f"{p.queue}{'+backfill' if p.backfill else ''}/{p.placement}/{p.sizing}"
+def policy_label(queue: str, placement: str, sizing: str | None = None, backfill: bool | None = False) -> str:
+    """The one way a policy is named everywhere (summaries, demo, compare, TraceReplay status):
+    `queue/placement[/sizing][+backfill]`, e.g. `sjf/consolidate/as-requested+backfill`."""
+    return f"{queue}/{placement}{'' if sizing is None else '/' + sizing}{'+backfill' if backfill else ''}"
 
-    return {part.name: label(part.policy) for part in cluster.partitions}
+
+def _policies(cluster: ClusterSpec) -> Mapping[str, str]:
+    return {
+        part.name: policy_label(part.policy.queue, part.policy.placement, part.policy.sizing, part.policy.backfill)
+        for part in cluster.partitions
+    }
