@@ -3,8 +3,10 @@
 `JobControl` is the GPUJob half of `gputwin.operator.controller.Controller`. It owns the live
 jobs (queued or running, in submit order), feeds the core (`submit`, `adopt`, `complete`,
 `cancel`, `run_cycle`) and carries each `Decision` out through the backend, one status and event
-per transition. Statuses are written before events are posted (`_flush`): a crash between the
-two loses an event at worst, never repeats one after the restart (the status already says so).
+per transition. Events are posted before the statuses they announce (`_flush`), each keyed by the
+transition it reports (`completed`, `scheduled-<preemptions>`, ...): a crash between the two
+repeats the pass after the restart, and the repeated event, having the same key, is not posted
+twice. So every transition gets exactly one event, and a status never runs ahead of its event.
 
 What survives a restart is what the GPUJob objects say: a Running job's `status.allocation`
 (exact GPUs per node, since when, for how long) is adopted into the new scheduler's ledger and
@@ -67,7 +69,8 @@ class JobControl:
         self.live: dict[str, JobSpec] = {}  # queued or running, in submit order
         self.wakes: dict[str, float] = {}  # partition -> when its cycle must run again
         self.book = StatusBook(store, "GPUJob", GPUJobStatus)
-        self._events: list[tuple[str, str, str, str]] = []  # posted after the statuses are written
+        # (job id, reason, message, type, transition key): posted before the statuses are written
+        self._events: list[tuple[str, str, str, str, str | None]] = []
 
     # --- one pass -----------------------------------------------------------------------------
 
@@ -86,14 +89,14 @@ class JobControl:
         self._flush()
 
     def _flush(self) -> None:
-        """Write the statuses of this pass, then post its events (never the other way round)."""
-        self.book.flush()
+        """Post this pass's events (keyed, so a repeat after a crash is dropped), then write its statuses."""
         events, self._events = self._events, []
-        for job_id, reason, message, type in events:
+        for job_id, reason, message, type, key in events:
             namespace, name = job_id.split("/", 1)
             self.store.event(
-                "GPUJob", namespace, name, reason, message, "Warning" if type == "Warning" else "Normal"
+                "GPUJob", namespace, name, reason, message, "Warning" if type == "Warning" else "Normal", key
             )
+        self.book.flush()
 
     def next_wake(self) -> float | None:
         return min(self.wakes.values(), default=None)
@@ -232,7 +235,7 @@ class JobControl:
             )
         self._set(job_id, now, (COMPLETE, "True", "Succeeded", message),
                   phase="Succeeded", end_time=rfc3339(end), allocation=None)  # fmt: skip
-        self._event(job_id, "Completed", message)
+        self._event(job_id, "Completed", message, key="completed")
 
     def _admit(self, seen: dict[str, Seen], now: float) -> None:
         """Submit every job the scheduler does not know yet, oldest first."""
@@ -279,7 +282,7 @@ class JobControl:
             preemptions = self._status(preempt.job_id).preemptions + 1
             self._set(preempt.job_id, now, (SCHEDULED, "False", "Preempted", message),
                       phase="Queued", nodes=None, allocation=None, preemptions=preemptions)  # fmt: skip
-            self._event(preempt.job_id, "Preempted", message)
+            self._event(preempt.job_id, "Preempted", message, key=f"preempted-{preemptions}")
         for start in decision.starts:
             self._start(start, now)
         for when, partition in decision.wakes:
@@ -289,7 +292,7 @@ class JobControl:
     def _reject(self, job_id: str, reason: str, message: str, now: float) -> None:
         self.live.pop(job_id, None)
         self._set(job_id, now, (SCHEDULED, "False", reason, message), phase="Rejected", allocation=None)
-        self._event(job_id, "Rejected", message, "Warning")
+        self._event(job_id, "Rejected", message, "Warning", key="rejected")
 
     def _start(self, start: Start, now: float) -> None:
         assert self.scheduler is not None
@@ -315,11 +318,11 @@ class JobControl:
         self._set(job_id, now, (SCHEDULED, "True", "Started", message),
                   phase="Running", partition=start.partition, nodes=nodes, gpus=gpus, switches=start.leaves,
                   overhead=round(start.overhead, 6), start_time=first, allocation=allocation)  # fmt: skip
-        self._event(job_id, "Scheduled", message)
+        self._event(job_id, "Scheduled", message, key=f"scheduled-{self._status(job_id).preemptions}")
 
-    def _event(self, job_id: str, reason: str, message: str, type: str = "Normal") -> None:
-        """Queue an event; `_flush` posts it once the statuses of the pass are written."""
-        self._events.append((job_id, reason, message, type))
+    def _event(self, job_id: str, reason: str, message: str, type: str = "Normal", key: str | None = None) -> None:
+        """Queue an event; `_flush` posts it before the statuses of the pass are written."""
+        self._events.append((job_id, reason, message, type, key))
 
     # --- a new cluster ------------------------------------------------------------------------
 

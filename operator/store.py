@@ -56,8 +56,13 @@ class Store(Protocol):
         reason: str,
         message: str,
         type: EventType = "Normal",
+        key: str | None = None,
     ) -> None:
-        """Post a Kubernetes-style event about an object."""
+        """Post a Kubernetes-style event about an object.
+
+        With `key`, the event names one transition of the object: posting it again (a pass
+        repeated after a crash) must not add a second event.
+        """
         ...
 
 
@@ -101,6 +106,7 @@ class MemoryStore:
         self._objects: dict[_Key, Obj] = {}
         self._configmaps: dict[tuple[str, str], dict[str, str]] = {}
         self.events: list[Event] = []
+        self._event_keys: set[tuple[str, str | None, str, str]] = set()
         for obj in objects:
             self.put(obj)
 
@@ -166,7 +172,12 @@ class MemoryStore:
         reason: str,
         message: str,
         type: EventType = "Normal",
+        key: str | None = None,
     ) -> None:
+        if key is not None:
+            if (kind, namespace, name, key) in self._event_keys:
+                return
+            self._event_keys.add((kind, namespace, name, key))
         self.events.append(Event(kind, namespace, name, reason, message, type))
 
 

@@ -127,8 +127,9 @@ class FileStore:
 
     def event(
         self, kind: str, namespace: str | None, name: str, reason: str, message: str,
-        type: Literal["Normal", "Warning"] = "Normal",
+        type: Literal["Normal", "Warning"] = "Normal", key: str | None = None,
     ) -> None:  # fmt: skip
+        # `key` is not needed here: a command's pass is all or nothing within one locked process.
         line = {"time": rfc3339(self.now), "type": type, "reason": reason, "kind": kind,
                 "namespace": namespace, "name": name, "message": message}  # fmt: skip
         with open(self.root / "events.jsonl", "a", encoding="utf-8") as out:

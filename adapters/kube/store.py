@@ -171,15 +171,24 @@ class KubeStore:
         reason: str,
         message: str,
         type: Literal["Normal", "Warning"] = "Normal",
+        key: str | None = None,
     ) -> None:
         target = namespace if _namespaced(kind) else None
         try:
             uid = self._uid(kind, target, name)
             body = self._event_body(kind, target, name, uid, reason, message, type)
+            if key is not None:
+                # One name per transition of this object (uid included, so a re-created object
+                # starts afresh): posting it again after a crash is a 409, not a second event.
+                body.metadata.name = f"{name}.{(uid or '')[:8]}.{key}".lower()
+                body.metadata.generate_name = None
             where = target or EVENT_NAMESPACE
             self._call("Event", lambda: self._core.create_namespaced_event(
                 where, body, _request_timeout=TIMEOUT))  # fmt: skip
-        except (ApiException, LookupError, MissingCRD, OSError) as exc:
+        except ApiException as exc:
+            if exc.status != 409:
+                log.warning("could not post event %s on %s %s: %s", reason, kind, name, exc)
+        except (LookupError, MissingCRD, OSError) as exc:
             log.warning("could not post event %s on %s %s: %s", reason, kind, name, exc)
 
     # --- requests ----------------------------------------------------------------------------
