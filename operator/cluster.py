@@ -32,6 +32,7 @@ from gputwin.api.v1alpha1 import KINDS, GPUPartition, Resource, SchedulingPolicy
 from gputwin.api.validate import Document, check_cluster
 from gputwin.core.model import ClusterSpec
 from gputwin.core.scheduler import Scheduler
+from gputwin.operator.deploy import DeployOutcome
 from gputwin.operator.statuses import StatusBook, condition, updated
 from gputwin.operator.store import Obj, Store, is_deleted, name_of
 
@@ -211,16 +212,17 @@ def _ready(status: S, issues: tuple[Issue, ...], ok: str, now: float, generation
 
 def write_cluster_statuses(
     store: Store, view: ClusterView, scheduler: Scheduler | None, backend: BackendName, now: float,
-    installed: bool = False,
+    installed: bool = False, deployed: DeployOutcome | None = None,
 ) -> None:  # fmt: skip
     """Status and Ready condition of every declared topology, partition and policy.
 
     `installed`: the scheduler was just rebuilt, so a policy edited since its last status write
-    has now been deployed to the backend (its `lastDeploy` moves to `now`).
+    has now been deployed to the backend (its `lastDeploy` moves to `now`). `deployed`: what a
+    backend's deployer said of that deployment (None: the scheduler is the deployment, it worked).
     """
     _topologies(store, view, now)
     _partitions(store, view, scheduler, now)
-    _policies(store, view, scheduler, backend, now, installed)
+    _policies(store, view, scheduler, backend, now, installed, deployed)
 
 
 def _topologies(store: Store, view: ClusterView, now: float) -> None:
@@ -282,6 +284,7 @@ def _policies(
     backend: BackendName,
     now: float,
     installed: bool,
+    deployed: DeployOutcome | None,
 ) -> None:
     book = StatusBook(store, "SchedulingPolicy", SchedulingPolicyStatus)
     for obj in store.list("SchedulingPolicy"):  # fresh: the view's copies may predate this pass's writes
@@ -299,11 +302,12 @@ def _policies(
         if active and (
             last is None
             or last.backend != backend
-            or (installed and status.observed_generation != generation)
-        ):
-            deployed = DeployResult(backend=backend, result="Succeeded", time=rfc3339(now),
-                                    message=f"scheduling partition(s) {', '.join(users)}")  # fmt: skip
-            status = updated(status, last_deploy=deployed)
+            or (installed and (deployed is not None or status.observed_generation != generation))
+        ):  # a deployer deploys the whole cluster: every deployment is news to every policy in use
+            outcome = deployed or DeployOutcome("Succeeded", f"scheduling partition(s) {', '.join(users)}")
+            result = DeployResult(backend=backend, result=outcome.result, time=rfc3339(now),
+                                  message=outcome.message)  # fmt: skip
+            status = updated(status, last_deploy=result)
         ok = f"used by {len(users)} partition(s)" if users else "valid; no GPUPartition uses it"
         book.set(None, d.name, _ready(status, view.issues_of(d.kind, d.name), ok, now, generation))
     book.flush()

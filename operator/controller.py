@@ -26,6 +26,7 @@ from gputwin.core.model import ClusterSpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.operator.backends import Backend
 from gputwin.operator.cluster import ClusterView, read_cluster, write_cluster_statuses
+from gputwin.operator.deploy import Deployer, DeployOutcome
 from gputwin.operator.jobs import JobControl
 from gputwin.operator.replay import ReplayCluster, ReplayResult, replay_cluster, run_replay, trace_text
 from gputwin.operator.statuses import StatusBook, condition, updated
@@ -38,12 +39,19 @@ DONE = ("Succeeded", "Failed")
 class Controller:
     """Reconciles every gputwin kind in one store against one backend."""
 
-    def __init__(self, store: Store, backend: Backend, options: SchedulerOptions | None = None) -> None:
-        self.store, self.backend = store, backend
+    def __init__(
+        self,
+        store: Store,
+        backend: Backend,
+        options: SchedulerOptions | None = None,
+        deployer: Deployer | None = None,
+    ) -> None:
+        self.store, self.backend, self.deployer = store, backend, deployer
         self.options = options or SchedulerOptions()
         self.jobs = JobControl(store, backend)
         self.cluster: ClusterSpec | None = None
         self.view: ClusterView | None = None
+        self.deployed: DeployOutcome | None = None  # the deployer's last outcome, for the policies' statuses
 
     @property
     def scheduler(self) -> Scheduler | None:
@@ -70,12 +78,16 @@ class Controller:
         spec, installed = self.view.spec, False
         if spec is not None and spec != self.cluster:
             self.cluster, installed = spec, True
+            if self.deployer is not None:  # once per valid change; a failure waits for the next edit
+                self.deployed = self.deployer.deploy(spec)
             self.jobs.install(Scheduler(spec, self.options), now)
         self._cluster_statuses(now, installed)
 
     def _cluster_statuses(self, now: float, installed: bool = False) -> None:
         assert self.view is not None
-        write_cluster_statuses(self.store, self.view, self.scheduler, self.backend.name, now, installed)
+        write_cluster_statuses(
+            self.store, self.view, self.scheduler, self.backend.name, now, installed, self.deployed
+        )
 
     # --- GPUJobs ------------------------------------------------------------------------------
 
@@ -84,7 +96,8 @@ class Controller:
         if self.view is None:
             self.reconcile_cluster(now)
         assert self.view is not None
-        self.jobs.reconcile(now, self.view.blocker)
+        held = self.deployer.jobs_blocker if self.deployer is not None else None
+        self.jobs.reconcile(now, self.view.blocker, held)
         self._cluster_statuses(now)  # free GPUs and queue lengths moved
 
     # --- TraceReplays -------------------------------------------------------------------------

@@ -55,7 +55,7 @@ from gputwin.api.meta import GROUP, VERSION
 from gputwin.operator.config import ConfigError, OperatorConfig
 from gputwin.operator.controller import Controller
 from gputwin.operator.probes import serve_probes
-from gputwin.operator.service import OperatorService, build_backend
+from gputwin.operator.service import OperatorService, build_backend, build_deployer
 
 PLURALS = tuple(names.plural for names in NAMES.values())
 ANNOTATIONS = "gputwin.io"
@@ -79,7 +79,8 @@ def configure(settings: kopf.OperatorSettings) -> None:
 
 def make_controller(config: OperatorConfig) -> Controller:
     """A fresh Controller on the API server; it adopts whatever the statuses say is running."""
-    return Controller(KubeStore.connect(config.namespace or None), build_backend(config.backend))
+    store = KubeStore.connect(config.namespace or None)
+    return Controller(store, build_backend(config.backend), deployer=build_deployer(config.backend))
 
 
 @kopf.on.startup()

@@ -74,12 +74,18 @@ class JobControl:
 
     # --- one pass -----------------------------------------------------------------------------
 
-    def reconcile(self, now: float, blocker: str) -> None:
-        """Bring every GPUJob and the scheduler up to date at `now` (`blocker`: why no cluster)."""
+    def reconcile(self, now: float, blocker: str, held: str | None = None) -> None:
+        """Bring every GPUJob and the scheduler up to date at `now`.
+
+        `blocker`: why there is no valid cluster; `held`: why the backend runs no GPUJobs at all.
+        Either way new jobs wait as Pending, saying why.
+        """
         seen = self._read()
         self._forget(seen, now)
-        if self.scheduler is None:
-            self._hold(seen, blocker, now)
+        if held is not None:
+            self._hold(seen, "BackendRunsNoJobs", held, now)
+        elif self.scheduler is None:
+            self._hold(seen, "ClusterNotReady", f"no valid cluster: {blocker}", now)
         else:
             self._fire_wakes(now)
             self._adopt(seen, now)
@@ -147,13 +153,13 @@ class JobControl:
                     self.backend.stop(job_id)
                 self.scheduler.cancel(job_id, now)
 
-    def _hold(self, seen: dict[str, Seen], blocker: str, now: float) -> None:
-        """No valid cluster yet: new jobs wait as Pending (their submit time already counts)."""
+    def _hold(self, seen: dict[str, Seen], reason: str, message: str, now: float) -> None:
+        """New jobs wait as Pending (their submit time already counts), saying why."""
         for job_id, s in seen.items():
             status = self._status(job_id)
             if status.phase not in ("Pending", "Queued") or s.model is None:
                 continue  # finished, or running where nothing can reach it until the cluster is back
-            self._set(job_id, now, (SCHEDULED, "False", "ClusterNotReady", f"no valid cluster: {blocker}"),
+            self._set(job_id, now, (SCHEDULED, "False", reason, message),
                       submit_time=status.submit_time or rfc3339(now))  # fmt: skip
 
     def _fire_wakes(self, now: float) -> None:

@@ -42,6 +42,8 @@ from gputwin.api.v1alpha1 import TraceReplaySpec
 from gputwin.operator.backends import Backend, SimBackend
 from gputwin.operator.config import ConfigError
 from gputwin.operator.controller import Controller
+from gputwin.operator.deploy import Deployer
+from gputwin.operator.slurm_backend import SlurmBackend, SlurmDeployer
 from gputwin.operator.replay import ReplayCluster, ReplayResult, run_replay
 from gputwin.operator.store import Obj, is_deleted, name_of, namespace_of
 
@@ -57,10 +59,19 @@ Plan = tuple[TraceReplaySpec, ReplayCluster, str | None]  # spec, cluster, a Con
 log = logging.getLogger(__name__)
 
 
+def build_deployer(name: str) -> Deployer | None:
+    """What puts policies into effect besides the operator's own scheduler (SLURM only)."""
+    if name == "slurm":
+        return SlurmDeployer()
+    return None
+
+
 def build_backend(name: str) -> Backend:
-    """The backend an operator drives; only `sim` exists yet."""
+    """The backend an operator drives (GPUTWIN_BACKEND)."""
     if name == "sim":
         return SimBackend()
+    if name == "slurm":
+        return SlurmBackend()
     raise ConfigError(
         f"GPUTWIN_BACKEND={name}: the {name} backend arrives with its own issue; only 'sim' runs today"
     )
@@ -261,4 +272,4 @@ def _replay_key(obj: Obj) -> ReplayKey:
     return (namespace_of(obj), name_of(obj), _generation(obj))
 
 
-__all__ = ["OperatorService", "Probe", "build_backend"]
+__all__ = ["OperatorService", "Probe", "build_backend", "build_deployer"]

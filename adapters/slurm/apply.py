@@ -41,8 +41,16 @@ LUAC = ("luac5.1", "luac")  # job_submit_lua.so links liblua5.1 on Debian 12 and
 _KEY_VALUE = re.compile(r"([A-Za-z]+)=(\S+)", re.ASCII)
 
 
+class SlurmVerifyError(SlurmError):
+    """The live controller does not show what was just applied (inside `apply`: triggers the rollback)."""
+
+
 class SlurmApplyError(SlurmError):
     """Applying failed; the message says what failed and whether the old config is live again."""
+
+    def __init__(self, message: str, *, restored: bool) -> None:
+        super().__init__(message)
+        self.restored = restored  # the previous files are back and verified live
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,23 +284,23 @@ def verify(rendered: RenderedConfig) -> None:
     verify_partitions(dict(rendered.partitions))
     missing = sorted(set(rendered.switches) - live_switches())
     if missing:
-        raise SlurmApplyError(f"scontrol show topology lacks switch(es) {', '.join(missing)}")
+        raise SlurmVerifyError(f"scontrol show topology lacks switch(es) {', '.join(missing)}")
     # slurm.conf keys are case-insensitive; show config spells some differently (FairShare).
     config = {key.lower(): value for key, value in live_config().items()}
     for key, want in _KEY_VALUE.findall(rendered[SCHEDULING].decode("ascii")):
         have = config.get(key.lower())
         if have != want:
-            raise SlurmApplyError(f"scontrol show config has {key}={have!r}, expected {want!r}")
+            raise SlurmVerifyError(f"scontrol show config has {key}={have!r}, expected {want!r}")
 
 
 def verify_partitions(expected: Mapping[str, str]) -> None:
     live = live_partitions()
     for name, nodes in expected.items():
         if name not in live:
-            raise SlurmApplyError(f"scontrol show partition lacks partition {name}")
+            raise SlurmVerifyError(f"scontrol show partition lacks partition {name}")
         if live[name] != set(hostlist.expand_hostlist(nodes)):
             got = hostlist.collect_hostlist(sorted(live[name])) or "(none)"
-            raise SlurmApplyError(f"partition {name} has nodes {got}, expected {nodes}")
+            raise SlurmVerifyError(f"partition {name} has nodes {got}, expected {nodes}")
 
 
 def partitions_in(data: bytes | None) -> dict[str, str]:
@@ -315,14 +323,18 @@ def _roll_back(conf_dir: Path, old: Mapping[str, bytes | None], cause: SlurmErro
     except SlurmError as again:
         raise SlurmApplyError(
             f"apply failed ({what}); the previous files were restored but the controller did not come "
-            f"back on them ({' '.join(str(again).split())}): check slurmctld's log and restart it"
+            f"back on them ({' '.join(str(again).split())}): check slurmctld's log and restart it",
+            restored=False,
         ) from cause
-    raise SlurmApplyError(f"apply failed ({what}); rolled back: previous config restored and live") from cause
+    raise SlurmApplyError(
+        f"apply failed ({what}); rolled back: previous config restored and live", restored=True
+    ) from cause
 
 
 __all__ = [
     "ApplyResult",
     "SlurmApplyError",
+    "SlurmVerifyError",
     "apply",
     "check_lua",
     "default_conf_dir",

@@ -1,0 +1,107 @@
+"""The operator's `slurm` backend: every valid change of the cluster objects is compiled and applied.
+
+`SlurmDeployer.deploy` is the whole of it: render the SwitchTopology, GPUPartitions and
+SchedulingPolicies into SLURM's managed files (`gputwin.adapters.slurm.render`), then apply them
+to the live slurmctld with validation, atomic writes, `scontrol reconfigure`, verification and
+rollback (`gputwin.adapters.slurm.apply`). The adapter's errors map onto the SchedulingPolicy's
+`status.lastDeploy.result`:
+
+- `Succeeded`: written (or already identical) and verified live;
+- `Failed`: refused before anything was written (a hostile name, an unknown node, a Lua syntax
+  error, a setting that needs a slurmctld restart), or the controller is unreachable;
+- `RolledBack`: written, then reconfigure or verification failed, and the previous files were
+  put back and verified live again.
+
+SLURM schedules its own jobs, so the operator does not place GPUJobs under this backend
+(`jobs_blocker`): users submit with `sbatch --comment=task:<type>` and the compiled
+job_submit.lua routes them. The Lua tables (GPU sizes, qssf estimates) come from `tables`, a
+function of the cluster — by default empty, i.e. requests are kept as asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from gputwin.adapters.slurm import SlurmError, slurm_version
+from gputwin.adapters.slurm.apply import AfterWrite, SlurmApplyError, apply
+from gputwin.adapters.slurm.render import SUPPORTED_VERSIONS, LuaTables, render
+from gputwin.api.status import Backend as BackendName
+from gputwin.core.decision import Start
+from gputwin.core.model import ClusterSpec
+from gputwin.operator.deploy import DeployOutcome
+
+JOBS_BLOCKER = (
+    "the slurm backend deploys policies to slurmctld, which runs its own jobs: "
+    "submit with sbatch --comment=task:<type>"
+)
+TablesFor = Callable[[ClusterSpec], LuaTables]
+
+
+def live_version() -> str:
+    """The SLURM release of the live clients, as the renderer names it ("22.05", "24.11")."""
+    major, minor, _ = slurm_version()
+    version = f"{major}.{minor:02d}"
+    if version not in SUPPORTED_VERSIONS:
+        raise SlurmError(f"SLURM {version} is not supported: want one of {', '.join(SUPPORTED_VERSIONS)}")
+    return version
+
+
+class SlurmBackend:
+    """The job side of the slurm backend: it runs nothing (GPUJobs are held, see `JOBS_BLOCKER`)."""
+
+    name: BackendName = "slurm"
+
+    def start(self, job_id: str, start: Start, node_names: Sequence[str], now: float) -> None:
+        raise SlurmError(JOBS_BLOCKER)  # never reached: the Controller holds GPUJobs under slurm
+
+    def adopt(self, job_id: str, start: Start, node_names: Sequence[str], since: float) -> None:
+        raise SlurmError(JOBS_BLOCKER)
+
+    def stop(self, job_id: str) -> None:
+        pass
+
+    def finished(self, now: float) -> list[str]:
+        return []
+
+    def next_event(self) -> float | None:
+        return None
+
+
+class SlurmDeployer:
+    """Compiles and applies a cluster to the slurmctld of `conf_dir` (default: that of $SLURM_CONF)."""
+
+    def __init__(
+        self,
+        conf_dir: Path | None = None,
+        *,
+        version: str | None = None,
+        tables: TablesFor | None = None,
+        after_write: AfterWrite | None = None,  # a test hook, passed to `apply`
+    ) -> None:
+        self.conf_dir, self.version, self.tables = conf_dir, version, tables
+        self.after_write = after_write
+
+    @property
+    def jobs_blocker(self) -> str | None:
+        return JOBS_BLOCKER
+
+    def deploy(self, cluster: ClusterSpec) -> DeployOutcome:
+        try:
+            version = self.version or live_version()
+            tables = self.tables(cluster) if self.tables is not None else None
+            rendered = render(cluster, version=version, tables=tables)
+            result = apply(rendered, self.conf_dir, after_write=self.after_write)
+        except SlurmApplyError as exc:  # written, failed, restored (or said it could not restore)
+            return DeployOutcome("RolledBack" if exc.restored else "Failed", _one_line(exc))
+        except SlurmError as exc:  # refused before writing anything
+            return DeployOutcome("Failed", _one_line(exc))
+        changed = ", ".join(result.changed) or "nothing (already live)"
+        return DeployOutcome("Succeeded", f"SLURM {version} in {result.conf_dir}: changed {changed}; verified")
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
+__all__ = ["JOBS_BLOCKER", "SlurmBackend", "SlurmDeployer", "live_version"]

@@ -1,0 +1,139 @@
+"""The operator's `slurm` backend on the real test cluster: a change of the cluster objects is
+compiled and applied to slurmctld, and each used SchedulingPolicy's `status.lastDeploy` says how it
+went (Succeeded, Failed with the old config untouched, RolledBack after a failing reconfigure).
+
+The Controller runs over the in-memory store (the same reconcilers the kopf operator runs over
+the API server); SLURM is real. The module restores the managed files it changed at the end.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from gputwin.adapters.slurm.apply import live_config, live_partitions, reconfigure, write_atomic
+from gputwin.adapters.slurm.render import MANAGED_FILES, PARTITIONS
+from slurm_testcluster import Cluster  # tests/slurm/ helpers
+
+from gputwin.operator.controller import Controller
+from gputwin.operator.service import build_backend, build_deployer
+from gputwin.operator.slurm_backend import JOBS_BLOCKER, SlurmBackend, SlurmDeployer
+from gputwin.operator.store import MemoryStore
+
+ROOT = Path(__file__).resolve().parents[2]
+TWO_LEAF = ROOT / "manifests" / "samples" / "two-leaf.yaml"
+T0 = 1767225600.0
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def conf_dir(slurm_cluster: Cluster) -> Iterator[Path]:
+    folder = Path(slurm_cluster.env["SLURM_CONF"]).parent
+    saved = {name: (folder / name).read_bytes() for name in MANAGED_FILES if (folder / name).exists()}
+    try:
+        yield folder
+    finally:
+        for name, data in saved.items():
+            write_atomic(folder / name, data)
+        reconfigure()
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {name: (folder / name).read_bytes() for name in MANAGED_FILES if (folder / name).exists()}
+
+
+def cluster_objects() -> list[Obj]:
+    return [d for d in yaml.safe_load_all(TWO_LEAF.read_text()) if d]
+
+
+def controller(store: MemoryStore, conf_dir: Path, **deployer: Any) -> Controller:
+    return Controller(store, SlurmBackend(), deployer=SlurmDeployer(conf_dir, **deployer))
+
+
+def last_deploy(store: MemoryStore, policy: str) -> Obj:
+    obj = store.get("SchedulingPolicy", None, policy)
+    assert obj is not None
+    return dict(obj["status"]["lastDeploy"])
+
+
+def edited(store: MemoryStore, kind: str, name: str, path: tuple[str, ...], value: Any) -> None:
+    obj = copy.deepcopy(store.get(kind, None, name))
+    assert obj is not None
+    node = obj
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+    obj["metadata"]["generation"] = int(obj["metadata"].get("generation", 1)) + 1
+    store.put(obj)
+
+
+def test_operator_builds_the_slurm_backend() -> None:
+    assert isinstance(build_backend("slurm"), SlurmBackend)
+    assert isinstance(build_deployer("slurm"), SlurmDeployer)
+    assert build_deployer("sim") is None
+
+
+def test_deploys_on_start_and_on_every_change(conf_dir: Path) -> None:
+    store = MemoryStore(cluster_objects())
+    ctl = controller(store, conf_dir)
+    ctl.reconcile(T0)
+    for policy in ("fifo-consolidate", "sjf-topology"):
+        deploy = last_deploy(store, policy)
+        assert (deploy["backend"], deploy["result"]) == ("slurm", "Succeeded"), deploy
+    assert live_partitions()["infer"] == {"gpu07", "gpu08"}
+    assert live_config()["PreemptType"] == "preempt/none"
+
+    edited(store, "SchedulingPolicy", "fifo-consolidate", ("spec", "queue", "policy"), "srtf")
+    ctl.reconcile(T0 + 10)
+    deploy = last_deploy(store, "fifo-consolidate")
+    assert deploy["result"] == "Succeeded" and "changed" in deploy["message"], deploy
+    assert live_config()["PreemptType"] == "preempt/partition_prio"  # preemptive queue -> SLURM preemption
+
+
+def test_gpujobs_are_held_with_the_reason(conf_dir: Path) -> None:
+    job = {"apiVersion": "gputwin.io/v1alpha1", "kind": "GPUJob", "metadata": {"name": "j", "namespace": "default"},
+           "spec": {"taskType": "infer", "gpus": 1, "durationSeconds": 5}}  # fmt: skip
+    store = MemoryStore([*cluster_objects(), job])
+    controller(store, conf_dir).reconcile(T0)
+    obj = store.get("GPUJob", "default", "j")
+    assert obj is not None and obj["status"]["phase"] == "Pending"
+    cond = obj["status"]["conditions"][0]
+    assert (cond["reason"], cond["message"]) == ("BackendRunsNoJobs", JOBS_BLOCKER)
+
+
+def test_unknown_node_fails_before_writing(conf_dir: Path) -> None:
+    store = MemoryStore(cluster_objects())
+    ctl = controller(store, conf_dir)
+    ctl.reconcile(T0)
+    before = snapshot(conf_dir)
+    # Valid for the topology, unknown to slurmctld: on 22.05 a reconfigure would kill the controller.
+    topology = copy.deepcopy(store.get("SwitchTopology", None, "two-leaf"))
+    assert topology is not None
+    text = yaml.safe_dump(topology).replace("gpu[05-08]", "gpu[05-08,95]")
+    store.put(yaml.safe_load(text))
+    ctl.reconcile(T0 + 10)
+    deploy = last_deploy(store, "fifo-consolidate")
+    assert deploy["result"] == "Failed" and "gpu95" in deploy["message"], deploy
+    assert snapshot(conf_dir) == before
+
+
+def test_failing_reconfigure_rolls_back(conf_dir: Path) -> None:
+    store = MemoryStore(cluster_objects())
+    controller(store, conf_dir).reconcile(T0)
+    before = snapshot(conf_dir)
+
+    def corrupt(folder: Path) -> None:  # what a renderer bug would write: slurm.conf's parser rejects it
+        with open(folder / PARTITIONS, "ab") as handle:
+            handle.write(b"PartitionName=evil Nodes=gpu01 NoSuchKey=1\n")
+
+    ctl = controller(store, conf_dir, after_write=corrupt)
+    edited(store, "SchedulingPolicy", "sjf-topology", ("spec", "queue", "policy"), "fifo")
+    ctl.reconcile(T0 + 10)
+    deploy = last_deploy(store, "sjf-topology")
+    assert deploy["result"] == "RolledBack" and "rolled back" in deploy["message"], deploy
+    assert snapshot(conf_dir) == before
+    assert "evil" not in live_partitions()
