@@ -137,3 +137,50 @@ def test_failing_reconfigure_rolls_back(conf_dir: Path) -> None:
     assert deploy["result"] == "RolledBack" and "rolled back" in deploy["message"], deploy
     assert snapshot(conf_dir) == before
     assert "evil" not in live_partitions()
+
+
+# --- TraceReplay promote: the winner goes live on SLURM, or is rolled back --------------------------
+
+
+def trace_favouring_srtf(folder: Path) -> Path:
+    """Two long jobs fill the 16 inference GPUs, ten short ones queue behind: preempting wins."""
+    rows = ["job_id,user,vc,jobname,gpu_num,state,submit_time,duration"]
+    rows += [f"{i},u,infer,long{i},8,COMPLETED,0,10000" for i in (1, 2)]
+    rows += [f"{i},u,infer,short{i},1,COMPLETED,{i},10" for i in range(3, 13)]
+    path = folder / "trace.csv"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def promote_replay(trace: Path) -> Obj:
+    return {"apiVersion": "gputwin.io/v1alpha1", "kind": "TraceReplay",
+            "metadata": {"name": "what-if", "namespace": "default"},
+            "spec": {"trace": {"file": str(trace), "format": "helios"}, "topology": "two-leaf",
+                     "candidates": [{"queue": "srtf", "placement": "consolidate"}],
+                     "objective": "avg_jct", "promote": True}}  # fmt: skip
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["applied", "rolled-back"])
+def test_promoted_winner_is_deployed_to_slurm(conf_dir: Path, tmp_path: Path, fails: bool) -> None:
+    store = MemoryStore(cluster_objects())
+    controller(store, conf_dir).reconcile(T0)  # the declared policies are live: no preemption
+    assert live_config()["PreemptType"] == "preempt/none"
+    before = snapshot(conf_dir)
+
+    def corrupt(folder: Path) -> None:
+        with open(folder / PARTITIONS, "ab") as handle:
+            handle.write(b"PartitionName=evil Nodes=gpu01 NoSuchKey=1\n")
+
+    ctl = controller(store, conf_dir, after_write=corrupt if fails else None)
+    store.put(promote_replay(trace_favouring_srtf(tmp_path)))
+    ctl.reconcile(T0 + 10)
+    replay = store.get("TraceReplay", "default", "what-if")
+    assert replay is not None and replay["status"]["promoted"] is True, replay.get("status")
+    assert replay["status"]["winner"].startswith("srtf/")
+    deploy = last_deploy(store, "fifo-consolidate")
+    if fails:
+        assert deploy["result"] == "RolledBack", deploy
+        assert snapshot(conf_dir) == before and live_config()["PreemptType"] == "preempt/none"
+    else:
+        assert deploy["result"] == "Succeeded", deploy
+        assert live_config()["PreemptType"] == "preempt/partition_prio"
