@@ -36,6 +36,7 @@ import datetime as dt
 import functools
 import json
 import logging
+import os
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -95,7 +96,10 @@ def api_client() -> client.ApiClient:
     try:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except config.ConfigException:
-        config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        # $KUBECONFIG as it is now: the client's own default was read once, when it was imported.
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration
+        )
     return client.ApiClient(configuration)
 
 

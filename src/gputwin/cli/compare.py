@@ -8,10 +8,11 @@ from pathlib import Path
 
 import click
 
+from gputwin.adapters.sweeps import run_sweep, write_plan
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import ranked_table, sweep_progress
-from gputwin.sim.compare import CandidateResult, grid, write_report
-from gputwin.sim.compare import compare as run_comparison
+from gputwin.cli.sweep import executor_options, make_executor
+from gputwin.sim.compare import grid, rank, write_report
 from gputwin.sim.run import RunError
 
 
@@ -45,7 +46,9 @@ def _switches(value: str | None) -> list[bool | None]:
               help="GPU sizings to compare, comma-separated (default: as the cluster file says).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed for randomised placement.")
 @click.option("--jobs", "workers", default=os.cpu_count() or 1, show_default="CPU count",
-              type=click.IntRange(1, 256), help="Candidates run in parallel, one process each.")
+              type=click.IntRange(1, 256),
+              help="Candidates run in parallel: local processes, or SLURM/Kubernetes tasks at once.")
+@executor_options
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
               help="Write summary.json, summary.csv, the plots and index.html here.")
 @click.option("--plots/--no-plots", default=True, show_default=True,
@@ -54,23 +57,32 @@ def _switches(value: str | None) -> list[bool | None]:
 @click.option("--json", "as_json", is_flag=True, help="Print the ranked list as one JSON object on stdout.")
 def compare(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, skip_invalid: bool,
             policies: str, placements: str, backfill: str | None, sizings: str | None, seed: int,
-            workers: int, out_dir: Path, plots: bool, quiet: bool, as_json: bool) -> None:  # fmt: skip
-    """Compare queue policies, placers, backfill and sizing on one trace, best average JCT first."""
+            workers: int, executor: str, partition: str | None, namespace: str, image: str,
+            volume_claim: str | None, sweep_timeout: float, out_dir: Path, plots: bool, quiet: bool,
+            as_json: bool) -> None:  # fmt: skip
+    """Compare queue policies, placers, backfill and sizing on one trace, best average JCT first.
+
+    The candidates run as a sweep in OUT/sweep (one result file each), here or on a cluster
+    (--executor); run again with the same options and OUT, a sweep resumes where it stopped.
+    """
     candidates, skipped = grid(
         _names(policies), _names(placements),
         list(_names(sizings)) if sizings is not None else [None], _switches(backfill),
     )  # fmt: skip
-    cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid)
+    cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid)  # errors first
+    folder = out_dir / "sweep"
+    write_plan(folder, trace_path, trace.format, cluster_path, gpus_per_node=gpus_per_node,
+               skip_invalid=skip_invalid, seed=seed, candidates=tuple(candidates))  # fmt: skip
+    runner = make_executor(executor, workers, partition, namespace, image, volume_claim, sweep_timeout)
     with sweep_progress(len(candidates), enabled=not quiet) as advance:
 
-        def done(result: CandidateResult) -> None:
+        def done(index: int) -> None:
             if advance is not None:
-                advance(result.candidate.name)
+                advance(candidates[index].name)
 
-        comparison = run_comparison(cluster, trace.jobs, candidates, skipped=skipped, seed=seed,
-                                    workers=workers, progress=done)  # fmt: skip
+        comparison = rank(run_sweep(folder, runner, done), skipped)
     extra = {"trace": {"path": str(trace_path), "format": trace.format, "jobs": len(trace.jobs),
-                       "skipped": dict(trace.skipped)}, "seed": seed}  # fmt: skip
+                       "skipped": dict(trace.skipped)}, "seed": seed, "executor": executor}  # fmt: skip
     written = write_report(out_dir, comparison, extra)
     if plots:
         from gputwin.sim.plots import write_plots  # matplotlib takes a while to import

@@ -13,6 +13,8 @@ from typing import Any
 import click
 
 from gputwin import __version__
+from gputwin.adapters.slurm import SlurmError
+from gputwin.adapters.sweeps import SweepError
 from gputwin.adapters.traces import TraceError
 from gputwin.api.problems import ClusterError
 from gputwin.cli.compare import compare as compare_command
@@ -21,11 +23,12 @@ from gputwin.cli.operator_cmd import operator as operator_command
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import comparison_table, print_summary, progress_reporter
 from gputwin.cli.slurm import slurm as slurm_group
+from gputwin.cli.sweep import sweep_task
 from gputwin.core.plugins import known
 from gputwin.sim.report import write_outputs
 from gputwin.sim.run import Overrides, RunError, run
 
-USER_ERRORS = (TraceError, ClusterError, RunError, OSError)
+USER_ERRORS = (TraceError, ClusterError, RunError, SweepError, SlurmError, OSError)
 PLUGINS = known()
 
 
@@ -101,8 +104,9 @@ def demo(as_json: bool) -> None:
         comparison_table(rows)
 
 
-# The emulator (apply, get, delete, run, events), the operator, the SLURM group and compare.
-for _command in (*EMULATOR_COMMANDS, operator_command, slurm_group, compare_command):
+# The emulator (apply, get, delete, run, events), the operator, the SLURM group, compare and
+# sweep-task (what compare's slurm and kubernetes executors run on each node).
+for _command in (*EMULATOR_COMMANDS, operator_command, slurm_group, compare_command, sweep_task):
     cli.add_command(_command)
 
 

@@ -1,0 +1,53 @@
+"""Sweeps of simulations, run where there is room: this machine, a SLURM cluster, a Kubernetes cluster.
+
+A sweep is a folder (`plan`): the inputs, the candidates, and one result file per candidate.
+An `Executor` runs some of its tasks somewhere; `run_sweep` runs the ones without a result and
+gathers them all back, the same way for every executor:
+
+    local       processes on this machine (`LocalExecutor`)
+    slurm       one job array, task i = candidate i (`SlurmExecutor`)
+    kubernetes  one Indexed Job, completion index i = candidate i (`KubernetesExecutor`)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from gputwin.sim.compare import CandidateResult
+
+from .plan import SweepError, SweepPlan, gather, pending, read_plan, run_task, write_plan
+
+EXECUTORS = ("local", "slurm", "kubernetes")
+
+
+class Executor(Protocol):
+    """Runs tasks `indices` of the sweep in `folder`; each task writes its own result file."""
+
+    name: str
+
+    def run(self, folder: Path, indices: Sequence[int], progress: Callable[[int], None] | None = None) -> None:
+        ...
+
+
+def run_sweep(folder: Path, executor: Executor, progress: Callable[[int], None] | None = None
+              ) -> list[CandidateResult]:  # fmt: skip
+    """Run every task that has no result yet, then gather all of them (index order)."""
+    plan = read_plan(folder)
+    executor.run(folder, pending(folder, plan), progress)
+    return gather(folder, plan)
+
+
+__all__ = [
+    "EXECUTORS",
+    "Executor",
+    "SweepError",
+    "SweepPlan",
+    "gather",
+    "pending",
+    "read_plan",
+    "run_sweep",
+    "run_task",
+    "write_plan",
+]

@@ -1,0 +1,176 @@
+"""A sweep on disk: the plan every executor runs from, one task per candidate, one result file each.
+
+A sweep folder is all a task needs, so it can run on another machine that mounts the folder
+(a SLURM node, a Kubernetes pod):
+
+    plan.json           the inputs' names and settings, and the candidates (task i runs candidates[i])
+    inputs/trace/       a copy of the trace file
+    inputs/cluster/     a copy of the cluster file or folder
+    results/<i>.json    what task i found (`CandidateResult` as JSON), written atomically
+    logs/               whatever the executor's tasks print
+
+`run_task` is what each task runs, whatever the executor (`gputwin sweep-task FOLDER INDEX`);
+`gather` reads the results back the same way for every executor, and names the tasks that left
+none. A result already present is not run again (`pending`), so an interrupted sweep resumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gputwin.adapters.traces import read_trace
+from gputwin.api.loader import load_cluster
+from gputwin.core.model import ClusterSpec, JobSpec
+from gputwin.sim.compare import Candidate, CandidateResult, run_candidate
+
+PLAN, INPUTS, RESULTS, LOGS = "plan.json", "inputs", "results", "logs"
+PLAN_VERSION = 1
+
+
+class SweepError(Exception):
+    """A sweep that cannot run or whose results are incomplete; one line a user can act on."""
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPlan:
+    """What every task of one sweep runs: the same inputs, its own candidate."""
+
+    trace: str  # a name under inputs/trace/
+    fmt: str
+    cluster: str  # a name under inputs/cluster/ (a file or a folder)
+    gpus_per_node: int
+    skip_invalid: bool
+    seed: int
+    candidates: tuple[Candidate, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["version"] = PLAN_VERSION
+        return data
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> SweepPlan:
+        if data.get("version") != PLAN_VERSION:
+            raise SweepError(f"{PLAN}: version {data.get('version')!r}, this gputwin reads {PLAN_VERSION}")
+        fields = {k: v for k, v in data.items() if k != "version"}
+        fields["candidates"] = tuple(Candidate(**c) for c in fields["candidates"])
+        return SweepPlan(**fields)
+
+
+def write_plan(folder: Path, trace: Path, fmt: str, cluster: Path, *, gpus_per_node: int = 8,
+               skip_invalid: bool = False, seed: int = 0, candidates: tuple[Candidate, ...]) -> SweepPlan:  # fmt: skip
+    """Copy the inputs into `folder` and write its plan.
+
+    The same plan already there is a sweep to resume: its results are kept. Another plan's results
+    mean nothing for this one: they are removed (only the files a sweep writes, nothing else).
+    """
+    plan = SweepPlan(trace.name, fmt, cluster.name, gpus_per_node, skip_invalid, seed, tuple(candidates))
+    if (folder / PLAN).exists():
+        try:
+            if read_plan(folder) == plan:
+                return plan  # resuming: the inputs were copied when it was first written
+        except SweepError:
+            pass  # unreadable or from another version: start over
+        for old in (folder / RESULTS).glob("*.json"):
+            old.unlink()
+        shutil.rmtree(folder / INPUTS, ignore_errors=True)
+    for sub in (INPUTS + "/trace", INPUTS + "/cluster", RESULTS, LOGS):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(trace, folder / INPUTS / "trace" / trace.name)
+    if cluster.is_dir():
+        shutil.copytree(cluster, folder / INPUTS / "cluster" / cluster.name)
+    else:
+        shutil.copy2(cluster, folder / INPUTS / "cluster" / cluster.name)
+    write_json_atomic(folder / PLAN, plan.to_json())
+    return plan
+
+
+def read_plan(folder: Path) -> SweepPlan:
+    try:
+        data = json.loads((folder / PLAN).read_text())
+    except (OSError, ValueError) as exc:
+        raise SweepError(f"{folder / PLAN}: {exc}") from exc
+    return SweepPlan.from_json(data)
+
+
+def load_inputs(folder: Path, plan: SweepPlan) -> tuple[ClusterSpec, tuple[JobSpec, ...]]:
+    cluster = load_cluster(folder / INPUTS / "cluster" / plan.cluster, gpus_per_node=plan.gpus_per_node)
+    trace = read_trace(folder / INPUTS / "trace" / plan.trace, plan.fmt, skip_invalid=plan.skip_invalid)
+    return cluster, tuple(trace.jobs)
+
+
+def run_task(folder: Path, index: int, inputs: tuple[ClusterSpec, tuple[JobSpec, ...]] | None = None) -> Path:
+    """Run candidate `index` of the sweep in `folder` and write its result file; returns that file."""
+    plan = read_plan(folder)
+    if not 0 <= index < len(plan.candidates):
+        raise SweepError(f"task index {index} is outside 0..{len(plan.candidates) - 1}")
+    cluster, jobs = inputs if inputs is not None else load_inputs(folder, plan)
+    result = run_candidate(cluster, jobs, plan.candidates[index], plan.seed)
+    path = result_path(folder, index)
+    write_json_atomic(path, result_to_json(result))
+    return path
+
+
+def result_path(folder: Path, index: int) -> Path:
+    return folder / RESULTS / f"{index}.json"
+
+
+def pending(folder: Path, plan: SweepPlan) -> list[int]:
+    """The tasks with no result yet, in index order."""
+    return [i for i in range(len(plan.candidates)) if not result_path(folder, i).exists()]
+
+
+def gather(folder: Path, plan: SweepPlan) -> list[CandidateResult]:
+    """Every task's result, in index order; a missing one is an error naming the tasks and the logs."""
+    missing = pending(folder, plan)
+    if missing:
+        shown = ", ".join(str(i) for i in missing[:10]) + (" …" if len(missing) > 10 else "")
+        raise SweepError(f"{len(missing)} task(s) left no result ({shown}); see {folder / LOGS}")
+    out = []
+    for index, candidate in enumerate(plan.candidates):
+        result = result_from_json(json.loads(result_path(folder, index).read_text()))
+        if result.candidate != candidate:
+            raise SweepError(f"{result_path(folder, index)}: holds {result.candidate.name}, not {candidate.name}")
+        out.append(result)
+    return out
+
+
+def result_to_json(result: CandidateResult) -> dict[str, Any]:
+    return {"candidate": dataclasses.asdict(result.candidate), "summary": result.summary,
+            "jcts": result.jcts, "spans": result.spans}  # fmt: skip
+
+
+def result_from_json(data: dict[str, Any]) -> CandidateResult:
+    return CandidateResult(Candidate(**data["candidate"]), data["summary"], list(data["jcts"]), list(data["spans"]))
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """A reader (gather, another task) sees the whole file or none of it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+__all__ = [
+    "SweepError",
+    "SweepPlan",
+    "gather",
+    "load_inputs",
+    "pending",
+    "read_plan",
+    "result_path",
+    "run_task",
+    "write_plan",
+]

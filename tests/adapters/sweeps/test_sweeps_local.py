@@ -1,0 +1,122 @@
+"""Sweep folders and the local executor: results as the simulator gives them, resume, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gputwin.adapters.sweeps import SweepError, gather, pending, read_plan, run_sweep, write_plan
+from gputwin.adapters.sweeps.local import LocalExecutor
+from gputwin.adapters.sweeps.plan import load_inputs, result_path
+from gputwin.api.resources import demo_cluster_path, demo_trace_path
+from gputwin.cli.main import cli
+from gputwin.sim.compare import Candidate, run_candidate
+
+CANDIDATES = (Candidate("fifo", "consolidate"), Candidate("sjf", "first-fit", backfill=True),
+              Candidate("las", "topology-aware"))  # fmt: skip
+
+
+def new_sweep(folder: Path, candidates: tuple[Candidate, ...] = CANDIDATES, seed: int = 0) -> Path:
+    write_plan(folder, demo_trace_path(), "helios", demo_cluster_path(), seed=seed, candidates=candidates)
+    return folder
+
+
+def test_plan_round_trips_and_inputs_are_copied(tmp_path: Path) -> None:
+    folder = new_sweep(tmp_path / "s")
+    plan = read_plan(folder)
+    assert plan.candidates == CANDIDATES and plan.fmt == "helios"
+    cluster, jobs = load_inputs(folder, plan)  # from the copies, not the originals
+    assert len(jobs) == 3375 and cluster.partitions
+    assert pending(folder, plan) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["in-process", "two-processes"])
+def test_local_results_equal_a_direct_run(tmp_path: Path, workers: int) -> None:
+    folder = new_sweep(tmp_path / "s")
+    done: list[int] = []
+    results = run_sweep(folder, LocalExecutor(workers), done.append)
+    assert sorted(done) == [0, 1, 2]
+    cluster, jobs = load_inputs(folder, read_plan(folder))
+    for candidate, result in zip(CANDIDATES, results):
+        direct = run_candidate(cluster, jobs, candidate, 0)
+        assert result.candidate == candidate
+        assert {k: v for k, v in result.summary.items() if k != "wall_seconds"} == {
+            k: v for k, v in direct.summary.items() if k != "wall_seconds"
+        }
+        assert result.jcts == direct.jcts and result.spans == direct.spans
+
+
+def test_a_resumed_sweep_runs_only_what_is_missing(tmp_path: Path) -> None:
+    folder = new_sweep(tmp_path / "s")
+    run_sweep(folder, LocalExecutor(1))
+    kept = result_path(folder, 0).read_bytes()
+    result_path(folder, 1).unlink()
+    done: list[int] = []
+    new_sweep(folder)  # the same plan again: a resume, results kept
+    run_sweep(folder, LocalExecutor(1), done.append)
+    assert done == [1] and result_path(folder, 0).read_bytes() == kept
+
+
+def test_another_plan_in_the_folder_starts_over(tmp_path: Path) -> None:
+    folder = new_sweep(tmp_path / "s")
+    run_sweep(folder, LocalExecutor(1))
+    new_sweep(folder, CANDIDATES[:1], seed=7)
+    assert pending(folder, read_plan(folder)) == [0]
+
+
+def test_gather_names_the_tasks_without_result(tmp_path: Path) -> None:
+    folder = new_sweep(tmp_path / "s")
+    with pytest.raises(SweepError, match=r"3 task\(s\) left no result \(0, 1, 2\); see .*logs"):
+        gather(folder, read_plan(folder))
+
+
+def test_a_result_for_another_candidate_is_refused(tmp_path: Path) -> None:
+    folder = new_sweep(tmp_path / "s")
+    run_sweep(folder, LocalExecutor(1))
+    swapped = json.loads(result_path(folder, 0).read_text())
+    result_path(folder, 1).write_text(json.dumps(swapped))
+    with pytest.raises(SweepError, match="holds fifo/consolidate"):
+        gather(folder, read_plan(folder))
+
+
+def test_sweep_task_reads_its_index_from_the_environment(tmp_path: Path) -> None:
+    folder = new_sweep(tmp_path / "s")
+    runner = CliRunner()
+    out = runner.invoke(cli, ["sweep-task", str(folder)], env={"SLURM_ARRAY_TASK_ID": "2"})
+    assert out.exit_code == 0, out.output
+    assert pending(folder, read_plan(folder)) == [0, 1]
+    out = runner.invoke(cli, ["sweep-task", str(folder)], env={"JOB_COMPLETION_INDEX": "0"})
+    assert out.exit_code == 0 and pending(folder, read_plan(folder)) == [1]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["9"], {}, "error: task index 9 is outside 0..2"),
+        ([], {"SLURM_ARRAY_TASK_ID": "", "JOB_COMPLETION_INDEX": ""}, "error: no INDEX given"),
+    ],
+    ids=["index-out-of-range", "no-index"],
+)
+def test_sweep_task_errors_are_one_line(tmp_path: Path, args: list[str], env: dict[str, str], message: str) -> None:
+    folder = new_sweep(tmp_path / "s")
+    out = CliRunner().invoke(cli, ["sweep-task", str(folder), *args], env=env)
+    assert out.exit_code == 2 and out.stderr.startswith(message) and len(out.stderr.splitlines()) == 1, out.stderr
+
+
+def test_compare_resumes_from_its_sweep_folder(tmp_path: Path) -> None:
+    args = ["compare", "--trace", str(demo_trace_path()), "--cluster", str(demo_cluster_path()),
+            "--policies", "fifo,sjf", "--placements", "consolidate", "--jobs", "1", "--out", str(tmp_path),
+            "--no-plots", "--json"]  # fmt: skip
+    first = CliRunner().invoke(cli, args)
+    assert first.exit_code == 0, first.stderr
+    stamp = result_path(tmp_path / "sweep", 0).stat().st_mtime_ns
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0 and result_path(tmp_path / "sweep", 0).stat().st_mtime_ns == stamp
+    assert ranking(first.stdout) == ranking(again.stdout)
+
+
+def ranking(stdout: str) -> list[tuple[str, float]]:
+    return [(r["candidate"], r["avg_jct"]) for r in json.loads(stdout)["candidates"]]
