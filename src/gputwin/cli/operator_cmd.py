@@ -28,7 +28,8 @@ from gputwin.operator.config import BACKENDS, ConfigError, OperatorConfig
 @click.option(
     "--backend",
     type=click.Choice(BACKENDS),
-    help="Where jobs run: sim (simulated runs, wall-clock time). Default: $GPUTWIN_BACKEND, else sim.",
+    help="sim: simulated runs on wall-clock time; kubernetes: GPUJobs as pods bound to nvidia.com/gpu nodes; "
+    "slurm: policies compiled and applied to the slurmctld of $SLURM_CONF. Default: $GPUTWIN_BACKEND, else sim.",
 )
 @click.option(
     "--health-port",
