@@ -66,16 +66,25 @@ def _legend(ax: Any, count: int) -> None:
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
 
 
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
+def _style(i: int) -> dict[str, str]:
+    """Colour and dash of line i: neighbours in the ranking (often near-equal, drawn on top of each
+    other) differ in dash, and the first 40 candidates all look different."""
+    return {"color": f"C{i % 10}", "linestyle": LINE_STYLES[(i + i // 10) % len(LINE_STYLES)]}
+
+
 def _jct_cdf(ranked: Sequence[CandidateResult]) -> Figure:
     fig, ax = _figure(PLOTS[0][1], "JCT (s, log scale)", "fraction of jobs")
-    for result in ranked:
+    for i, result in enumerate(ranked):
         jcts = sorted(max(v, 1e-3) for v in result.jcts)
         if jcts:
             n = len(jcts)
             # At most CDF_POINTS steps per line (always the last): big traces plot as fast as small ones.
             picks = sorted({min(n - 1, i * n // CDF_POINTS) for i in range(CDF_POINTS)} | {n - 1})
-            ax.step([jcts[i] for i in picks], [(i + 1) / n for i in picks], where="post",
-                    label=result.candidate.name)  # fmt: skip
+            ax.step([jcts[k] for k in picks], [(k + 1) / n for k in picks], where="post",
+                    label=result.candidate.name, **_style(i))  # fmt: skip
     ax.set_xscale("log")
     ax.set_ylim(0, 1.01)
     _legend(ax, len(ranked))
@@ -97,11 +106,11 @@ def _queue_by_partition(ranked: Sequence[CandidateResult]) -> Figure:
 
 def _utilization(ranked: Sequence[CandidateResult]) -> Figure:
     fig, ax = _figure(PLOTS[2][1], "virtual time (h)", "busy GPU fraction")
-    for result in ranked:
+    for i, result in enumerate(ranked):
         series = result.summary.get("utilization_series", [])
         if series:
             ax.plot([p["t"] / 3600 for p in series], [p["gpu_utilization"] for p in series],
-                    marker="o", markersize=3, label=result.candidate.name)  # fmt: skip
+                    marker="o", markersize=3, label=result.candidate.name, **_style(i))  # fmt: skip
     ax.set_ylim(0, 1.05)
     _legend(ax, len(ranked))
     return fig
