@@ -33,6 +33,7 @@ from gputwin.api.validate import Document, check_cluster
 from gputwin.core.model import ClusterSpec
 from gputwin.core.scheduler import Scheduler
 from gputwin.operator.deploy import DeployOutcome
+from gputwin.operator.metrics import record_partitions
 from gputwin.operator.statuses import StatusBook, condition, updated
 from gputwin.operator.store import Obj, Store, is_deleted, name_of
 
@@ -257,6 +258,7 @@ def _partitions(store: Store, view: ClusterView, scheduler: Scheduler | None, no
             d.name,
             _ready(status, view.issues_of(d.kind, d.name), ok, now, book.generation(None, d.name)),
         )
+    record_partitions({d.name: book.get(None, d.name) for d in view.of("GPUPartition")})  # /metrics gauges
     book.flush()
 
 

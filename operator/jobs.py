@@ -12,6 +12,14 @@ What survives a restart is what the GPUJob objects say: a Running job's `status.
 (exact GPUs per node, since when, for how long) is adopted into the new scheduler's ledger and
 re-announced to the backend (`Backend.adopt`), so nothing runs twice; Queued and Pending jobs
 are submitted again in their original order, `(submitTime, creationTimestamp, namespace/name)`.
+
+Live backends (Kubernetes) offer optional hooks, looked up with `getattr` so the `Backend`
+protocol stays small: `observe(cluster, now)` names nodes to take out of service
+(`Scheduler.set_out_of_service`); `failures(now)` reports runs that failed (the GPUJob goes
+Failed) or were lost (queued again); `pod_jobs`/`start_batch`/`pod_event` schedule plain Pods,
+whose job ids start with `pod:` and which have no GPUJob status (nothing is read or written for
+them); `preempted` counts a preemption. A start that raises an exception marked `permanent`
+fails the job instead of retrying it.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from gputwin.operator.statuses import StatusBook, condition, epoch, rfc3339, rou
 from gputwin.operator.store import Obj, Store, is_deleted, name_of, namespace_of
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Rejected"})
+POD_PREFIX = "pod:"  # job ids of plain Pods a live backend schedules (GPUJob ids are namespace/name)
 SCHEDULED, COMPLETE = "Scheduled", "Complete"
 
 
@@ -47,6 +56,10 @@ class Seen:
     obj: Obj
     model: GPUJob | None
     errors: str = ""
+
+
+def is_pod_job(job_id: str) -> bool:
+    return job_id.startswith(POD_PREFIX)
 
 
 def job_id_of(obj: Obj) -> str:
@@ -87,10 +100,12 @@ class JobControl:
         elif self.scheduler is None:
             self._hold(seen, "ClusterNotReady", f"no valid cluster: {blocker}", now)
         else:
+            self._observe(now)
             self._fire_wakes(now)
             self._adopt(seen, now)
             self._finish(seen, now)
             self._admit(seen, now)
+            self._admit_pods(now)
             self.apply(self.scheduler.run_cycle(now), now)
         self._flush()
 
@@ -128,6 +143,8 @@ class JobControl:
         return self._status(job_id).phase
 
     def _status(self, job_id: str) -> GPUJobStatus:
+        if is_pod_job(job_id):
+            return GPUJobStatus()  # a plain Pod has no GPUJob status: nothing is read or written
         namespace, name = job_id.split("/", 1)
         return self.book.get(namespace, name)
 
@@ -135,6 +152,8 @@ class JobControl:
         self, job_id: str, now: float, cond: tuple[str, str, str, str] | None = None, **changes: Any
     ) -> None:
         """Record the job's next status: field changes plus (type, status, reason, message)."""
+        if is_pod_job(job_id):
+            return
         namespace, name = job_id.split("/", 1)
         status = self.book.get(namespace, name)
         generation = self.book.generation(namespace, name)
@@ -146,7 +165,7 @@ class JobControl:
 
     def _forget(self, seen: dict[str, Seen], now: float) -> None:
         """Deleted GPUJobs leave the scheduler; a running one stops and frees its GPUs."""
-        for job_id in [j for j in self.live if j not in seen]:
+        for job_id in [j for j in self.live if j not in seen and not is_pod_job(j)]:
             del self.live[job_id]
             if self.scheduler is not None and job_id in self.scheduler.jobs:
                 if self.scheduler.jobs[job_id].phase is Phase.RUNNING:
@@ -220,6 +239,57 @@ class JobControl:
                 self._succeeded(job_id, end, now)
             elif job_id in seen and self._phase(job_id) == "Running":
                 self._succeeded(job_id, self._ended(job_id, now), now)  # the backend is the truth
+        failures = getattr(self.backend, "failures", None)  # live backends: failed or lost runs
+        for failure in failures(now) if failures is not None else ():
+            state = self.scheduler.jobs.get(failure.job_id)
+            if state is None or state.phase is not Phase.RUNNING:
+                continue
+            if failure.retry:
+                self.scheduler.abort_start(failure.job_id, now)
+                message = f"{failure.message}; queued again"
+                self._set(failure.job_id, now, (SCHEDULED, "False", failure.reason, message),
+                          phase="Queued", nodes=None, allocation=None)  # fmt: skip
+                self._event(failure.job_id, failure.reason, message, "Warning")
+            else:
+                self._fail(failure.job_id, failure.reason, failure.message, now)
+
+    def _fail(self, job_id: str, reason: str, message: str, now: float) -> None:
+        """The job cannot succeed (its pod failed, its pod template is invalid): Failed, GPUs freed."""
+        assert self.scheduler is not None
+        if job_id in self.scheduler.jobs:
+            self.scheduler.cancel(job_id, now)
+        self.live.pop(job_id, None)
+        self._set(job_id, now, (COMPLETE, "False", reason, message),
+                  phase="Failed", end_time=rfc3339(now), allocation=None)  # fmt: skip
+        self._event(job_id, "Failed", message, "Warning", key="failed")
+
+    def _observe(self, now: float) -> None:
+        """A live backend says which declared nodes take no new work now (NotReady, cordoned, ...)."""
+        assert self.scheduler is not None
+        observe = getattr(self.backend, "observe", None)
+        if observe is not None:
+            self.scheduler.set_out_of_service(observe(self.scheduler.cluster, now))
+
+    def _admit_pods(self, now: float) -> None:
+        """Plain Pods a live backend schedules (no GPUJob): bound ones accounted, new ones queued."""
+        assert self.scheduler is not None
+        source = getattr(self.backend, "pod_jobs", None)
+        if source is None:
+            return
+        found = source(now)
+        for job_id in found.gone:
+            self.live.pop(job_id, None)
+            if job_id in self.scheduler.jobs:
+                self.scheduler.cancel(job_id, now)
+        for spec, slots, since in found.running:
+            try:
+                index = self.scheduler.topology.node_index
+                self.scheduler.adopt(spec, tuple((index[n], g) for n, g in slots), since)
+                self.live[spec.job_id] = spec
+            except (KeyError, ValueError, OverAllocation) as exc:  # not on our nodes: not ours to count
+                self._event(spec.job_id, "NotAccounted", f"bound where gputwin cannot account it: {exc}", "Warning")
+        for spec in found.new:
+            self.submit(spec, now)
 
     def _ended(self, job_id: str, now: float) -> float:
         """When the run really ended: a simulated run ends `runSeconds` after `since`, even if the
@@ -283,14 +353,27 @@ class JobControl:
             self._event(resize.job_id, "Resized", message)
         for preempt in decision.preempts:
             self.backend.stop(preempt.job_id)
+            preempted = getattr(self.backend, "preempted", None)  # live backends count it (metrics)
+            if preempted is not None:
+                preempted(preempt.job_id, preempt.partition)
             cost = preempt.checkpoint_seconds
             message = f"preempted in partition {preempt.partition}; checkpoint and restore cost {cost:g} s"
             preemptions = self._status(preempt.job_id).preemptions + 1
             self._set(preempt.job_id, now, (SCHEDULED, "False", "Preempted", message),
                       phase="Queued", nodes=None, allocation=None, preemptions=preemptions)  # fmt: skip
             self._event(preempt.job_id, "Preempted", message, key=f"preempted-{preemptions}")
+        batch = getattr(self.backend, "start_batch", None)  # plain Pods: bound together, no statuses
+        pods = [s for s in decision.starts if is_pod_job(s.job_id)] if batch is not None else []
         for start in decision.starts:
-            self._start(start, now)
+            if not (pods and is_pod_job(start.job_id)):
+                self._start(start, now)
+        if pods and batch is not None:
+            assert self.scheduler is not None
+            names = [[self.scheduler.topology.node_names[i] for i, _ in s.slots] for s in pods]
+            for job_id, error in batch(list(zip(pods, names)), now):
+                if error is not None:
+                    self.scheduler.abort_start(job_id, now)
+                    self._event(job_id, "FailedStart", error, "Warning")
         for when, partition in decision.wakes:
             if when > now and when < self.wakes.get(partition, float("inf")):
                 self.wakes[partition] = when
@@ -309,7 +392,10 @@ class JobControl:
         # The backend talks to the outside world: whatever fails there, the GPUs go back.
         except Exception as exc:  # noqa: BLE001
             self.scheduler.abort_start(job_id, now)
-            self._event(job_id, "FailedStart", f"backend {self.backend.name}: {exc}", "Warning")
+            if getattr(exc, "permanent", False):  # retrying cannot help (an invalid pod template)
+                self._fail(job_id, "FailedStart", f"backend {self.backend.name}: {exc}", now)
+            elif not getattr(exc, "quiet", False):  # quiet: a retry held back, already reported
+                self._event(job_id, "FailedStart", f"backend {self.backend.name}: {exc}", "Warning")
             return
         gpus = sum(g for _, g in start.slots)
         nodes = hostlist.collect_hostlist(names)
@@ -328,6 +414,11 @@ class JobControl:
 
     def _event(self, job_id: str, reason: str, message: str, type: str = "Normal", key: str | None = None) -> None:
         """Queue an event; `_flush` posts it before the statuses of the pass are written."""
+        if is_pod_job(job_id):  # a plain Pod's job: the backend posts it on the pod, if at all
+            pod_event = getattr(self.backend, "pod_event", None)
+            if pod_event is not None:
+                pod_event(job_id, reason, message, type)
+            return
         self._events.append((job_id, reason, message, type, key))
 
     # --- a new cluster ------------------------------------------------------------------------

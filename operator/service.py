@@ -43,8 +43,9 @@ from gputwin.operator.backends import Backend, SimBackend
 from gputwin.operator.config import ConfigError
 from gputwin.operator.controller import Controller
 from gputwin.operator.deploy import Deployer
-from gputwin.operator.slurm_backend import SlurmBackend, SlurmDeployer
+from gputwin.operator.kube_backend import KubernetesBackend
 from gputwin.operator.replay import ReplayCluster, ReplayResult, run_replay
+from gputwin.operator.slurm_backend import SlurmBackend, SlurmDeployer
 from gputwin.operator.store import Obj, is_deleted, name_of, namespace_of
 
 RESYNC_SECONDS = 10.0
@@ -72,9 +73,9 @@ def build_backend(name: str) -> Backend:
         return SimBackend()
     if name == "slurm":
         return SlurmBackend()
-    raise ConfigError(
-        f"GPUTWIN_BACKEND={name}: the {name} backend arrives with its own issue; only 'sim' runs today"
-    )
+    if name == "kubernetes":
+        return KubernetesBackend.from_env()
+    raise ConfigError(f"GPUTWIN_BACKEND={name}: not a backend; want sim, kubernetes or slurm")
 
 
 @dataclass(frozen=True, slots=True)

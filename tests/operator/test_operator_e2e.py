@@ -401,11 +401,21 @@ def test_install_manifests_apply_and_grant_least_privilege(
         assert can("get", "", "configmaps", namespace=ns), f"get configmaps in {ns}"
     for verb in ("list", "watch", "create", "update", "patch", "delete"):
         assert not can(verb, "", "configmaps", namespace="default"), f"{verb} configmaps must not be granted"
+    # The Kubernetes backend: its pods (create from templates, delete on preemption, watch), their
+    # Binding subresource, and nodes read-only.
+    for ns in ("default", "team-a"):
+        for verb in ("get", "list", "watch", "create", "delete"):
+            assert can(verb, "", "pods", namespace=ns), f"{verb} pods in {ns}"
+        assert can("create", "", "pods", "binding", namespace=ns), f"create pods/binding in {ns}"
+    for verb in ("get", "list", "watch"):
+        assert can(verb, "", "nodes"), f"{verb} nodes"
     for verb, group, resource in (
         ("get", "", "secrets"),
-        ("list", "", "pods"),
-        ("create", "", "pods"),
-        ("list", "", "nodes"),
+        ("update", "", "pods"),
+        ("patch", "", "pods"),
+        ("patch", "", "nodes"),
+        ("update", "", "nodes"),
+        ("delete", "", "nodes"),
         ("list", "apiextensions.k8s.io", "customresourcedefinitions"),
         ("list", "", "namespaces"),
         ("delete", "", "events"),
@@ -944,15 +954,16 @@ class _Raising:
 
 
 @pytest.mark.parametrize("start", ["gputwin operator", "kopf run"])
-def test_backends_that_do_not_exist_yet_stop_the_operator_at_once(start: str, tmp_path: Path) -> None:
-    """`kubernetes`/`slurm` arrive with their issues: the operator exits 1 saying so, no retry loop."""
+def test_kubernetes_backend_without_credentials_stops_the_operator_at_once(start: str, tmp_path: Path) -> None:
+    """GPUTWIN_BACKEND=kubernetes with no kubeconfig and no service account: exit 1 saying so, no retry loop."""
     if start == "gputwin operator":
         command, env = [*gputwin_command(), "operator", "--backend", "kubernetes"], dict(os.environ)
     else:
         command, env = KOPF_RUN, {**os.environ, "GPUTWIN_BACKEND": "kubernetes"}
     env["KUBECONFIG"] = str(tmp_path / "none")  # it must fail before it looks for a cluster
+    env.pop("KUBERNETES_SERVICE_HOST", None)
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=60, check=False, env=env, cwd=tmp_path
     )
     assert done.returncode == 1, done.stderr[-2000:]
-    assert "the kubernetes backend arrives with its own issue; only 'sim' runs today" in done.stderr
+    assert "GPUTWIN_BACKEND=kubernetes: no cluster credentials" in done.stderr

@@ -10,6 +10,10 @@ every GPU free, `_avail` nodes with any. A bitset answers "lowest-index node in 
 "the same, restricted to one leaf switch" (`& leaf mask`) in a few machine-word operations, which
 is what best fit with lowest-index tie-breaks needs on every placement. Callers see the topology's
 global node indexes, so placements mean the same thing everywhere.
+
+A node can be taken out of service (`set_out_of_service`: NotReady, cordoned, tainted in the live
+cluster): its GPUs stay accounted (jobs on it keep running and release as usual) but vanish from
+every index and from `free_gpus`/`leaf_free`, so no placer sees them until it is back.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ class Ledger:
         self.free_gpus = self.total_gpus
         self.leaves: tuple[int, ...] = tuple(sorted(self._leaf_mask))
         self._capacity_prefix = list(accumulate(sorted(self.capacity, reverse=True)))
+        self._out = 0  # bitset of nodes out of service: their free GPUs are hidden from placers
 
     # --- reads ------------------------------------------------------------------------------------
 
@@ -66,7 +71,13 @@ class Ledger:
         return self.total_gpus - self.free_gpus
 
     def free_of(self, node: int) -> int:
-        return self._free[self._local[node]]
+        """Free GPUs a placer may use on `node` (0 while it is out of service)."""
+        i = self._local[node]
+        return 0 if self._out >> i & 1 else self._free[i]
+
+    def out_of_service(self) -> tuple[int, ...]:
+        """Global indexes of the nodes taken out of service, ascending."""
+        return tuple(self.nodes[i] for i in _bits(self._out))
 
     def leaf_free(self, leaf: int) -> int:
         return self._leaf_free[leaf]
@@ -109,6 +120,24 @@ class Ledger:
         return sum(1 << self._local[n] for n in set(nodes))
 
     # --- writes -----------------------------------------------------------------------------------
+
+    def set_out_of_service(self, nodes: Iterable[int]) -> bool:
+        """Exactly these (global) nodes are out of service now; others of this partition are back.
+
+        Nodes not in this partition are ignored. True if anything changed.
+        """
+        out = sum(1 << self._local[n] for n in set(nodes) if n in self._local)
+        changed = out ^ self._out
+        for i in _bits(changed):
+            bit = 1 << i
+            going = bool(out & bit)
+            if going:  # hide its free GPUs from every index (as _change would when they all went)
+                self._index(i, self._free[i], 0)
+                self._out |= bit
+            else:
+                self._out &= ~bit
+                self._index(i, 0, self._free[i])
+        return bool(changed)
 
     def allocate(self, slots: Sequence[tuple[int, int]]) -> None:
         """Take GPUs; all-or-nothing, so a refused allocation changes nothing."""
@@ -153,6 +182,13 @@ class Ledger:
     def _change(self, i: int, delta: int) -> None:
         before = self._free[i]
         after = before + delta
+        self._free[i] = after
+        if not self._out >> i & 1:  # out of service: counted, but not visible to placers
+            self._index(i, before, after)
+
+    def _index(self, i: int, before: int, after: int) -> None:
+        """Move node i from `before` to `after` visible free GPUs in every index and total."""
+        delta = after - before
         bit = 1 << i
         by_free = self._by_free
         if before:
@@ -162,10 +198,9 @@ class Ledger:
             self._avail |= bit
         else:
             self._avail &= ~bit
-        if after == self.capacity[i]:
+        if after == self.capacity[i] and after:
             self._idle |= bit
         else:
             self._idle &= ~bit
-        self._free[i] = after
         self.free_gpus += delta
         self._leaf_free[self._leaf_of[i]] += delta

@@ -200,6 +200,18 @@ class Scheduler:
         self._dirty.add(job.partition)
         return job
 
+    def set_out_of_service(self, nodes: Iterable[str]) -> None:
+        """Exactly these nodes take no new work now (the driver saw them NotReady, cordoned, ...).
+
+        Jobs already on them keep running and free their GPUs as usual; unknown names are ignored.
+        A partition whose set changed is reconsidered in the next cycle.
+        """
+        index = self.topology.node_index
+        out = [index[n] for n in nodes if n in index]
+        for part in self.partitions.values():
+            if part.ledger.set_out_of_service(out):
+                self._dirty.add(part.spec.name)
+
     def wake(self, partition: str | None = None) -> None:
         """Mark partitions for the next cycle (a timer fired, a policy changed)."""
         self._dirty.update([partition] if partition else self.partitions)

@@ -1,0 +1,77 @@
+"""Which declared GPU nodes the live cluster lets the Kubernetes backend use, and why not the others.
+
+Pure functions over Node objects (plain dicts as listed): the SwitchTopology says what a node
+should be (its leaf switch, its GPUs, its partition); the Node says what it is. A node is out of
+service when any of these holds, in this order (the first reason is reported):
+
+- no Node of that name exists;
+- it is not Ready (condition Ready != True);
+- it is cordoned (`spec.unschedulable`);
+- it carries a NoSchedule or NoExecute taint whose key is not tolerated (`tolerated`: the taint
+  keys our pods tolerate, e.g. `nvidia.com/gpu` on GPU pools, KWOK's `kwok.x-k8s.io/node`);
+- its allocatable `nvidia.com/gpu` is below the GPUs the topology declares for it;
+- its label `gputwin.io/switch` or `gputwin.io/partition` (when present) names another leaf
+  switch or partition than the declaration: the topology and the cluster disagree, so neither
+  is trusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .pods import node_gpus
+
+Obj = dict[str, Any]
+SWITCH_LABEL = "gputwin.io/switch"
+PARTITION_LABEL = "gputwin.io/partition"
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """What the declaration says about one node."""
+
+    switch: str
+    gpus: int
+    partition: str | None = None
+
+
+def node_problem(node: Obj | None, expected: Expected, tolerated: Collection[str] = ()) -> str | None:
+    """Why this node must not get new work (one line), or None when it may."""
+    if node is None:
+        return "no such Node in the cluster"
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is None or ready.get("status") != "True":
+        return "NotReady"
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
+        return "cordoned (spec.unschedulable)"
+    for taint in spec.get("taints") or []:
+        if taint.get("effect") in BLOCKING_EFFECTS and taint.get("key") not in tolerated:
+            return f"tainted {taint.get('key')}:{taint.get('effect')}"
+    gpus = node_gpus(node)
+    if gpus < expected.gpus:
+        return f"allocatable nvidia.com/gpu is {gpus}, the topology declares {expected.gpus}"
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    switch = labels.get(SWITCH_LABEL)
+    if switch is not None and switch != expected.switch:
+        return f"label {SWITCH_LABEL}={switch}, the topology puts it under {expected.switch}"
+    partition = labels.get(PARTITION_LABEL)
+    if partition is not None and expected.partition is not None and partition != expected.partition:
+        return f"label {PARTITION_LABEL}={partition}, it is declared in partition {expected.partition}"
+    return None
+
+
+def out_of_service(
+    nodes: Iterable[Obj], expected: Mapping[str, Expected], tolerated: Collection[str] = ()
+) -> dict[str, str]:
+    """Declared node name -> why it is out of service, for every declared node that is."""
+    by_name = {str((n.get("metadata") or {}).get("name")): n for n in nodes}
+    found = {name: node_problem(by_name.get(name), want, tolerated) for name, want in expected.items()}
+    return {name: why for name, why in found.items() if why is not None}
+
+
+__all__ = ["Expected", "PARTITION_LABEL", "SWITCH_LABEL", "node_problem", "out_of_service"]

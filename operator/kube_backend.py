@@ -1,0 +1,511 @@
+"""The Kubernetes backend: GPUJobs (and plain Pods with `schedulerName: gputwin`) run as pods bound to nodes.
+
+`KubernetesBackend` implements `gputwin.operator.backends.Backend`, plus the optional hooks
+`JobControl` looks for on live backends (`observe`, `failures`, `pod_jobs`, `start_batch`,
+`pod_event`, `preempted`). The raw API calls are in `gputwin.adapters.kube.pods`.
+
+One reconcile pass, as JobControl drives it:
+
+1. `observe(cluster, now)`: one list of Nodes and one of every pod with `schedulerName=gputwin`
+   (the pass's snapshot). Returns the declared nodes that must take no new work (NotReady,
+   cordoned, untolerated taint, too few allocatable GPUs, labels disagreeing with the topology:
+   `gputwin.adapters.kube.nodes`); JobControl hands them to `Scheduler.set_out_of_service`.
+2. `adopt` (after a restart): a Running GPUJob's run is found again by its pods' `gputwin.io/job-id`.
+3. `finished` / `failures`: from the snapshot. A run whose pods all Succeeded is finished. A
+   Failed pod fails the job (`Failure(retry=False)`: the GPUJob shows Failed; the gang's other pods
+   are deleted). A pod deleted by someone else (or its node) re-queues the GPUJob
+   (`retry=True`): the job did not fail, its run was lost; a plain Pod that vanished is just gone.
+   Then orphans are deleted: pods of a GPUJob whose run the operator does not track (bound before
+   a crash, but the job's status never said Running; or left by a deleted job). The rule after a
+   restart is therefore: the GPUJob status is the truth, bound pods it does not account for are
+   cleaned up, and the job is placed again; nothing is ever bound twice.
+4. `start`: the job's pods from its pod template (one per node of the placement, `nvidia.com/gpu`
+   requests = limits = that node's slot), named `<job>-<attempt>-<i>` (attempt = the job's
+   preemptions so far) so a retry after a crash meets a 409 and adopts the same pod, then bound one
+   by one. Gang: if any create or bind fails, every pod of this start is deleted and the start
+   raises; JobControl gives the GPUs back. Never half-bound.
+5. `stop`: the run's pods are deleted with the partition policy's `checkpointSeconds` as grace.
+
+Plain Pods (`pod_jobs`): an unbound pod with `schedulerName: gputwin` is a job `pod:<ns>/<name>`
+routed by its label `gputwin.io/task-type` (or that annotation; neither: task type "default"),
+with `nvidia.com/gpu` limits as its GPUs and an optional annotation `gputwin.io/duration-seconds`
+for duration-aware policies. It is bound as it is (one pod cannot span nodes: a placement over
+several nodes is refused and retried later). No status is written for it: its `Scheduled` event is
+posted from the binding thread, failures as Warning events. Binds of one pass go through a
+`BindPool`, one API client per thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config import ConfigException
+
+from gputwin.adapters.kube.nodes import Expected, out_of_service
+from gputwin.adapters.kube.pods import (
+    ATTEMPT_LABEL,
+    JOB_ID,
+    JOB_LABEL,
+    BindPool,
+    BindResult,
+    PodApi,
+    PodPlan,
+    gpus_of,
+    job_pod,
+    label_value,
+    reason_of,
+)
+from gputwin.api.status import Backend as BackendName
+from gputwin.api.status import epoch_seconds
+from gputwin.core.decision import Start
+from gputwin.core.model import ClusterSpec, JobSpec
+from gputwin.operator.config import ConfigError
+from gputwin.operator.jobs import POD_PREFIX, is_pod_job
+from gputwin.operator.metrics import record_binding_error, record_preemption, record_schedule_latency
+
+TASK_TYPE = "gputwin.io/task-type"
+DURATION = "gputwin.io/duration-seconds"
+DEFAULT_TASK_TYPE = "default"
+TOLERATED = ("nvidia.com/gpu",)
+DONE = ("Succeeded", "Failed")
+ACTIVE = "spec.schedulerName=gputwin,status.phase!=Succeeded,status.phase!=Failed"
+
+Obj = dict[str, Any]
+log = logging.getLogger(__name__)
+
+
+class Metrics(Protocol):
+    """What the backend reports to a metrics registry (a seam, so tests can pass their own)."""
+
+    def binding_error(self, partition: str) -> None: ...
+
+    def preemption(self, partition: str) -> None: ...
+
+    def schedule_latency(self, seconds: float) -> None: ...
+
+
+class OperatorMetricsHooks:
+    """`Metrics` into the operator's Prometheus registry (`gputwin.operator.metrics`)."""
+
+    def binding_error(self, partition: str) -> None:
+        record_binding_error()
+
+    def preemption(self, partition: str) -> None:
+        record_preemption(partition)
+
+    def schedule_latency(self, seconds: float) -> None:
+        record_schedule_latency(max(seconds, 0.0))
+
+
+class StartRefused(RuntimeError):
+    """A start that can never succeed as asked (the pod template is invalid): fail the job."""
+
+    permanent = True
+
+
+class BackingOff(RuntimeError):
+    """The job's last start failed moments ago: not retried before its backoff ends (no event)."""
+
+    quiet = True
+
+
+BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A run that ended without succeeding: `retry` re-queues the job, else it failed."""
+
+    job_id: str
+    reason: str
+    message: str
+    retry: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodJobs:
+    """Plain Pods seen this pass: new ones to queue, bound ones to account, queued ones gone."""
+
+    new: tuple[JobSpec, ...] = ()
+    running: tuple[tuple[JobSpec, tuple[tuple[str, int], ...], float], ...] = ()
+    gone: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A job's current run: its pods (namespace, names) and the partition it runs in."""
+
+    namespace: str
+    pods: tuple[str, ...]
+    partition: str
+
+
+def _key(pod: Obj) -> tuple[str, str]:
+    return (pod["metadata"]["namespace"], pod["metadata"]["name"])
+
+
+def _phase(pod: Obj) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def _job_id_of(pod: Obj) -> str | None:
+    found = (pod["metadata"].get("annotations") or {}).get(JOB_ID)
+    return str(found) if found else None
+
+
+class KubernetesBackend:
+    """Runs the scheduler's decisions as pods bound to nodes; reports their ends from pod phases."""
+
+    name: BackendName = "kubernetes"
+
+    def __init__(
+        self,
+        api: PodApi,
+        *,
+        namespace: str | None = None,
+        tolerated: Sequence[str] = TOLERATED,
+        binder: Callable[[], BindPool] | None = None,
+        metrics: Metrics | None = None,
+        pod_events: bool = True,
+    ) -> None:
+        self.api, self.namespace, self.tolerated = api, namespace or None, tuple(tolerated)
+        self.metrics, self.pod_events = metrics, pod_events
+        self._make_binder = binder
+        self._binder: BindPool | None = None
+        self._cluster: ClusterSpec | None = None
+        self._pods: dict[tuple[str, str], Obj] = {}  # this pass's snapshot
+        self._runs: dict[str, Run] = {}
+        self._queued_pods: set[str] = set()  # plain-Pod jobs handed to the scheduler, not yet bound
+        self._failures: list[Failure] = []
+        self._out: dict[str, str] = {}
+        self._retry: dict[str, tuple[int, float]] = {}  # job id -> (failed starts, not before)
+        self._unplaceable: set[str] = set()  # plain Pods larger than any node (reported once)
+        self._terminal: dict[tuple[str, str], Obj] = {}  # ended pods of runs still tracked
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> KubernetesBackend:
+        """`GPUTWIN_NAMESPACE` (pods of that namespace only), `GPUTWIN_TOLERATED_TAINTS` (comma-separated
+        taint keys our pods tolerate, default nvidia.com/gpu), `GPUTWIN_BIND_THREADS` (default 8),
+        `GPUTWIN_POD_EVENTS` (`off`: no Scheduled/FailedScheduling events on plain Pods)."""
+        env = dict(os.environ) if env is None else env
+        keys = [k.strip() for k in env.get("GPUTWIN_TOLERATED_TAINTS", ",".join(TOLERATED)).split(",")]
+        threads = env.get("GPUTWIN_BIND_THREADS", "8")
+        count = int(threads) if threads.isdigit() and int(threads) > 0 else 8
+        try:
+            api = PodApi.connect()
+        except ConfigException as exc:  # no kubeconfig, no service account: say so in one line
+            raise ConfigError(f"GPUTWIN_BACKEND=kubernetes: no cluster credentials ({exc})") from None
+        return cls(api, namespace=env.get("GPUTWIN_NAMESPACE") or None,
+                   tolerated=[k for k in keys if k], binder=lambda: BindPool(PodApi.connect, count),
+                   metrics=OperatorMetricsHooks(), pod_events=env.get("GPUTWIN_POD_EVENTS", "on") != "off")  # fmt: skip
+
+    # --- each pass ----------------------------------------------------------------------------
+
+    def observe(self, cluster: ClusterSpec, now: float) -> dict[str, str]:
+        """Read nodes and pods for this pass; the declared nodes out of service, with why."""
+        self._cluster = cluster
+        for job_id, (failed, not_before) in list(self._retry.items()):
+            if 0 < not_before <= now:  # due: may start again, and is no longer a wake-up (count kept)
+                self._retry[job_id] = (failed, 0.0)
+        # Ended pods are left out: they hold no GPUs, and they pile up (a GPUJob's stay until it is
+        # deleted). A tracked run whose pods vanish from the list is looked up pod by pod (`_ended`).
+        pods = self.api.pods(field_selector=ACTIVE, namespace=self.namespace)
+        self._pods = {_key(p): p for p in pods}
+        partition_of = {n: p.name for p in cluster.partitions for n in p.nodes}
+        expected = {n.name: Expected(n.switch, n.gpus, partition_of.get(n.name)) for n in cluster.topology.nodes}
+        out = out_of_service(self.api.nodes(), expected, self.tolerated)
+        if out != self._out:
+            for node, why in sorted(out.items()):
+                if self._out.get(node) != why:
+                    log.warning("node %s is out of service: %s", node, why)
+            for node in sorted(set(self._out) - set(out)):
+                log.info("node %s is back in service", node)
+            self._out = out
+        return out
+
+    # --- the Backend protocol ------------------------------------------------------------------
+
+    def start(self, job_id: str, start: Start, node_names: Sequence[str], now: float) -> None:
+        if is_pod_job(job_id):
+            (result,) = self.start_batch([(start, node_names)], now)
+            if result[1] is not None:
+                raise RuntimeError(result[1])
+            return
+        failed, not_before = self._retry.get(job_id, (0, 0.0))
+        if now < not_before:
+            raise BackingOff(f"start failed {failed} time(s); next try at {not_before:.0f}")
+        try:
+            self._start_job(job_id, start, node_names, now)
+        except Exception:
+            delay = BACKOFF_SECONDS[min(failed, len(BACKOFF_SECONDS) - 1)]
+            self._retry[job_id] = (failed + 1, now + delay)  # a hot retry loop would hammer the API
+            raise
+        self._retry.pop(job_id, None)
+
+    def _start_job(self, job_id: str, start: Start, node_names: Sequence[str], now: float) -> None:
+        namespace, name = job_id.split("/", 1)
+        job = self.api.gpujob(namespace, name)
+        if job is None:
+            raise RuntimeError(f"GPUJob {job_id} is gone")
+        spec, status = job.get("spec") or {}, job.get("status") or {}
+        seconds = spec.get("durationSeconds")
+        attempt = int(status.get("preemptions") or 0)
+        switches = ",".join(self._leaves(node_names))
+        pods = [job_pod(PodPlan(namespace, name, attempt, i, node, gpus, start.partition, switches, start.overhead,
+                                start.run_seconds if seconds is not None else None),
+                        spec.get("podTemplate"), job, self.tolerated)
+                for i, (node, (_, gpus)) in enumerate(zip(node_names, start.slots))]  # fmt: skip
+        self._place_gang(namespace, list(zip(pods, node_names)), start.partition)
+        self._runs[job_id] = Run(namespace, tuple(p["metadata"]["name"] for p in pods), start.partition)
+        if self.metrics is not None and status.get("submitTime"):
+            self.metrics.schedule_latency(now - _epoch(status["submitTime"], now))
+
+    def adopt(self, job_id: str, start: Start, node_names: Sequence[str], since: float) -> None:
+        """A Running GPUJob after a restart: its run is the newest attempt of its pods (none: lost,
+        which `failures` reports, so the job is queued again)."""
+        namespace, name = job_id.split("/", 1)
+        # Its pods may have ended while the operator was down: ask for all of them, ended or not.
+        found = self.api.pods(label_selector=f"{JOB_LABEL}={label_value(name)}", namespace=namespace)
+        mine = [p for p in found if _job_id_of(p) == job_id and not p["metadata"].get("deletionTimestamp")]
+        newest = max((int(p["metadata"].get("labels", {}).get(ATTEMPT_LABEL, 0)) for p in mine), default=0)
+        names = tuple(sorted(p["metadata"]["name"] for p in mine
+                             if int(p["metadata"].get("labels", {}).get(ATTEMPT_LABEL, 0)) == newest))  # fmt: skip
+        nodes = sorted((p.get("spec") or {}).get("nodeName") or "" for p in mine if p["metadata"]["name"] in names)
+        if sorted(node_names) != nodes:
+            names = ()  # not where the status says it runs: lost (its pods are orphans, deleted)
+        self._runs[job_id] = Run(namespace, names, start.partition)
+
+    def stop(self, job_id: str) -> None:
+        self._retry.pop(job_id, None)
+        run = self._runs.pop(job_id, None)
+        self._queued_pods.discard(job_id)
+        if run is None:
+            return
+        grace = self._grace(run.partition)
+        for name in run.pods:
+            self.api.delete(run.namespace, name, grace)
+
+    def preempted(self, job_id: str, partition: str) -> None:
+        if self.metrics is not None:
+            self.metrics.preemption(partition)
+
+    def finished(self, now: float) -> list[str]:
+        done: list[str] = []
+        self._failures = []
+        for job_id, run in list(self._runs.items()):
+            pods = [self._pods.get((run.namespace, n)) or self._ended(run.namespace, n) for n in run.pods]
+            live = [p for p in pods if p is not None and not p["metadata"].get("deletionTimestamp")]
+            if not run.pods or len(live) < len(pods):
+                del self._runs[job_id]
+                self._failures.append(Failure(job_id, "PodsLost", "its pods were deleted outside the scheduler",
+                                              retry=not is_pod_job(job_id)))  # fmt: skip
+                self.stop_pods(run, [p for p in live if _phase(p) not in DONE])
+            elif any(_phase(p) == "Failed" for p in live):
+                del self._runs[job_id]
+                failed = next(p for p in live if _phase(p) == "Failed")
+                why = (failed.get("status") or {}).get("message") or (failed.get("status") or {}).get("reason") or ""
+                message = f"pod {failed['metadata']['name']} failed{': ' + why if why else ''}"
+                self._failures.append(Failure(job_id, "PodFailed", message, retry=False))
+                self.stop_pods(run, [p for p in live if _phase(p) not in DONE])
+            elif all(_phase(p) == "Succeeded" for p in live):
+                del self._runs[job_id]
+                done.append(job_id)
+        tracked = {(run.namespace, n) for run in self._runs.values() for n in run.pods}
+        self._terminal = {k: v for k, v in self._terminal.items() if k in tracked}
+        self._delete_orphans()
+        return done
+
+    def failures(self, now: float) -> list[Failure]:
+        """The runs that ended without success in the last `finished` (each reported once)."""
+        found, self._failures = self._failures, []
+        return found
+
+    def next_event(self) -> float | None:
+        """When a failed start may be tried again; runs end when KWOK or a kubelet says so (the pod
+        watch wakes the loop then)."""
+        return min((t for _, t in self._retry.values() if t > 0), default=None)
+
+    # --- plain Pods -----------------------------------------------------------------------------
+
+    def pod_jobs(self, now: float) -> PodJobs:
+        """Pods with `schedulerName: gputwin` and no GPUJob, from this pass's snapshot."""
+        new: list[JobSpec] = []
+        running = []
+        seen: set[str] = set()
+        for pod in self._pods.values():
+            if _job_id_of(pod) is not None:
+                continue
+            meta, node = pod["metadata"], (pod.get("spec") or {}).get("nodeName")
+            job_id = f"{POD_PREFIX}{meta['namespace']}/{meta['name']}"
+            if meta.get("deletionTimestamp") or _phase(pod) in DONE:
+                continue
+            if node:
+                if job_id not in self._runs and job_id not in self._queued_pods:
+                    spec = self._pod_spec(job_id, pod, now)  # bound before a restart: account it again
+                    since = _epoch((pod.get("status") or {}).get("startTime"), now)
+                    running.append((spec, ((str(node), spec.gpus),), since))
+                    self._runs[job_id] = Run(meta["namespace"], (meta["name"],), "")
+                continue  # queued here but bound by someone else: gone from our queue (below)
+            seen.add(job_id)
+            if job_id not in self._queued_pods:
+                self._queued_pods.add(job_id)
+                spec = self._pod_spec(job_id, pod, now)
+                if spec.gpus > self._largest_node():  # one pod, one node: it can never be placed
+                    if job_id not in self._unplaceable:
+                        self._unplaceable.add(job_id)
+                        self.pod_event(job_id, "Rejected", f"asks for {spec.gpus} GPUs; no node has that many", "Warning")
+                    continue
+                new.append(spec)
+        gone = tuple(sorted(self._queued_pods - seen))
+        self._queued_pods.difference_update(gone)
+        return PodJobs(tuple(new), tuple(running), gone)
+
+    def start_batch(self, starts: Sequence[tuple[Start, Sequence[str]]], now: float) -> list[tuple[str, str | None]]:
+        """Bind plain Pods (one node each) through the bind pool; (job id, error or None) each."""
+        results: list[tuple[str, str | None]] = []
+        binds: list[tuple[str, str, str]] = []
+        by_pod: dict[tuple[str, str], Start] = {}
+        for start, names in starts:
+            namespace, name = start.job_id[len(POD_PREFIX):].split("/", 1)
+            if len(names) != 1:
+                results.append((start.job_id, f"a pod cannot span {len(names)} nodes; waiting for one node"))
+                continue
+            binds.append((namespace, name, names[0]))
+            by_pod[(namespace, name)] = start
+        for bound in self._bind_all(binds):
+            start = by_pod[(bound.namespace, bound.name)]
+            results.append((start.job_id, bound.error))
+            if bound.error is None:
+                self._queued_pods.discard(start.job_id)
+                self._runs[start.job_id] = Run(bound.namespace, (bound.name,), start.partition)
+                if self.metrics is not None:
+                    created = (self._pods.get((bound.namespace, bound.name)) or {}).get("metadata", {})
+                    self.metrics.schedule_latency(now - _epoch(created.get("creationTimestamp"), now))
+            elif self.metrics is not None:
+                self.metrics.binding_error(start.partition)
+        return results
+
+    def pod_event(self, job_id: str, reason: str, message: str, type: str = "Normal") -> None:
+        """An event about a plain Pod's job: warnings only (Scheduled comes from the bind thread)."""
+        if type != "Warning" or not self.pod_events:
+            return
+        namespace, name = job_id[len(POD_PREFIX):].split("/", 1)
+        pod = self._pods.get((namespace, name)) or {"metadata": {"namespace": namespace, "name": name}}
+        self.api.event(pod, "FailedScheduling" if reason in ("Rejected", "FailedStart") else reason, message, type)
+
+    # --- helpers ----------------------------------------------------------------------------------
+
+    def _place_gang(self, namespace: str, pods: list[tuple[Obj, str]], partition: str) -> None:
+        """Create and bind every pod, or none: on any failure delete what this start made."""
+        made: list[str] = []
+        try:
+            for pod, node in pods:
+                got, created = self.api.create(pod)
+                name = pod["metadata"]["name"]
+                there = (got.get("spec") or {}).get("nodeName")
+                if not created and (
+                    _job_id_of(got) != _job_id_of(pod)  # someone else's pod: never ours to adopt or delete
+                    or got["metadata"].get("deletionTimestamp")
+                    or (there and there != node)
+                ):
+                    raise RuntimeError(f"pod {namespace}/{name} exists and is not this run's; retrying later")
+                made.append(name)  # created, or ours from a start cut short (a crash): adopted
+                if not there:
+                    self.api.bind(namespace, name, node)
+        except Exception as exc:
+            if self.metrics is not None:
+                self.metrics.binding_error(partition)
+            for name in made:
+                self.api.delete(namespace, name, 0)
+            if isinstance(exc, ApiException) and exc.status == 422:
+                raise StartRefused(f"its pod is invalid: {reason_of(exc)}") from exc
+            raise
+
+    def _bind_all(self, binds: list[tuple[str, str, str]]) -> list[BindResult]:
+        if not binds:
+            return []
+        if self._binder is None and self._make_binder is not None:
+            self._binder = self._make_binder()
+        after = self._bound_event if self.pod_events else None
+        if self._binder is None:  # no pool configured: bind on this thread
+            out = []
+            for namespace, name, node in binds:
+                try:
+                    self.api.bind(namespace, name, node)
+                    out.append(BindResult(namespace, name, node))
+                except Exception as exc:  # noqa: BLE001 - reported per pod
+                    out.append(BindResult(namespace, name, node, str(exc)))
+            return out
+        return self._binder.bind_all(binds, after)
+
+    def _bound_event(self, api: PodApi, result: BindResult) -> None:
+        pod = self._pods.get((result.namespace, result.name)) or {"metadata": {"namespace": result.namespace, "name": result.name}}
+        if result.error is None:
+            api.event(pod, "Scheduled", f"Successfully assigned {result.namespace}/{result.name} to {result.node}")
+        else:
+            api.event(pod, "FailedScheduling", f"binding to {result.node} failed: {result.error}", "Warning")
+
+    def _delete_orphans(self) -> None:
+        tracked = {(run.namespace, n) for run in self._runs.values() for n in run.pods}
+        for key, pod in self._pods.items():
+            if _job_id_of(pod) is None or key in tracked or pod["metadata"].get("deletionTimestamp"):
+                continue
+            if _phase(pod) not in DONE:
+                log.info("deleting pod %s/%s: no run of its GPUJob accounts for it", *key)
+                self.api.delete(key[0], key[1], 0)
+
+    def _ended(self, namespace: str, name: str) -> Obj | None:
+        """A tracked pod missing from the list of active pods: ended (read once, kept while its
+        run lasts: a gang waits for its slowest pod), or gone (None)."""
+        key = (namespace, name)
+        if key not in self._terminal:
+            pod = self.api.pod(namespace, name)
+            if pod is None or _phase(pod) not in DONE:
+                return pod
+            self._terminal[key] = pod
+        return self._terminal[key]
+
+    def stop_pods(self, run: Run, pods: list[Obj]) -> None:
+        for pod in pods:
+            self.api.delete(run.namespace, pod["metadata"]["name"], 0)
+
+    def _grace(self, partition: str) -> int | None:
+        """The partition policy's checkpoint time, as the pods' grace period (None: their own)."""
+        for part in self._cluster.partitions if self._cluster else ():
+            if part.name == partition and part.policy.checkpoint_seconds is not None:
+                return math.ceil(part.policy.checkpoint_seconds)
+        return None
+
+    def _largest_node(self) -> int:
+        return max((n.gpus for n in self._cluster.topology.nodes), default=0) if self._cluster else 0
+
+    def _leaves(self, node_names: Sequence[str]) -> list[str]:
+        switch = {n.name: n.switch for n in self._cluster.topology.nodes} if self._cluster else {}
+        return sorted({switch.get(n, "?") for n in node_names})
+
+    def _pod_spec(self, job_id: str, pod: Obj, now: float) -> JobSpec:
+        meta = pod["metadata"]
+        labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
+        task = str(labels.get(TASK_TYPE) or notes.get(TASK_TYPE) or DEFAULT_TASK_TYPE)
+        try:
+            duration = max(float(notes.get(DURATION, 0) or 0), 0.0)
+        except ValueError:
+            duration = 0.0  # unreadable: duration-aware policies see an unknown (0 s) job
+        submit = _epoch(meta.get("creationTimestamp"), now)
+        return JobSpec(job_id, submit, duration, gpus_of(pod), task, name=str(meta["name"]))
+
+
+def _epoch(timestamp: object, default: float) -> float:
+    try:
+        return epoch_seconds(str(timestamp).replace("Z", "+00:00")) if timestamp else default
+    except ValueError:
+        return default
+
+
+__all__ = ["Failure", "KubernetesBackend", "Metrics", "OperatorMetricsHooks", "PodJobs", "StartRefused", "is_pod_job"]

@@ -1,0 +1,113 @@
+"""Nodes out of service (NotReady, cordoned, tainted in a live cluster): the ledger hides their free
+GPUs from every placer while keeping them accounted, and the Scheduler places nothing new there."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gputwin.core.ledger import OverAllocation
+from gputwin.core.model import JobSpec, PolicySpec
+from gputwin.core.scheduler import Scheduler
+
+# n0: 4 GPUs, n1: 8 (leaf 0); n2: 2, n3: 8 (leaf 1). 22 GPUs.
+LAYOUT = {"l0": [4, 8], "l1": [2, 8]}
+
+
+@pytest.mark.parametrize(
+    ("out", "free_of", "free_gpus", "leaf_free", "best_fit_8", "idle"),
+    [
+        pytest.param([], [4, 8, 2, 8], 22, [12, 10], 1, [0, 1, 2, 3], id="none"),
+        pytest.param([1], [4, 0, 2, 8], 14, [4, 10], 3, [0, 2, 3], id="n1"),
+        pytest.param([1, 3], [4, 0, 2, 0], 6, [4, 2], None, [0, 2], id="both-8s"),
+        pytest.param([0, 1, 2, 3], [0, 0, 0, 0], 0, [0, 0], None, [], id="all"),
+    ],
+)
+def test_out_of_service_nodes_vanish_from_every_index(
+    ledger, out, free_of, free_gpus, leaf_free, best_fit_8, idle
+) -> None:
+    led = ledger(LAYOUT)
+    assert led.set_out_of_service(out) is bool(out)
+    assert [led.free_of(n) for n in range(4)] == free_of
+    assert led.free_gpus == free_gpus
+    assert [led.leaf_free(lf) for lf in (0, 1)] == leaf_free
+    assert led.best_fit_node(8) == best_fit_8
+    assert list(led.idle_nodes()) == idle
+    assert list(led.avail_nodes()) == [n for n in range(4) if free_of[n]]
+    assert led.out_of_service() == tuple(sorted(out))
+    assert led.total_gpus == 22  # capacity is still declared: a node coming back brings it back
+
+
+def test_jobs_on_a_node_that_goes_out_keep_their_gpus_and_release_them_while_out(ledger) -> None:
+    led = ledger(LAYOUT, [(1, 5)])
+    led.set_out_of_service([1])
+    assert led.free_gpus == 4 + 2 + 8
+    led.release([(1, 5)])  # the job ends while the node is cordoned: nothing shows up yet
+    assert led.free_of(1) == 0 and led.free_gpus == 14
+    with pytest.raises(OverAllocation):
+        led.release([(1, 1)])  # the true free count (8) is still checked against capacity
+    assert led.set_out_of_service([]) is True
+    assert led.free_of(1) == 8 and led.free_gpus == 22 and list(led.idle_nodes()) == [0, 1, 2, 3]
+
+
+def test_setting_the_same_set_again_changes_nothing_and_unknown_nodes_are_ignored(ledger) -> None:
+    led = ledger(LAYOUT, nodes=[0, 1])
+    assert led.set_out_of_service([1, 3]) is True  # n3 is not in this partition
+    assert led.set_out_of_service([1]) is False
+    assert led.out_of_service() == (1,)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["alloc", "release", "out"]), st.integers(0, 3), st.integers(1, 8)),
+        max_size=30,
+    )
+)
+def test_random_operations_agree_with_a_naive_recount(ledger, ops) -> None:
+    led = ledger(LAYOUT)
+    cap, free, out = [4, 8, 2, 8], [4, 8, 2, 8], set()
+    for op, node, gpus in ops:
+        if op == "alloc" and gpus <= free[node]:
+            led.allocate([(node, gpus)])
+            free[node] -= gpus
+        elif op == "release" and free[node] + gpus <= cap[node]:
+            led.release([(node, gpus)])
+            free[node] += gpus
+        elif op == "out":
+            out ^= {node}
+            led.set_out_of_service(out)
+        seen = [0 if n in out else free[n] for n in range(4)]
+        assert [led.free_of(n) for n in range(4)] == seen
+        assert led.free_gpus == sum(seen)
+        assert [led.leaf_free(0), led.leaf_free(1)] == [seen[0] + seen[1], seen[2] + seen[3]]
+        assert list(led.avail_nodes()) == [n for n in range(4) if seen[n]]
+        assert list(led.idle_nodes()) == [n for n in range(4) if n not in out and free[n] == cap[n]]
+        assert list(led.fullest_first()) == sorted((n for n in range(4) if seen[n]), key=lambda n: (-seen[n], n))
+
+
+@pytest.mark.parametrize("placement", ["first-fit", "consolidate", "topology-aware", "random"])
+def test_the_scheduler_places_nothing_on_nodes_out_of_service(cluster, placement) -> None:
+    sched = Scheduler(cluster({"l0": [8, 8], "l1": [8]}, PolicySpec(placement=placement)))
+    sched.set_out_of_service(["n0", "n2", "no-such-node"])
+    for i in range(3):
+        sched.submit(JobSpec(f"j{i}", 0, 10, 4, "x"), 0)
+    starts = sched.run_cycle(0).starts
+    assert sorted(s.job_id for s in starts) == ["j0", "j1"]  # only n1's 8 GPUs are usable
+    assert {node for s in starts for node, _ in s.slots} == {1}
+    sched.set_out_of_service([])  # back in service: the waiting job starts in the next cycle
+    (third,) = sched.run_cycle(1).starts
+    assert third.job_id == "j2" and third.slots[0][0] in (0, 2)
+
+
+def test_a_running_job_on_a_node_going_out_completes_normally(cluster) -> None:
+    sched = Scheduler(cluster({"l0": [8]}))
+    sched.submit(JobSpec("a", 0, 10, 8, "x"), 0)
+    sched.run_cycle(0)
+    sched.set_out_of_service(["n0"])
+    sched.complete("a", 10)
+    sched.submit(JobSpec("b", 10, 10, 1, "x"), 10)
+    assert sched.run_cycle(10).starts == ()
+    sched.set_out_of_service([])
+    assert [s.job_id for s in sched.run_cycle(11).starts] == ["b"]

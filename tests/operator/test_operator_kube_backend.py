@@ -1,0 +1,461 @@
+"""The Kubernetes backend end to end: GPUJobs and plain Pods bound to KWOK GPU nodes of a REAL API server.
+
+What runs: the control plane of `tests/k8s/conftest.py` (kube-apiserver, etcd, KCM, KWOK with the
+`gputwin-pod-complete` stage), eight KWOK nodes `kb-0..7` with 8 `nvidia.com/gpu` each made by
+`scripts/k8s/fake-nodes.sh` (label `gputwin.io/switch`: kb-0..3 leaf0, kb-4..7 leaf1), the CRDs,
+the install manifests, and the operator as a subprocess with `GPUTWIN_BACKEND=kubernetes` and the
+token of its own ServiceAccount (so its RBAC is enough for pods, bindings and nodes).
+
+The declared cluster gives placement a real choice: kb-1..3 and kb-5 are declared with 4 GPUs, so
+a 16-GPU job fits two whole 8-GPU nodes only across both leaves (what consolidate picks) or on one
+leaf over three nodes (what topology-aware picks). Partition `train` is kb-0..5, `infer` kb-6..7.
+
+KWOK ends a pod `gputwin.io/run-duration` after it runs: GPUJobs here simulate 1–6 s. Everything
+waits by polling with a deadline; each test deletes what it made (its namespace, its policy edits).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from test_operator_e2e import (  # the same helpers and module fixtures as the sim end-to-end tests
+    KOPF_RUN,
+    Api,
+    Operator,
+    api,
+    crds,
+    dump,
+    free_port,
+    gpujob,
+    installed,
+    namespace,
+    sa_kubeconfig,
+    wait_for,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+NODES = [f"kb-{i}" for i in range(8)]
+TRAIN, INFER = NODES[:6], NODES[6:]
+GPUS_PER_NODE = 8
+TOLERATED = "nvidia.com/gpu,kwok.x-k8s.io/node"  # KWOK nodes carry kwok.x-k8s.io/node:NoSchedule
+Obj = dict[str, Any]
+
+__all__ = ["api", "crds", "installed", "namespace", "sa_kubeconfig"]  # fixtures, imported to be used
+
+CLUSTER = f"""
+apiVersion: gputwin.io/v1alpha1
+kind: SwitchTopology
+metadata: {{name: kb}}
+spec:
+  switches: [{{name: spine}}, {{name: leaf0, parent: spine}}, {{name: leaf1, parent: spine}}]
+  nodeGroups:
+    - {{switch: leaf0, nodes: "kb-0", gpusPerNode: 8}}
+    - {{switch: leaf0, nodes: "kb-[1-3]", gpusPerNode: 4}}
+    - {{switch: leaf1, nodes: "kb-4", gpusPerNode: 8}}
+    - {{switch: leaf1, nodes: "kb-5", gpusPerNode: 4}}
+    - {{switch: leaf1, nodes: "kb-[6-7]", gpusPerNode: 8}}
+  commOverhead: {{perTier: 0.1, crossNode: 0.05}}
+---
+apiVersion: gputwin.io/v1alpha1
+kind: GPUPartition
+metadata: {{name: train}}
+spec: {{topology: kb, taskTypes: [train], nodes: "kb-[0-5]", policy: kb-train}}
+---
+apiVersion: gputwin.io/v1alpha1
+kind: GPUPartition
+metadata: {{name: infer}}
+spec: {{topology: kb, taskTypes: [infer], nodes: "kb-[6-7]", policy: kb-infer}}
+---
+{{policies}}
+"""
+POLICY = {"queue": {"policy": "fifo"}, "placement": {"policy": "consolidate"}}
+
+
+def policy(name: str, spec: Obj) -> Obj:
+    return {"apiVersion": "gputwin.io/v1alpha1", "kind": "SchedulingPolicy", "metadata": {"name": name},
+            "spec": spec}  # fmt: skip
+
+
+# --- fixtures ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kwok_nodes(kube: Path, kubectl: Any) -> Iterator[list[str]]:
+    env = {**os.environ, "KUBECONFIG": str(kube)}
+    subprocess.run(["bash", str(ROOT / "scripts/k8s/fake-nodes.sh"), "8", str(GPUS_PER_NODE), "--prefix", "kb",
+                    "--nodes-per-leaf", "4"], env=env, check=True, capture_output=True, timeout=120)  # fmt: skip
+    yield NODES
+    kubectl.run("delete", "node", *NODES, "--ignore-not-found", "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def cluster(crds: None, kubectl: Any, kwok_nodes: list[str]) -> Iterator[None]:
+    policies = dump(policy("kb-train", POLICY), policy("kb-infer", POLICY))
+    text = CLUSTER.replace("{policies}", policies)
+    kubectl.run("apply", "-f", "-", input=text)
+    yield
+    kubectl.run("delete", "-f", "-", "--ignore-not-found", "--wait=false", input=text, check=False)
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: None, sa_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    work = tmp_path_factory.mktemp("kube-operator")
+    env = {**os.environ, "KUBECONFIG": str(sa_kubeconfig), "GPUTWIN_BACKEND": "kubernetes",
+           "GPUTWIN_NAMESPACE": "", "GPUTWIN_TOLERATED_TAINTS": TOLERATED}  # fmt: skip
+    running = Operator(env, work, work, free_port())
+    running.env["GPUTWIN_HEALTH_PORT"] = str(running.port)
+    running.start()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def set_policy(kubectl: Any, api: Api) -> Iterator[Any]:
+    """Change a partition's policy for one test (waiting until the operator runs it); restored after."""
+    changed: list[str] = []
+
+    def change(name: str, spec: Obj) -> None:
+        changed.append(name)
+        kubectl.run("apply", "-f", "-", input=dump(policy(name, spec)))
+        generation = api.get("schedulingpolicies", name)["metadata"]["generation"]
+        wait_for(f"policy {name} generation {generation} deployed", lambda: api.status("schedulingpolicies", name)
+                 .get("observedGeneration") == generation, 20)  # fmt: skip
+
+    yield change
+    for name in changed:
+        kubectl.run("apply", "-f", "-", input=dump(policy(name, POLICY)))
+
+
+# --- helpers ----------------------------------------------------------------------------------------
+
+
+def pods_of(api: Api, namespace: str, job: str | None = None) -> list[Obj]:
+    selector = f"gputwin.io/job={job}" if job else ""
+    got = api.core.list_namespaced_pod(namespace, label_selector=selector)
+    return [api.core.api_client.sanitize_for_serialization(p) for p in got.items]
+
+
+def gpus(pod: Obj) -> int:
+    limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
+    requests = pod["spec"]["containers"][0].get("resources", {}).get("requests", {})
+    assert limits.get("nvidia.com/gpu") == requests.get("nvidia.com/gpu"), pod["spec"]["containers"][0]
+    return int(limits.get("nvidia.com/gpu", 0))
+
+
+def holding(pod: Obj) -> bool:
+    """Bound and still holding its GPUs (not ended, not being deleted)."""
+    return bool(pod["spec"].get("nodeName")) and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed") \
+        and not pod["metadata"].get("deletionTimestamp")  # fmt: skip
+
+
+def node_load(api: Api) -> Counter[str]:
+    """GPUs per node of every bound, running pod in the cluster (what a kubelet would admit)."""
+    used: Counter[str] = Counter()
+    for pod in api.core.list_pod_for_all_namespaces().items:
+        raw = api.core.api_client.sanitize_for_serialization(pod)
+        if holding(raw) and raw["spec"]["nodeName"] in NODES:
+            used[raw["spec"]["nodeName"]] += gpus(raw)
+    return used
+
+
+def assert_not_overallocated(api: Api) -> Counter[str]:
+    load = node_load(api)
+    assert all(g <= GPUS_PER_NODE for g in load.values()), f"over-allocated: {load}"
+    return load
+
+
+def passes(operator: Operator) -> int:
+    """Reconcile passes the operator has completed (its /readyz detail)."""
+    with urllib.request.urlopen(operator.url("/readyz"), timeout=2) as answer:
+        return int(json.loads(answer.read())["passes"])
+
+
+def poke_and_wait_for_a_pass(operator: Operator, kubectl: Any, node: str) -> None:
+    """Wait until a pass that started after now has completed: touch a node (the node watch pokes
+    the loop), see one more pass, touch it again, see another. The second pass starts after the
+    first one ended, and that one ended after the first touch or was followed by a pass for it."""
+    before = passes(operator)
+    for more in (1, 2):
+        kubectl.run("label", "node", node, f"e2e-poke={os.urandom(2).hex()}", "--overwrite")
+        wait_for("a reconcile pass after the poke", lambda: passes(operator) >= before + more, 10)
+
+
+def phase_of(api: Api, namespace: str, name: str) -> str:
+    return str(api.phases(namespace).get(name, ""))
+
+
+def events_of(api: Api, namespace: str, name: str, kind: str = "GPUJob") -> list[str]:
+    return [reason for who, reason in api.events(namespace, kind) if who == name]
+
+
+# --- placement --------------------------------------------------------------------------------------
+
+
+def test_jobs_are_routed_by_task_type_and_run_as_pods_bound_in_their_partition(
+    operator: Operator, api: Api, kubectl: Any, namespace: str
+) -> None:
+    kubectl.run("apply", "-f", "-", input=dump(gpujob("t", namespace, "train", 8, 2), gpujob("i", namespace, "infer", 4, 2)))
+    wait_for("both jobs Running", lambda: api.phases(namespace) == {"t": "Running", "i": "Running"}, 20,
+             on_timeout=operator.tail)  # fmt: skip
+    for job, partition, nodes, want in (("t", "train", TRAIN, 8), ("i", "infer", INFER, 4)):
+        (pod,) = pods_of(api, namespace, job)
+        meta, spec = pod["metadata"], pod["spec"]
+        assert meta["name"] == f"{job}-0-0" and spec["schedulerName"] == "gputwin"
+        assert spec["nodeName"] in nodes and gpus(pod) == want
+        assert meta["labels"]["gputwin.io/partition"] == partition
+        assert meta["annotations"]["gputwin.io/run-duration"] == "2.000s"
+        assert meta["annotations"]["gputwin.io/comm-overhead"] == "0"
+        assert meta["ownerReferences"][0]["name"] == job  # deleting the GPUJob collects its pods
+        status = api.status("gpujobs", job, namespace)
+        assert status["nodes"] == spec["nodeName"] and status["partition"] == partition
+    # consolidate: the 8-GPU job fills a whole 8-GPU node of train (kb-0 or kb-4), best fit
+    assert pods_of(api, namespace, "t")[0]["spec"]["nodeName"] in ("kb-0", "kb-4")
+    wait_for("both jobs to succeed when KWOK ends their pods",
+             lambda: api.phases(namespace) == {"t": "Succeeded", "i": "Succeeded"}, 20, on_timeout=operator.tail)  # fmt: skip
+    assert all(p["status"]["phase"] == "Succeeded" for p in pods_of(api, namespace))
+
+
+def test_a_multi_node_job_is_bound_all_or_nothing(
+    operator: Operator, api: Api, kubectl: Any, namespace: str
+) -> None:
+    """A 16-GPU job needs two pods; while its second pod cannot be placed (a pod of that name is
+    bound elsewhere), the first is deleted again: the job stays Queued with none bound."""
+    blocker = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "g-0-1", "namespace": namespace},
+               "spec": {"nodeName": "kb-7", "containers": [{"name": "c", "image": "pause"}],
+                        "tolerations": [{"operator": "Exists"}]}}  # fmt: skip
+    kubectl.run("apply", "-f", "-", input=dump(blocker))
+    kubectl.run("apply", "-f", "-", input=dump(gpujob("g", namespace, "train", 16, 2)))
+    # Backoff doubles (1, 2, 4 s): right after the third failure is announced nothing is retried for 4 s.
+    wait_for("three failed gang starts", lambda: events_of(api, namespace, "g").count("FailedStart") >= 3, 30,
+             on_timeout=operator.tail)  # fmt: skip
+    assert [p for p in pods_of(api, namespace, "g") if p["spec"].get("nodeName")] == []
+    assert phase_of(api, namespace, "g") == "Queued"
+    kubectl.run("delete", "pod", "g-0-1", "-n", namespace, "--grace-period=0", "--force")
+    wait_for("the gang to run", lambda: phase_of(api, namespace, "g") == "Running", 40, on_timeout=operator.tail)
+    pods = pods_of(api, namespace, "g")
+    assert sorted(p["metadata"]["name"] for p in pods) == ["g-0-0", "g-0-1"]
+    assert all(p["spec"].get("nodeName") for p in pods) and sum(gpus(p) for p in pods) == 16
+    # consolidate: the fewest nodes (two whole 8-GPU ones) even though that spans both leaves
+    assert sorted(p["spec"]["nodeName"] for p in pods) == ["kb-0", "kb-4"]
+    assert {p["metadata"]["annotations"]["gputwin.io/switches"] for p in pods} == {"leaf0,leaf1"}
+    assert pods[0]["metadata"]["annotations"]["gputwin.io/comm-overhead"] == "0.15"  # 5% cross-node + 10% tier
+
+
+def test_topology_aware_keeps_the_job_under_one_leaf(
+    operator: Operator, api: Api, kubectl: Any, namespace: str, set_policy: Any
+) -> None:
+    set_policy("kb-train", {"queue": {"policy": "fifo"}, "placement": {"policy": "topology-aware", "maxWaitSeconds": 60}})
+    kubectl.run("apply", "-f", "-", input=dump(gpujob("ta", namespace, "train", 16, 1)))
+    wait_for("the job to run", lambda: phase_of(api, namespace, "ta") == "Running", 20, on_timeout=operator.tail)
+    pods = pods_of(api, namespace, "ta")
+    nodes = sorted(p["spec"]["nodeName"] for p in pods)
+    assert set(nodes) <= {"kb-0", "kb-1", "kb-2", "kb-3"} and sum(gpus(p) for p in pods) == 16, nodes
+    assert {p["metadata"]["annotations"]["gputwin.io/switches"] for p in pods} == {"leaf0"}
+    assert api.status("gpujobs", "ta", namespace)["switches"] == 1
+
+
+# --- preemption -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("queue", ["srtf", "las"])
+def test_a_preemptive_policy_deletes_the_victims_pods_and_runs_it_again_later(
+    operator: Operator, api: Api, kubectl: Any, namespace: str, set_policy: Any, queue: str
+) -> None:
+    spec: Obj = {"queue": {"policy": queue}, "placement": {"policy": "consolidate"}, "preemption": {"checkpointSeconds": 1}}
+    if queue == "las":
+        spec["params"] = {"las_thresholds": "8"}  # half a second on 16 GPUs: below any new job
+    set_policy("kb-infer", spec)
+    kubectl.run("apply", "-f", "-", input=dump(gpujob("long", namespace, "infer", 16, 6)))
+    wait_for("the long job to run", lambda: phase_of(api, namespace, "long") == "Running", 20, on_timeout=operator.tail)
+    assert sorted(p["metadata"]["name"] for p in pods_of(api, namespace, "long")) == ["long-0-0", "long-0-1"]
+    kubectl.run("apply", "-f", "-", input=dump(gpujob("short", namespace, "infer", 8, 1)))
+
+    def preempted() -> Obj | None:
+        status = api.status("gpujobs", "long", namespace)
+        return status if status.get("preemptions") else None
+
+    status = wait_for("the long job to be preempted", preempted, 20, on_timeout=operator.tail)
+    scheduled = next(c for c in status["conditions"] if c["type"] == "Scheduled")
+    assert scheduled["reason"] == "Preempted" and "checkpoint and restore cost 1 s" in scheduled["message"]
+    wait_for("the victim's pods to be deleted",
+             lambda: not [p for p in pods_of(api, namespace, "long") if p["metadata"]["name"].startswith("long-0-")], 10)  # fmt: skip
+    wait_for("both jobs to succeed", lambda: api.phases(namespace) == {"long": "Succeeded", "short": "Succeeded"},
+             40, on_timeout=operator.tail)  # fmt: skip
+    assert sorted(p["metadata"]["name"] for p in pods_of(api, namespace, "long")) == ["long-1-0", "long-1-1"]
+    assert "Preempted" in events_of(api, namespace, "long")
+
+
+# --- runs that end badly ----------------------------------------------------------------------------
+
+
+def test_a_failed_pod_fails_the_job_and_frees_its_gpus(
+    operator: Operator, api: Api, kubectl: Any, namespace: str
+) -> None:
+    kubectl.run("apply", "-f", "-", input=dump(gpujob("f", namespace, "infer", 16, 60), gpujob("next", namespace, "infer", 8, 1)))
+    wait_for("the first job to run", lambda: phase_of(api, namespace, "f") == "Running", 20, on_timeout=operator.tail)
+    failed = {"status": {"phase": "Failed", "reason": "Error", "message": "exit code 3"}}
+    kubectl.run("patch", "pod", "f-0-0", "-n", namespace, "--subresource=status", "--type=merge", "-p", json.dumps(failed))
+    wait_for("the job to fail", lambda: phase_of(api, namespace, "f") == "Failed", 20, on_timeout=operator.tail)
+    complete = next(c for c in api.status("gpujobs", "f", namespace)["conditions"] if c["type"] == "Complete")
+    assert complete["status"] == "False" and complete["reason"] == "PodFailed", complete
+    assert "pod f-0-0 failed: exit code 3" in complete["message"]
+    assert "Failed" in events_of(api, namespace, "f")
+    wait_for("the gang's other pod to be deleted", lambda: [p["metadata"]["name"] for p in pods_of(api, namespace, "f")] == ["f-0-0"], 10)
+    wait_for("the freed GPUs to run the next job", lambda: phase_of(api, namespace, "next") == "Succeeded", 20)
+
+
+def test_a_pod_deleted_by_someone_else_queues_its_job_again(
+    operator: Operator, api: Api, kubectl: Any, namespace: str
+) -> None:
+    kubectl.run("apply", "-f", "-", input=dump(gpujob("d", namespace, "infer", 8, 3)))
+    wait_for("the job to run", lambda: phase_of(api, namespace, "d") == "Running", 20, on_timeout=operator.tail)
+    kubectl.run("delete", "pod", "d-0-0", "-n", namespace, "--grace-period=0", "--force")
+    wait_for("the job to be told", lambda: "PodsLost" in events_of(api, namespace, "d"), 20, on_timeout=operator.tail)
+    wait_for("the job to run again and succeed", lambda: phase_of(api, namespace, "d") == "Succeeded", 30, on_timeout=operator.tail)
+    (pod,) = pods_of(api, namespace, "d")
+    assert pod["metadata"]["name"] == "d-0-0" and pod["status"]["phase"] == "Succeeded"  # a new pod, same name
+
+
+def test_an_invalid_pod_template_fails_the_job_with_the_api_servers_reason(
+    operator: Operator, api: Api, kubectl: Any, namespace: str
+) -> None:
+    job = gpujob("bad", namespace, "infer", 1, 1)
+    job["spec"]["podTemplate"] = {"spec": {"containers": [{"name": "no image"}]}}
+    kubectl.run("apply", "-f", "-", input=dump(job))
+    wait_for("the job to fail", lambda: phase_of(api, namespace, "bad") == "Failed", 20, on_timeout=operator.tail)
+    complete = next(c for c in api.status("gpujobs", "bad", namespace)["conditions"] if c["type"] == "Complete")
+    assert complete["reason"] == "FailedStart" and "its pod is invalid" in complete["message"], complete
+    assert pods_of(api, namespace, "bad") == []
+
+
+# --- nodes out of service ---------------------------------------------------------------------------
+
+
+def test_cordoned_and_tainted_nodes_get_no_new_pods(
+    operator: Operator, api: Api, kubectl: Any, namespace: str
+) -> None:
+    kubectl.run("cordon", "kb-6")
+    kubectl.run("taint", "node", "kb-7", "e2e/broken=yes:NoSchedule")
+    try:
+        kubectl.run("apply", "-f", "-", input=dump(gpujob("x", namespace, "infer", 8, 1)))
+        wait_for("the job to be Queued", lambda: phase_of(api, namespace, "x") == "Queued", 20, on_timeout=operator.tail)
+        # Not placed while both nodes are out: check over a few passes (node changes poke the loop).
+        for _ in range(2):
+            poke_and_wait_for_a_pass(operator, kubectl, "kb-6")
+            assert pods_of(api, namespace, "x") == [] and phase_of(api, namespace, "x") == "Queued"
+        kubectl.run("uncordon", "kb-6")
+        wait_for("the job to run on the uncordoned node", lambda: phase_of(api, namespace, "x") == "Running", 20)
+        assert pods_of(api, namespace, "x")[0]["spec"]["nodeName"] == "kb-6"
+    finally:
+        kubectl.run("uncordon", "kb-6", check=False)
+        kubectl.run("taint", "node", "kb-7", "e2e/broken=yes:NoSchedule-", check=False)
+        kubectl.run("label", "node", "kb-6", "e2e-poke-", check=False)
+
+
+def test_a_notready_node_gets_no_new_pods(operator: Operator, api: Api, kubectl: Any, namespace: str) -> None:
+    """A node KWOK no longer manages (no heartbeat) is made NotReady; KWOK makes it Ready again."""
+    kubectl.run("annotate", "node", "kb-7", "kwok.x-k8s.io/node-")
+    ready = {"type": "Ready", "status": "False", "reason": "E2E", "message": "made NotReady by a test"}
+    kubectl.run("patch", "node", "kb-7", "--subresource=status", "--type=strategic", "-p",
+                json.dumps({"status": {"conditions": [ready]}}))  # fmt: skip
+    kubectl.run("cordon", "kb-6")  # so the only candidate left is the NotReady one
+    try:
+        kubectl.run("apply", "-f", "-", input=dump(gpujob("nr", namespace, "infer", 8, 1)))
+        wait_for("the job to be Queued", lambda: phase_of(api, namespace, "nr") == "Queued", 20, on_timeout=operator.tail)
+        poke_and_wait_for_a_pass(operator, kubectl, "kb-7")
+        assert pods_of(api, namespace, "nr") == [] and phase_of(api, namespace, "nr") == "Queued"
+        kubectl.run("uncordon", "kb-6")
+        wait_for("the job to run elsewhere", lambda: phase_of(api, namespace, "nr") == "Running", 20)
+        assert pods_of(api, namespace, "nr")[0]["spec"]["nodeName"] == "kb-6"
+    finally:
+        kubectl.run("annotate", "node", "kb-7", "kwok.x-k8s.io/node=fake", "--overwrite", check=False)
+        kubectl.run("uncordon", "kb-6", check=False)
+        kubectl.run("label", "node", "kb-7", "e2e-poke-", check=False)
+
+        def usable() -> bool:  # Ready again, and KCM's not-ready taints gone, for the next tests
+            node = kubectl.json("get", "node", "kb-7")
+            conditions = {c["type"]: c["status"] for c in node["status"]["conditions"]}
+            taints = [t["key"] for t in node["spec"].get("taints", []) if t["key"] != "kwok.x-k8s.io/node"]
+            return conditions.get("Ready") == "True" and not taints
+
+        wait_for("kb-7 Ready again", usable, 60)
+
+
+# --- restarts ---------------------------------------------------------------------------------------
+
+
+def test_restart_mid_run_loses_nothing_and_binds_nothing_twice(
+    operator: Operator, api: Api, kubectl: Any, namespace: str
+) -> None:
+    jobs = [gpujob(f"tr-{i}", namespace, "train", 8, 3) for i in range(6)]
+    jobs += [gpujob(f"in-{i}", namespace, "infer", 8, 3) for i in range(4)]
+    names = {j["metadata"]["name"] for j in jobs}
+    kubectl.run("apply", "-f", "-", input=dump(*jobs))
+
+    def check() -> None:
+        assert_not_overallocated(api)
+        live = Counter(p["metadata"]["labels"]["gputwin.io/job"] for p in pods_of(api, namespace) if holding(p))
+        assert all(n == 1 for n in live.values()), f"a job holds two sets of pods: {live}"
+
+    def mid_run() -> bool:
+        check()
+        phases = Counter(api.phases(namespace).values())
+        return bool(phases["Running"] and phases["Queued"])
+
+    wait_for("some jobs Running and some Queued", mid_run, 20, interval=0.1, on_timeout=operator.tail)
+    assert operator.stop(signal.SIGKILL) == -signal.SIGKILL
+    operator.start(KOPF_RUN)
+
+    def all_done() -> bool:
+        check()
+        return set(api.phases(namespace).values()) == {"Succeeded"} and len(api.phases(namespace)) == len(names)
+
+    wait_for("every job to succeed after the restart", all_done, 90, interval=0.1, on_timeout=operator.tail)
+    for name in names:  # one run each: one pod of attempt 0, which succeeded
+        (pod,) = pods_of(api, namespace, name)
+        assert pod["metadata"]["name"] == f"{name}-0-0" and pod["status"]["phase"] == "Succeeded", pod["metadata"]
+
+
+# --- plain Pods -------------------------------------------------------------------------------------
+
+
+def plain_pod(name: str, namespace: str, gpus: int, task_type: str = "infer", seconds: float = 2) -> Obj:
+    resources = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"gputwin.io/task-type": task_type},
+                         "annotations": {"gputwin.io/run-duration": f"{seconds}s"}},
+            "spec": {"schedulerName": "gputwin", "restartPolicy": "Never",
+                     "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}],
+                     "containers": [{"name": "c", "image": "pause", "resources": resources}]}}  # fmt: skip
+
+
+def test_plain_pods_with_our_scheduler_name_are_queued_and_bound(
+    operator: Operator, api: Api, kubectl: Any, namespace: str
+) -> None:
+    """Six 4-GPU pods on the 16 GPUs of `infer`: four bound at once, two when GPUs free; a pod
+    larger than any node is refused with a Warning; nothing is ever over-allocated."""
+    pods = [plain_pod(f"p{i}", namespace, 4) for i in range(6)] + [plain_pod("huge", namespace, 16)]
+    kubectl.run("apply", "-f", "-", input=dump(*pods))
+
+    def done() -> bool:
+        assert_not_overallocated(api)
+        got = {p["metadata"]["name"]: p for p in pods_of(api, namespace)}
+        return all(got[f"p{i}"]["status"].get("phase") == "Succeeded" for i in range(6))
+
+    wait_for("every pod to be bound and to succeed", done, 40, interval=0.1, on_timeout=operator.tail)
+    got = {p["metadata"]["name"]: p for p in pods_of(api, namespace)}
+    assert {got[f"p{i}"]["spec"]["nodeName"] for i in range(6)} == set(INFER)
+    assert not got["huge"]["spec"].get("nodeName")
+    scheduled = Counter(who for who, reason in api.events(namespace, "Pod") if reason == "Scheduled")
+    assert all(scheduled[f"p{i}"] == 1 for i in range(6)), scheduled
+    assert ("huge", "FailedScheduling") in api.events(namespace, "Pod")
