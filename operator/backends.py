@@ -11,10 +11,12 @@ Every method takes the time it is asked about: a backend reads no clock of its o
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from gputwin.api.status import Backend as BackendName
 from gputwin.core.decision import Start
+from gputwin.core.model import ClusterSpec, JobSpec
 
 
 class Backend(Protocol):
@@ -44,6 +46,74 @@ class Backend(Protocol):
     def next_event(self) -> float | None:
         """When the next run will end, if the backend knows (None: no run, or not knowable)."""
         ...
+
+
+class StartRefused(Exception):
+    """Raised by `Backend.start`: the start can never succeed as asked (say, an invalid pod template).
+
+    The job fails instead of being retried."""
+
+
+class BackingOff(Exception):
+    """Raised by `Backend.start`: the job's last start failed moments ago and its backoff has not
+    ended; the GPUs go back, the job stays queued, and no event repeats the earlier one."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A run that ended without succeeding: `retry` re-queues the job, else it failed."""
+
+    job_id: str
+    reason: str
+    message: str
+    retry: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodJobs:
+    """Plain Pods seen this pass: new ones to queue, bound ones to account, queued ones gone."""
+
+    new: tuple[JobSpec, ...] = ()
+    running: tuple[tuple[JobSpec, tuple[tuple[str, int], ...], float], ...] = ()
+    gone: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class LiveBackend(Backend, Protocol):
+    """A backend on a real cluster (Kubernetes): what it adds to `Backend`, used by `JobControl`."""
+
+    def observe(self, cluster: ClusterSpec, now: float) -> dict[str, str]:
+        """Declared nodes that must take no new work now (NotReady, cordoned, ...) -> why."""
+        ...
+
+    def failures(self, now: float) -> list[Failure]:
+        """Runs that failed or were lost since the last call, each reported once."""
+        ...
+
+    def pod_jobs(self, now: float) -> PodJobs:
+        """Plain Pods (no GPUJob) asking for this scheduler; ids start with `POD_PREFIX`."""
+        ...
+
+    def start_batch(
+        self, starts: Sequence[tuple[Start, Sequence[str]]], now: float
+    ) -> list[tuple[str, str | None]]:
+        """Start plain-Pod jobs together (no statuses); (job id, error or None) for each."""
+        ...
+
+    def pod_event(self, job_id: str, reason: str, message: str, type: str = "Normal") -> None:
+        """An event about a plain-Pod job, posted on its pod (a GPUJob's go on the GPUJob)."""
+        ...
+
+    def preempted(self, job_id: str, partition: str) -> None:
+        """The job was just preempted (after `stop`): count it."""
+        ...
+
+
+POD_PREFIX = "pod:"  # job ids of plain Pods a live backend schedules (GPUJob ids are namespace/name)
+
+
+def is_pod_job(job_id: str) -> bool:
+    return job_id.startswith(POD_PREFIX)
 
 
 class SimBackend:
@@ -77,4 +147,14 @@ class SimBackend:
         return dict(self._ends)
 
 
-__all__ = ["Backend", "SimBackend"]
+__all__ = [
+    "POD_PREFIX",
+    "Backend",
+    "BackingOff",
+    "Failure",
+    "LiveBackend",
+    "PodJobs",
+    "SimBackend",
+    "StartRefused",
+    "is_pod_job",
+]

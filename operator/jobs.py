@@ -13,13 +13,12 @@ What survives a restart is what the GPUJob objects say: a Running job's `status.
 re-announced to the backend (`Backend.adopt`), so nothing runs twice; Queued and Pending jobs
 are submitted again in their original order, `(submitTime, creationTimestamp, namespace/name)`.
 
-Live backends (Kubernetes) offer optional hooks, looked up with `getattr` so the `Backend`
-protocol stays small: `observe(cluster, now)` names nodes to take out of service
-(`Scheduler.set_out_of_service`); `failures(now)` reports runs that failed (the GPUJob goes
-Failed) or were lost (queued again); `pod_jobs`/`start_batch`/`pod_event` schedule plain Pods,
-whose job ids start with `pod:` and which have no GPUJob status (nothing is read or written for
-them); `preempted` counts a preemption. A start that raises an exception marked `permanent`
-fails the job instead of retrying it.
+A backend on a real cluster (`LiveBackend`, the Kubernetes one) tells more: `observe(cluster,
+now)` names nodes to take out of service (`Scheduler.set_out_of_service`); `failures(now)` reports
+runs that failed (the GPUJob goes Failed) or were lost (queued again); `pod_jobs`/`start_batch`/
+`pod_event` schedule plain Pods, whose job ids start with `pod:` and which have no GPUJob status
+(nothing is read or written for them); `preempted` counts a preemption. A start that raises
+`StartRefused` fails the job instead of retrying it; `BackingOff` retries it later, silently.
 """
 
 from __future__ import annotations
@@ -39,12 +38,11 @@ from gputwin.core.ledger import OverAllocation
 from gputwin.core.model import JobSpec
 from gputwin.core.scheduler import Scheduler
 from gputwin.core.state import JobState, Phase
-from gputwin.operator.backends import Backend
+from gputwin.operator.backends import Backend, BackingOff, LiveBackend, StartRefused, is_pod_job
 from gputwin.operator.statuses import StatusBook, condition, epoch, rfc3339, round_seconds, updated
 from gputwin.operator.store import Obj, Store, is_deleted, name_of, namespace_of
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Rejected"})
-POD_PREFIX = "pod:"  # job ids of plain Pods a live backend schedules (GPUJob ids are namespace/name)
 SCHEDULED, COMPLETE = "Scheduled", "Complete"
 
 
@@ -56,10 +54,6 @@ class Seen:
     obj: Obj
     model: GPUJob | None
     errors: str = ""
-
-
-def is_pod_job(job_id: str) -> bool:
-    return job_id.startswith(POD_PREFIX)
 
 
 def job_id_of(obj: Obj) -> str:
@@ -78,6 +72,7 @@ class JobControl:
 
     def __init__(self, store: Store, backend: Backend) -> None:
         self.store, self.backend = store, backend
+        self.hooks = backend if isinstance(backend, LiveBackend) else None  # a real cluster's extras
         self.scheduler: Scheduler | None = None
         self.live: dict[str, JobSpec] = {}  # queued or running, in submit order
         self.wakes: dict[str, float] = {}  # partition -> when its cycle must run again
@@ -239,8 +234,7 @@ class JobControl:
                 self._succeeded(job_id, end, now)
             elif job_id in seen and self._phase(job_id) == "Running":
                 self._succeeded(job_id, self._ended(job_id, now), now)  # the backend is the truth
-        failures = getattr(self.backend, "failures", None)  # live backends: failed or lost runs
-        for failure in failures(now) if failures is not None else ():
+        for failure in self.hooks.failures(now) if self.hooks is not None else ():  # failed or lost runs
             state = self.scheduler.jobs.get(failure.job_id)
             if state is None or state.phase is not Phase.RUNNING:
                 continue
@@ -266,17 +260,15 @@ class JobControl:
     def _observe(self, now: float) -> None:
         """A live backend says which declared nodes take no new work now (NotReady, cordoned, ...)."""
         assert self.scheduler is not None
-        observe = getattr(self.backend, "observe", None)
-        if observe is not None:
-            self.scheduler.set_out_of_service(observe(self.scheduler.cluster, now))
+        if self.hooks is not None:
+            self.scheduler.set_out_of_service(self.hooks.observe(self.scheduler.cluster, now))
 
     def _admit_pods(self, now: float) -> None:
         """Plain Pods a live backend schedules (no GPUJob): bound ones accounted, new ones queued."""
         assert self.scheduler is not None
-        source = getattr(self.backend, "pod_jobs", None)
-        if source is None:
+        if self.hooks is None:
             return
-        found = source(now)
+        found = self.hooks.pod_jobs(now)
         for job_id in found.gone:
             self.live.pop(job_id, None)
             if job_id in self.scheduler.jobs:
@@ -287,7 +279,9 @@ class JobControl:
                 self.scheduler.adopt(spec, tuple((index[n], g) for n, g in slots), since)
                 self.live[spec.job_id] = spec
             except (KeyError, ValueError, OverAllocation) as exc:  # not on our nodes: not ours to count
-                self._event(spec.job_id, "NotAccounted", f"bound where gputwin cannot account it: {exc}", "Warning")
+                self._event(
+                    spec.job_id, "NotAccounted", f"bound where gputwin cannot account it: {exc}", "Warning"
+                )
         for spec in found.new:
             self.submit(spec, now)
 
@@ -353,24 +347,23 @@ class JobControl:
             self._event(resize.job_id, "Resized", message)
         for preempt in decision.preempts:
             self.backend.stop(preempt.job_id)
-            preempted = getattr(self.backend, "preempted", None)  # live backends count it (metrics)
-            if preempted is not None:
-                preempted(preempt.job_id, preempt.partition)
+            if self.hooks is not None:  # counted for /metrics
+                self.hooks.preempted(preempt.job_id, preempt.partition)
             cost = preempt.checkpoint_seconds
             message = f"preempted in partition {preempt.partition}; checkpoint and restore cost {cost:g} s"
             preemptions = self._status(preempt.job_id).preemptions + 1
             self._set(preempt.job_id, now, (SCHEDULED, "False", "Preempted", message),
                       phase="Queued", nodes=None, allocation=None, preemptions=preemptions)  # fmt: skip
             self._event(preempt.job_id, "Preempted", message, key=f"preempted-{preemptions}")
-        batch = getattr(self.backend, "start_batch", None)  # plain Pods: bound together, no statuses
-        pods = [s for s in decision.starts if is_pod_job(s.job_id)] if batch is not None else []
+        hooks = self.hooks  # plain Pods: bound together, no statuses
+        pods = [s for s in decision.starts if is_pod_job(s.job_id)] if hooks is not None else []
         for start in decision.starts:
             if not (pods and is_pod_job(start.job_id)):
                 self._start(start, now)
-        if pods and batch is not None:
+        if pods and hooks is not None:
             assert self.scheduler is not None
             names = [[self.scheduler.topology.node_names[i] for i, _ in s.slots] for s in pods]
-            for job_id, error in batch(list(zip(pods, names)), now):
+            for job_id, error in hooks.start_batch(list(zip(pods, names)), now):
                 if error is not None:
                     self.scheduler.abort_start(job_id, now)
                     self._event(job_id, "FailedStart", error, "Warning")
@@ -392,9 +385,9 @@ class JobControl:
         # The backend talks to the outside world: whatever fails there, the GPUs go back.
         except Exception as exc:  # noqa: BLE001
             self.scheduler.abort_start(job_id, now)
-            if getattr(exc, "permanent", False):  # retrying cannot help (an invalid pod template)
+            if isinstance(exc, StartRefused):  # retrying cannot help (an invalid pod template)
                 self._fail(job_id, "FailedStart", f"backend {self.backend.name}: {exc}", now)
-            elif not getattr(exc, "quiet", False):  # quiet: a retry held back, already reported
+            elif not isinstance(exc, BackingOff):  # a retry held back was reported when it failed
                 self._event(job_id, "FailedStart", f"backend {self.backend.name}: {exc}", "Warning")
             return
         gpus = sum(g for _, g in start.slots)
@@ -412,12 +405,13 @@ class JobControl:
                   overhead=round(start.overhead, 6), start_time=first, allocation=allocation)  # fmt: skip
         self._event(job_id, "Scheduled", message, key=f"scheduled-{self._status(job_id).preemptions}")
 
-    def _event(self, job_id: str, reason: str, message: str, type: str = "Normal", key: str | None = None) -> None:
+    def _event(
+        self, job_id: str, reason: str, message: str, type: str = "Normal", key: str | None = None
+    ) -> None:
         """Queue an event; `_flush` posts it before the statuses of the pass are written."""
         if is_pod_job(job_id):  # a plain Pod's job: the backend posts it on the pod, if at all
-            pod_event = getattr(self.backend, "pod_event", None)
-            if pod_event is not None:
-                pod_event(job_id, reason, message, type)
+            if self.hooks is not None:
+                self.hooks.pod_event(job_id, reason, message, type)
             return
         self._events.append((job_id, reason, message, type, key))
 

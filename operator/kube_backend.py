@@ -1,7 +1,7 @@
 """The Kubernetes backend: GPUJobs (and plain Pods with `schedulerName: gputwin`) run as pods bound to nodes.
 
-`KubernetesBackend` implements `gputwin.operator.backends.Backend`, plus the optional hooks
-`JobControl` looks for on live backends (`observe`, `failures`, `pod_jobs`, `start_batch`,
+`KubernetesBackend` implements `gputwin.operator.backends.LiveBackend`: the `Backend` protocol
+plus what `JobControl` uses on a real cluster (`observe`, `failures`, `pod_jobs`, `start_batch`,
 `pod_event`, `preempted`). The raw API calls are in `gputwin.adapters.kube.pods`.
 
 One reconcile pass, as JobControl drives it:
@@ -42,7 +42,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import ConfigException
@@ -65,8 +65,16 @@ from gputwin.api.status import Backend as BackendName
 from gputwin.api.status import epoch_seconds
 from gputwin.core.decision import Start
 from gputwin.core.model import ClusterSpec, JobSpec
+from gputwin.operator.backends import (
+    POD_PREFIX,
+    BackingOff,
+    Failure,
+    LiveBackend,
+    PodJobs,
+    StartRefused,
+    is_pod_job,
+)
 from gputwin.operator.config import ConfigError
-from gputwin.operator.jobs import POD_PREFIX, is_pod_job
 from gputwin.operator.metrics import record_binding_error, record_preemption, record_schedule_latency
 
 TASK_TYPE = "gputwin.io/task-type"
@@ -103,38 +111,7 @@ class OperatorMetricsHooks:
         record_schedule_latency(max(seconds, 0.0))
 
 
-class StartRefused(RuntimeError):
-    """A start that can never succeed as asked (the pod template is invalid): fail the job."""
-
-    permanent = True
-
-
-class BackingOff(RuntimeError):
-    """The job's last start failed moments ago: not retried before its backoff ends (no event)."""
-
-    quiet = True
-
-
 BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """A run that ended without succeeding: `retry` re-queues the job, else it failed."""
-
-    job_id: str
-    reason: str
-    message: str
-    retry: bool
-
-
-@dataclass(frozen=True, slots=True)
-class PodJobs:
-    """Plain Pods seen this pass: new ones to queue, bound ones to account, queued ones gone."""
-
-    new: tuple[JobSpec, ...] = ()
-    running: tuple[tuple[JobSpec, tuple[tuple[str, int], ...], float], ...] = ()
-    gone: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +195,9 @@ class KubernetesBackend:
         pods = self.api.pods(field_selector=ACTIVE, namespace=self.namespace)
         self._pods = {_key(p): p for p in pods}
         partition_of = {n: p.name for p in cluster.partitions for n in p.nodes}
-        expected = {n.name: Expected(n.switch, n.gpus, partition_of.get(n.name)) for n in cluster.topology.nodes}
+        expected = {
+            n.name: Expected(n.switch, n.gpus, partition_of.get(n.name)) for n in cluster.topology.nodes
+        }
         out = out_of_service(self.api.nodes(), expected, self.tolerated)
         if out != self._out:
             for node, why in sorted(out.items()):
@@ -276,7 +255,9 @@ class KubernetesBackend:
         newest = max((int(p["metadata"].get("labels", {}).get(ATTEMPT_LABEL, 0)) for p in mine), default=0)
         names = tuple(sorted(p["metadata"]["name"] for p in mine
                              if int(p["metadata"].get("labels", {}).get(ATTEMPT_LABEL, 0)) == newest))  # fmt: skip
-        nodes = sorted((p.get("spec") or {}).get("nodeName") or "" for p in mine if p["metadata"]["name"] in names)
+        nodes = sorted(
+            (p.get("spec") or {}).get("nodeName") or "" for p in mine if p["metadata"]["name"] in names
+        )
         if sorted(node_names) != nodes:
             names = ()  # not where the status says it runs: lost (its pods are orphans, deleted)
         self._runs[job_id] = Run(namespace, names, start.partition)
@@ -309,7 +290,11 @@ class KubernetesBackend:
             elif any(_phase(p) == "Failed" for p in live):
                 del self._runs[job_id]
                 failed = next(p for p in live if _phase(p) == "Failed")
-                why = (failed.get("status") or {}).get("message") or (failed.get("status") or {}).get("reason") or ""
+                why = (
+                    (failed.get("status") or {}).get("message")
+                    or (failed.get("status") or {}).get("reason")
+                    or ""
+                )
                 message = f"pod {failed['metadata']['name']} failed{': ' + why if why else ''}"
                 self._failures.append(Failure(job_id, "PodFailed", message, retry=False))
                 self.stop_pods(run, [p for p in live if _phase(p) not in DONE])
@@ -359,20 +344,24 @@ class KubernetesBackend:
                 if spec.gpus > self._largest_node():  # one pod, one node: it can never be placed
                     if job_id not in self._unplaceable:
                         self._unplaceable.add(job_id)
-                        self.pod_event(job_id, "Rejected", f"asks for {spec.gpus} GPUs; no node has that many", "Warning")
+                        self.pod_event(
+                            job_id, "Rejected", f"asks for {spec.gpus} GPUs; no node has that many", "Warning"
+                        )
                     continue
                 new.append(spec)
         gone = tuple(sorted(self._queued_pods - seen))
         self._queued_pods.difference_update(gone)
         return PodJobs(tuple(new), tuple(running), gone)
 
-    def start_batch(self, starts: Sequence[tuple[Start, Sequence[str]]], now: float) -> list[tuple[str, str | None]]:
+    def start_batch(
+        self, starts: Sequence[tuple[Start, Sequence[str]]], now: float
+    ) -> list[tuple[str, str | None]]:
         """Bind plain Pods (one node each) through the bind pool; (job id, error or None) each."""
         results: list[tuple[str, str | None]] = []
         binds: list[tuple[str, str, str]] = []
         by_pod: dict[tuple[str, str], Start] = {}
         for start, names in starts:
-            namespace, name = start.job_id[len(POD_PREFIX):].split("/", 1)
+            namespace, name = start.job_id[len(POD_PREFIX) :].split("/", 1)
             if len(names) != 1:
                 results.append((start.job_id, f"a pod cannot span {len(names)} nodes; waiting for one node"))
                 continue
@@ -395,9 +384,11 @@ class KubernetesBackend:
         """An event about a plain Pod's job: warnings only (Scheduled comes from the bind thread)."""
         if type != "Warning" or not self.pod_events:
             return
-        namespace, name = job_id[len(POD_PREFIX):].split("/", 1)
+        namespace, name = job_id[len(POD_PREFIX) :].split("/", 1)
         pod = self._pods.get((namespace, name)) or {"metadata": {"namespace": namespace, "name": name}}
-        self.api.event(pod, "FailedScheduling" if reason in ("Rejected", "FailedStart") else reason, message, type)
+        self.api.event(
+            pod, "FailedScheduling" if reason in ("Rejected", "FailedStart") else reason, message, type
+        )
 
     # --- helpers ----------------------------------------------------------------------------------
 
@@ -445,9 +436,13 @@ class KubernetesBackend:
         return self._binder.bind_all(binds, after)
 
     def _bound_event(self, api: PodApi, result: BindResult) -> None:
-        pod = self._pods.get((result.namespace, result.name)) or {"metadata": {"namespace": result.namespace, "name": result.name}}
+        pod = self._pods.get((result.namespace, result.name)) or {
+            "metadata": {"namespace": result.namespace, "name": result.name}
+        }
         if result.error is None:
-            api.event(pod, "Scheduled", f"Successfully assigned {result.namespace}/{result.name} to {result.node}")
+            api.event(
+                pod, "Scheduled", f"Successfully assigned {result.namespace}/{result.name} to {result.node}"
+            )
         else:
             api.event(pod, "FailedScheduling", f"binding to {result.node} failed: {result.error}", "Warning")
 
@@ -508,4 +503,7 @@ def _epoch(timestamp: object, default: float) -> float:
         return default
 
 
-__all__ = ["Failure", "KubernetesBackend", "Metrics", "OperatorMetricsHooks", "PodJobs", "StartRefused", "is_pod_job"]
+__all__ = ["KubernetesBackend", "Metrics", "OperatorMetricsHooks"]
+
+if TYPE_CHECKING:
+    _CHECK: type[LiveBackend] = KubernetesBackend  # mypy: every hook JobControl uses is here, typed alike

@@ -168,7 +168,9 @@ class PodApi:
                 return None
             raise
 
-    def pods(self, field_selector: str = "", label_selector: str = "", namespace: str | None = None) -> list[Obj]:
+    def pods(
+        self, field_selector: str = "", label_selector: str = "", namespace: str | None = None
+    ) -> list[Obj]:
         """Every pod (of `namespace`, else of all) matching the selectors, as plain dicts."""
         found: list[Obj] = []
         token: str | None = None
@@ -220,7 +222,9 @@ class PodApi:
             _drained(self._call(lambda: self.core.create_namespaced_event(
                 meta["namespace"], cast(Any, body), _preload_content=False, _request_timeout=TIMEOUT)))  # fmt: skip
         except (ApiException, OSError) as exc:
-            log.warning("could not post event %s on pod %s/%s: %s", reason, meta["namespace"], meta["name"], exc)
+            log.warning(
+                "could not post event %s on pod %s/%s: %s", reason, meta["namespace"], meta["name"], exc
+            )
 
 
 class BindPool:
@@ -253,7 +257,9 @@ class BindPool:
         binding thread once a bind is done (e.g. to post its event), with that thread's API."""
         return list(self._pool.map(lambda b: self._bind(b, after), list(binds)))
 
-    def _bind(self, bind: tuple[str, str, str], after: Callable[[PodApi, BindResult], None] | None) -> BindResult:
+    def _bind(
+        self, bind: tuple[str, str, str], after: Callable[[PodApi, BindResult], None] | None
+    ) -> BindResult:
         namespace, name, node = bind
         api = self._api()
         try:
@@ -364,7 +370,9 @@ def gpus_of(pod: Obj, resource: str = "nvidia.com/gpu") -> int:
     total = 0
     for container in (pod.get("spec") or {}).get("containers") or []:
         resources = container.get("resources") or {}
-        value = (resources.get("limits") or {}).get(resource) or (resources.get("requests") or {}).get(resource)
+        value = (resources.get("limits") or {}).get(resource) or (resources.get("requests") or {}).get(
+            resource
+        )
         if value is not None:
             try:
                 total += int(str(value))
