@@ -2,7 +2,8 @@
 
 Each worker process loads the sweep's inputs once (the trace parse dominates a small candidate's
 cost) and then runs task after task through `run_task`, so the results land in the sweep folder
-exactly as a SLURM or Kubernetes task would write them.
+exactly as a SLURM or Kubernetes task would write them. The slowest-looking candidates go first
+(`expected_cost`), so no worker is left finishing a long run alone at the end.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
+
+from gputwin.sim.compare import expected_cost
 
 from .plan import load_inputs, read_plan, run_task
 
@@ -46,9 +49,11 @@ class LocalExecutor:
                 if progress is not None:
                     progress(index)
             return
+        candidates = read_plan(folder).candidates
+        slow_first = sorted(indices, key=lambda i: (-expected_cost(candidates[i]), i))
         with ProcessPoolExecutor(min(self.workers, len(indices)), initializer=_init_worker,
                                  initargs=(folder,)) as pool:  # fmt: skip
-            for future in as_completed([pool.submit(_run, i) for i in indices]):
+            for future in as_completed([pool.submit(_run, i) for i in slow_first]):
                 index = future.result()
                 if progress is not None:
                     progress(index)

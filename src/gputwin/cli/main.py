@@ -24,6 +24,7 @@ from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import comparison_table, print_summary, progress_reporter
 from gputwin.cli.slurm import slurm as slurm_group
 from gputwin.cli.sweep import sweep_task
+from gputwin.cli.tune import tune as tune_command
 from gputwin.core.plugins import known
 from gputwin.sim.report import write_outputs
 from gputwin.sim.run import Overrides, RunError, run
@@ -104,9 +105,9 @@ def demo(as_json: bool) -> None:
         comparison_table(rows)
 
 
-# The emulator (apply, get, delete, run, events), the operator, the SLURM group, compare and
+# The emulator (apply, get, delete, run, events), the operator, the SLURM group, compare, tune and
 # sweep-task (what compare's slurm and kubernetes executors run on each node).
-for _command in (*EMULATOR_COMMANDS, operator_command, slurm_group, compare_command, sweep_task):
+for _command in (*EMULATOR_COMMANDS, operator_command, slurm_group, compare_command, tune_command, sweep_task):
     cli.add_command(_command)
 
 

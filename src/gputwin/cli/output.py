@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -99,18 +99,31 @@ def ranked_table(rows: Sequence[dict[str, Any]], skipped: Sequence[str], title: 
         console.print(f"note: {note}", highlight=False)
 
 
+class Advance(Protocol):
+    """Count one more done (or set how many are, `completed`), showing the name of the last one."""
+
+    def __call__(self, name: str, completed: int | None = None) -> None: ...
+
+
 @contextmanager
-def sweep_progress(total: int, enabled: bool = True) -> Iterator[Callable[[str], None] | None]:
-    """A candidates-done bar with ETA on stderr; None when disabled or stderr is not a terminal."""
+def sweep_progress(
+    total: int, enabled: bool = True, verb: str = "comparing", unit: str = "candidates"
+) -> Iterator[Advance | None]:
+    """A done-of-total bar with ETA on stderr ("comparing 3/36 candidates", "tuning 5/30 trials");
+    each call of the returned function counts one more done (or sets how many are, `completed`) and
+    shows its name. None when disabled or stderr is not a terminal."""
     if not enabled or total == 0 or not sys.stderr.isatty():
         yield None
         return
-    columns = (TextColumn("comparing"), BarColumn(), TextColumn("{task.completed}/{task.total} candidates"),
+    columns = (TextColumn(verb), BarColumn(), TextColumn(f"{{task.completed}}/{{task.total}} {unit}"),
                TimeRemainingColumn(), TextColumn("{task.description}"))  # fmt: skip
     with Progress(*columns, console=_console(stderr=True), transient=True) as bar:
         task = bar.add_task("", total=total)
 
-        def advance(name: str) -> None:
-            bar.update(task, advance=1, description=name)
+        def advance(name: str, completed: int | None = None) -> None:
+            if completed is None:
+                bar.update(task, advance=1, description=name)
+            else:
+                bar.update(task, completed=completed, description=name)
 
         yield advance

@@ -1,9 +1,10 @@
 """Comparing policies on one trace: run a grid of candidates and rank them (`gputwin compare`).
 
 Pure orchestration, no command line: `grid` builds the candidates (the product of the lists given,
-minus the combinations that make no sense, which come back as skip notes), `compare` runs each
-candidate through `gputwin.sim.run.run` (in worker processes when asked) and ranks them by average
-JCT, best first, ties broken by name. `write_report` writes summary.json and summary.csv.
+minus the combinations that make no sense, which come back as skip notes), `run_candidate` runs one
+through `gputwin.sim.run.run` (where and in what order is a sweep executor's business:
+`gputwin.adapters.sweeps`), `rank` orders the results by average JCT, best first, ties broken by
+name. `write_report` writes summary.json and summary.csv.
 
 Candidate names come from `gputwin.sim.run.policy_label` (as TraceReplay statuses); a setting not given
 (None) keeps what the cluster file says and is left out of the name.
@@ -14,8 +15,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
-from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,52 +123,13 @@ def run_candidate(cluster: ClusterSpec, jobs: Sequence[JobSpec], candidate: Cand
     return CandidateResult(candidate, summary, jcts, spans)
 
 
-# Worker-process state, set once per worker by `_init_worker`.
-_WORKER: dict[str, Any] = {}
-
-
-def _init_worker(cluster: ClusterSpec, jobs: Sequence[JobSpec], seed: int) -> None:
-    _WORKER.update(cluster=cluster, jobs=jobs, seed=seed)
-
-
-def _run_in_worker(candidate: Candidate) -> CandidateResult:
-    return run_candidate(_WORKER["cluster"], _WORKER["jobs"], candidate, _WORKER["seed"])
-
-
-def _cost(candidate: Candidate) -> int:
-    """A rough rank of how long a candidate runs. Submitting the slow ones first (preemptive
-    policies re-rank running jobs every cycle, LAS also wakes on its thresholds, backfill scans the
-    queue) keeps every worker busy to the end instead of one finishing a long run alone."""
+def expected_cost(candidate: Candidate) -> int:
+    """A rough rank of how long a candidate runs, for executors that order their tasks. Starting the
+    slow ones first (preemptive policies re-rank running jobs every cycle, LAS also wakes on its
+    thresholds, backfill scans the queue) keeps every worker busy to the end instead of one
+    finishing a long run alone."""
     policy = make_policy(candidate.queue)
     return 4 * policy.preemptive + 2 * policy.timed + bool(candidate.backfill)
-
-
-def compare(
-    cluster: ClusterSpec,
-    jobs: Sequence[JobSpec],
-    candidates: Sequence[Candidate],
-    *,
-    skipped: Sequence[str] = (),
-    seed: int = 0,
-    workers: int = 1,
-    progress: Callable[[CandidateResult], None] | None = None,
-) -> Comparison:
-    """Run every candidate (in `workers` processes when > 1) and rank them by average JCT."""
-    results: list[CandidateResult] = []
-    if workers <= 1 or len(candidates) <= 1:
-        for candidate in candidates:
-            results.append(run_candidate(cluster, jobs, candidate, seed))
-            if progress is not None:
-                progress(results[-1])
-    else:
-        with ProcessPoolExecutor(min(workers, len(candidates)), initializer=_init_worker,
-                                 initargs=(cluster, tuple(jobs), seed)) as pool:  # fmt: skip
-            futures = [pool.submit(_run_in_worker, c) for c in sorted(candidates, key=_cost, reverse=True)]
-            for future in as_completed(futures):
-                results.append(future.result())
-                if progress is not None:
-                    progress(results[-1])
-    return rank(results, skipped)
 
 
 def rank(results: Sequence[CandidateResult], skipped: Sequence[str] = ()) -> Comparison:

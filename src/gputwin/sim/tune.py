@@ -1,0 +1,299 @@
+"""Searching policy settings on one trace (`gputwin tune`), with an optional hold-out split.
+
+`tune` asks optuna's TPE sampler for trials in batches of `workers`, simulates each trial's policy
+(on every partition, in worker processes when asked) and tells optuna the objective. The study
+lives in an SQLite file, so an interrupted tune resumes: `budget` counts finished trials in the
+file, trials left running by a killed process are marked failed, and a trial whose policy was
+already simulated reuses that result. Same seed and `workers`, same trials (the sampler is seeded
+with `seed + finished trials`, so a resumed run does not replay the first run's random picks).
+
+With a hold-out fraction the trace is split in time (`split`): trials run on the earlier jobs,
+then the best policy and the baseline (the cluster's own policies) run on the later ones, so a
+winner that only fits the tuning part shows. Each part replays from an empty cluster with no
+history, for the baseline as for the winner, so the two are judged alike. The search space is
+`gputwin.sim.space`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+import zlib
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import optuna
+from optuna.trial import TrialState
+
+from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
+from gputwin.sim.run import RunError, policy_label, run
+from gputwin.sim.space import KNOBS, Choice, Space, Value
+
+# Objectives: a run summary's key -> optimisation direction.
+OBJECTIVES: dict[str, Literal["minimize", "maximize"]] = {
+    "avg_jct": "minimize", "p50_jct": "minimize", "p95_jct": "minimize", "p99_jct": "minimize",
+    "avg_queue": "minimize", "p99_queue": "minimize", "makespan": "minimize", "gpu_utilization": "maximize",
+}  # fmt: skip
+METRICS = ("jobs", "avg_jct", "p50_jct", "p95_jct", "p99_jct", "avg_queue", "p99_queue", "gpu_utilization",
+           "avg_overhead", "preemptions", "makespan")  # fmt: skip
+STUDY_NAME = "gputwin-tune"
+Metrics = dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """The trace cut in time: jobs submitted before `cut` tune, the rest are held out."""
+
+    tune: tuple[JobSpec, ...]
+    holdout: tuple[JobSpec, ...]
+    cut: float | None  # None: no hold-out, every job tunes
+
+
+def split(jobs: Sequence[JobSpec], holdout: float | None) -> Split:
+    """Hold out the last `holdout` fraction of the jobs by submit time (ties stay together)."""
+    ordered = tuple(sorted(jobs, key=lambda j: (j.submit, j.seq)))
+    if holdout is None:
+        return Split(ordered, (), None)
+    if not 0.0 < holdout < 1.0:
+        raise RunError(f"--holdout must be between 0 and 1, not {holdout}")
+    index = min(len(ordered) - 1, max(0, len(ordered) - math.ceil(len(ordered) * holdout)))
+    cut = ordered[index].submit if ordered else 0.0
+    tune, held = tuple(j for j in ordered if j.submit < cut), tuple(j for j in ordered if j.submit >= cut)
+    if not tune or not held:
+        raise RunError(f"--holdout {holdout} leaves no jobs to {'tune on' if not tune else 'hold out'}")
+    return Split(tune, held, cut)
+
+
+def sample(trial: optuna.Trial, space: Space) -> dict[str, Value]:
+    """The trial's settings: every knob that applies to what was chosen before it."""
+    chosen: dict[str, Value] = {}
+    for knob in KNOBS:
+        if not space.applies(knob, chosen):
+            continue
+        dim = space.get(knob.name)
+        if isinstance(dim, Choice):
+            picked = trial.suggest_categorical(knob.name, dim.values)
+            assert picked is not None  # a space never offers None
+            chosen[knob.name] = picked
+        elif knob.kind == "int":
+            step = int(dim.step or 1)
+            chosen[knob.name] = trial.suggest_int(
+                knob.name, int(dim.low), int(dim.high), step=step, log=dim.log
+            )
+        else:
+            chosen[knob.name] = trial.suggest_float(knob.name, dim.low, dim.high, step=dim.step, log=dim.log)
+    return chosen
+
+
+def policy_from_params(params: Mapping[str, Any]) -> PolicySpec:
+    """The core policy a trial's settings mean, with `params` as `gputwin.api.convert` builds them
+    (so the SchedulingPolicy written for it converts back to exactly this). Rounded to whole or
+    tenth seconds: the YAML then says what was simulated."""
+    queue = str(params["queue"])
+    knobs: dict[str, object] = {
+        "max_wait": round(float(params.get("max_wait", 300.0)), 1), "allowed_gpus": (),
+        "max_factor": round(float(params.get("max_factor", 2.0)), 3),
+    }  # fmt: skip
+    if "min_samples" in params:
+        knobs["min_samples"] = int(params["min_samples"])
+    if queue == "las" and "las_first_threshold" in params:
+        first = round(float(params["las_first_threshold"]))
+        knobs["las_thresholds"] = f"{first},{round(first * float(params['las_threshold_ratio']))}"
+    return PolicySpec(queue=queue, placement=str(params["placement"]), sizing=str(params["sizing"]),
+                      backfill=bool(params.get("backfill", False)), params=knobs)  # fmt: skip
+
+
+def describe(policy: PolicySpec) -> str:
+    """`queue/placement/sizing[+backfill]` plus the knobs that apply, e.g. `… max_wait=120.0`."""
+    label = policy_label(policy.queue, policy.placement, policy.sizing, policy.backfill)
+    shown = {"max_wait": policy.placement == "topology-aware", "max_factor": policy.sizing == "history",
+             "min_samples": policy.sizing == "history", "las_thresholds": policy.queue == "las"}  # fmt: skip
+    extra = [f"{k}={policy.params[k]}" for k, show in shown.items() if show and k in policy.params]
+    return " ".join([label, *extra])
+
+
+def with_policy(cluster: ClusterSpec, policy: PolicySpec | None) -> ClusterSpec:
+    """Every partition under `policy` (None: as declared); each keeps its own checkpoint cost."""
+    if policy is None:
+        return cluster
+    parts = tuple(
+        dataclasses.replace(
+            p, policy=dataclasses.replace(policy, checkpoint_seconds=p.policy.checkpoint_seconds)
+        )
+        for p in cluster.partitions
+    )
+    return dataclasses.replace(cluster, partitions=parts)
+
+
+def evaluate(cluster: ClusterSpec, jobs: Sequence[JobSpec], policy: PolicySpec | None, seed: int) -> Metrics:
+    summary, _ = run(with_policy(cluster, policy), jobs, seed=seed)
+    return {k: summary[k] for k in METRICS}
+
+
+# Worker-process state, set once per worker: the trace parts travel once, not once per trial.
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(cluster: ClusterSpec, parts: Mapping[str, Sequence[JobSpec]], seed: int) -> None:
+    _WORKER.update(cluster=cluster, parts=parts, seed=seed)
+
+
+def _evaluate_in_worker(task: tuple[str, PolicySpec | None]) -> Metrics:
+    part, policy = task
+    return evaluate(_WORKER["cluster"], _WORKER["parts"][part], policy, _WORKER["seed"])
+
+
+@dataclass(frozen=True, slots=True)
+class TrialRow:
+    number: int
+    policy: PolicySpec
+    params: Mapping[str, Value]
+    value: float
+    metrics: Metrics
+
+    def to_json(self) -> dict[str, Any]:
+        return {"trial": self.number, "policy": describe(self.policy), "params": dict(self.params),
+                "value": self.value, "metrics": self.metrics}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class TuneResult:
+    objective: str
+    trials: tuple[TrialRow, ...]  # finished trials, best first (ties: lower trial number)
+    baseline: Mapping[str, Metrics]  # "tune" (and "holdout") -> the cluster's own policies' metrics
+    holdout: Metrics | None  # the best policy on the held-out jobs
+    split: Split
+
+    @property
+    def best(self) -> TrialRow:
+        return self.trials[0]
+
+    def to_json(self) -> dict[str, Any]:
+        o, s, held = self.objective, self.split, self.holdout
+        return {
+            "objective": o, "direction": OBJECTIVES[o],
+            "split": {"cut": s.cut, "tune_jobs": len(s.tune), "holdout_jobs": len(s.holdout)},
+            "best": {**self.best.to_json(), "tune": self.best.value, "holdout": None if held is None else held[o],
+                     "holdout_metrics": held},
+            "baseline": {"tune": self.baseline["tune"][o], "holdout": self.baseline.get("holdout", {}).get(o),
+                         "metrics": dict(self.baseline)},
+            "trials": [t.to_json() for t in sorted(self.trials, key=lambda t: t.number)],
+        }  # fmt: skip
+
+
+class Evaluator:
+    """Runs (part, policy) tasks in order, inline or in a pool of worker processes."""
+
+    def __init__(self, cluster: ClusterSpec, parts: Mapping[str, Sequence[JobSpec]], seed: int, workers: int):
+        self.cluster, self.parts, self.seed = cluster, parts, seed
+        self.pool = ProcessPoolExecutor(workers, initializer=_init_worker,
+                                        initargs=(cluster, parts, seed)) if workers > 1 else None  # fmt: skip
+
+    def __call__(self, tasks: Sequence[tuple[str, PolicySpec | None]]) -> list[Metrics]:
+        if self.pool is None:
+            return [evaluate(self.cluster, self.parts[part], policy, self.seed) for part, policy in tasks]
+        return list(self.pool.map(_evaluate_in_worker, tasks))
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+
+
+def open_study(storage: Path, objective: str, config: Mapping[str, Any]) -> optuna.Study:
+    """The study in `storage` (created if new); RunError if it was made for another tune."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(storage=f"sqlite:///{storage}", study_name=STUDY_NAME,
+                                direction=OBJECTIVES[objective], load_if_exists=True)  # fmt: skip
+    saved = study.user_attrs.get("gputwin")
+    if saved is None:
+        study.set_user_attr("gputwin", dict(config))
+    elif saved != dict(config):
+        differs = sorted(k for k in config if saved.get(k) != config[k])
+        raise RunError(
+            f"{storage}: holds a tune with other {', '.join(differs)}; use another --out or the same settings"
+        )
+    for stale in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+        study.tell(stale.number, state=TrialState.FAIL)  # its process died: the trial never finished
+    return study
+
+
+def fingerprint(value: object) -> str:
+    return f"{zlib.crc32(repr(value).encode()):08x}"
+
+
+def tune(
+    cluster: ClusterSpec,
+    jobs: Sequence[JobSpec],
+    space: Space,
+    *,
+    storage: Path,
+    objective: str = "avg_jct",
+    budget: int = 30,
+    seed: int = 0,
+    holdout: float | None = None,
+    workers: int = 1,
+    progress: Callable[[int, str], None] | None = None,
+) -> TuneResult:
+    """Search `space` for the policy with the best `objective` until `budget` trials have finished."""
+    if objective not in OBJECTIVES:
+        raise RunError(f"unknown objective {objective!r}; known: {', '.join(OBJECTIVES)}")
+    parts = split(jobs, holdout)
+    config = {"objective": objective, "holdout": holdout, "space": space.to_json(),
+              "trace": fingerprint(parts.tune), "cluster": fingerprint(cluster)}  # fmt: skip
+    study = open_study(storage, objective, config)
+    evaluator = Evaluator(cluster, {"tune": parts.tune, "holdout": parts.holdout}, seed, workers)
+    try:
+        _search(study, space, evaluator, budget, seed, workers, progress)
+        rows = _rows(study)
+        tasks: list[tuple[str, PolicySpec | None]] = [("tune", None)]
+        if parts.holdout:
+            tasks += [("holdout", None), ("holdout", rows[0].policy)]
+        runs = evaluator(tasks)
+    finally:
+        evaluator.close()
+    baseline = {"tune": runs[0], **({"holdout": runs[1]} if parts.holdout else {})}
+    return TuneResult(objective, tuple(rows), baseline, runs[2] if parts.holdout else None, parts)
+
+
+def _search(study: optuna.Study, space: Space, evaluator: Evaluator, budget: int, seed: int, workers: int,
+            progress: Callable[[int, str], None] | None) -> None:  # fmt: skip
+    finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    cache = {repr(policy_from_params(t.params)): t.user_attrs["metrics"] for t in finished}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.sampler = optuna.samplers.TPESampler(seed=seed + len(finished))
+    objective = study.user_attrs["gputwin"]["objective"]
+    done = len(finished)
+    while done < budget:
+        # A batch is asked for, run, then told in trial order: the outcome does not depend on which
+        # worker finishes first.
+        batch = [study.ask() for _ in range(min(workers, budget - done))]
+        policies = [policy_from_params(sample(trial, space)) for trial in batch]
+        todo = list(dict.fromkeys(repr(p) for p in policies if repr(p) not in cache))
+        by_key = {repr(p): p for p in policies}
+        cache.update(zip(todo, evaluator([("tune", by_key[k]) for k in todo])))
+        for trial, policy in zip(batch, policies):
+            metrics = cache[repr(policy)]
+            trial.set_user_attr("metrics", metrics)
+            study.tell(trial, metrics[objective])
+            done += 1
+            if progress is not None:
+                progress(done, describe(policy))
+
+
+def _rows(study: optuna.Study) -> list[TrialRow]:
+    maximise = study.direction == optuna.study.StudyDirection.MAXIMIZE
+    rows = [
+        TrialRow(
+            t.number, policy_from_params(t.params), dict(t.params), float(t.value), t.user_attrs["metrics"]
+        )
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if t.value is not None
+    ]
+    if not rows:
+        raise RunError("no trial finished")
+    return sorted(rows, key=lambda r: (-r.value if maximise else r.value, r.number))
