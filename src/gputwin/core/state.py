@@ -12,9 +12,10 @@ work it had not done, plus the checkpoint/restore cost.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 from enum import Enum
+
+from sortedcontainers import SortedList
 
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import JobSpec, PartitionSpec
@@ -92,10 +93,10 @@ class PartitionState:
     policy: QueuePolicy
     placer: Placer
     sizer: Sizer
-    # The queue is a heap of (key, order) with lazy deletion: a job leaving the queue is only
-    # dropped from `queued`; its heap entry is discarded when it reaches the top. Keys of queued
-    # jobs never change, so the heap order stays valid.
-    heap: list[tuple[Key, int]] = field(default_factory=list)
+    # The queue is kept sorted by (key, order): the head is at [0] and the first k jobs in queue
+    # order are a slice, so backfill, which looks at the first few hundred every cycle, costs
+    # O(k) rather than a pass over the whole queue. Keys of queued jobs never change.
+    order: SortedList[tuple[Key, int]] = field(default_factory=SortedList)
     queued: dict[int, JobState] = field(default_factory=dict)  # order -> job
     running: dict[str, JobState] = field(default_factory=dict)
 
@@ -108,30 +109,18 @@ class PartitionState:
         job.order = order
         job.queued_since = now
         job.key = self.policy.key(job, now)
-        heapq.heappush(self.heap, (job.key, order))
+        self.order.add((job.key, order))
         self.queued[order] = job
 
     def dequeue(self, job: JobState) -> None:
         del self.queued[job.order]
-        if len(self.heap) > 64 and len(self.heap) > 4 * len(self.queued):
-            self._compact()
+        self.order.remove((job.key, job.order))
 
     def head(self) -> JobState | None:
         """The queued job with the lowest key (ties: lowest order), or None."""
-        heap, queued = self.heap, self.queued
-        while heap:
-            job = queued.get(heap[0][1])
-            if job is not None:
-                return job
-            heapq.heappop(heap)
-        return None
+        return self.queued[self.order[0][1]] if self.order else None
 
     def queued_jobs(self, limit: int | None = None) -> list[JobState]:
         """Queued jobs in queue order (the first `limit` of them)."""
-        live = [entry for entry in self.heap if entry[1] in self.queued]
-        ordered = heapq.nsmallest(limit, live) if limit is not None else sorted(live)
-        return [self.queued[order] for _, order in ordered]
-
-    def _compact(self) -> None:
-        self.heap = [entry for entry in self.heap if entry[1] in self.queued]
-        heapq.heapify(self.heap)
+        entries = self.order if limit is None else self.order[:limit]
+        return [self.queued[order] for _, order in entries]
