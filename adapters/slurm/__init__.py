@@ -1,7 +1,8 @@
-"""The SLURM backend: job history from `sacct` on a live cluster (policy rendering and apply to come).
+"""The SLURM backend: job history in (`history`, `rest`, `ctld_log`), policy out (`render`,
+`tables`, `topology_files`, `apply`), and the live cluster's hardware (`live`).
 
-Transports: the `sacct` CLI (`-P` and `--json`, parsed by `gputwin.adapters.traces`). slurmrestd is
-not wired in yet; pyslurm is not used (see `pyslurm_support`). Every user-supplied value is checked
+History transports: the `sacct` CLI (`-P` and `--json`, parsed by `gputwin.adapters.traces`) and
+slurmrestd's `/slurmdb/v0.0.NN/jobs` over its unix socket; pyslurm is not used (see `pyslurm_support`). Every user-supplied value is checked
 against a strict pattern (`checks`) before it reaches a command line; commands run without a shell.
 """
 

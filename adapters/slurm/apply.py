@@ -287,7 +287,10 @@ def verify(rendered: RenderedConfig) -> None:
         raise SlurmVerifyError(f"scontrol show topology lacks switch(es) {', '.join(missing)}")
     # slurm.conf keys are case-insensitive; show config spells some differently (FairShare).
     config = {key.lower(): value for key, value in live_config().items()}
-    for key, want in _KEY_VALUE.findall(rendered[SCHEDULING].decode("ascii")):
+    settings = [
+        line for line in rendered[SCHEDULING].decode("ascii").splitlines() if not line.startswith("#")
+    ]
+    for key, want in _KEY_VALUE.findall("\n".join(settings)):
         have = config.get(key.lower())
         if have != want:
             raise SlurmVerifyError(f"scontrol show config has {key}={have!r}, expected {want!r}")

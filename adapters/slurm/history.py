@@ -30,6 +30,7 @@ from typing import TextIO
 
 from gputwin.adapters.traces import TraceError, TraceResult, read_trace, write_helios_csv
 
+from . import rest
 from .checks import check_names, check_state, check_time
 from .commands import DEFAULT_TIMEOUT, run_command
 from .errors import SlurmCommandError, SlurmInputError
@@ -42,9 +43,13 @@ SACCT_COLUMNS = (
 )  # fmt: skip
 # What a `|` inside a job name becomes in `-P` output (the JSON transport keeps names as they are).
 NAME_BAR = "\N{BROKEN BAR}"
-TRANSPORTS = ("cli", "json")
+TRANSPORTS = ("cli", "json", "rest")
 # The reader format name and the label its errors carry, per transport.
-_FORMATS = {"cli": ("sacct", "sacct -P output"), "json": ("sacct-json", "sacct --json output")}
+_FORMATS = {
+    "cli": ("sacct", "sacct -P output"),
+    "json": ("sacct-json", "sacct --json output"),
+    "rest": ("sacct-json", "slurmrestd jobs answer"),  # the same openapi/dbv0.0.NN job objects
+}
 
 TimeBound = datetime | str
 # `sacct --json` reports an empty query as an "error" (ESLURM_REST_EMPTY_RESULT); it is just no jobs.
@@ -63,15 +68,33 @@ def sacct_history(
 ) -> TraceResult:
     """Jobs sacct reports for the window (UTC), optionally only some partitions and states.
 
-    `transport` is "cli" (`sacct -P`) or "json" (`sacct --json`). `skip_invalid` skips (and counts)
+    `transport` is "cli" (`sacct -P`), "json" (`sacct --json`) or "rest" (slurmrestd's
+    `/slurmdb/v0.0.NN/jobs` on $GPUTWIN_SLURMRESTD, see `rest`). `skip_invalid` skips (and counts)
     records the reader cannot parse instead of failing (a `|` in a job name is mended either way;
     a newline in one is not, see `mend_job_names`).
     Raises `SlurmInputError` for a refused value (before anything runs), `SlurmCommandError` when
     sacct fails, `TraceError` when its output cannot be read.
     """
-    argv = sacct_command(window_start, window_end, partitions, states, transport)
-    output = run_command(argv, timeout=timeout)
+    if transport == "rest":
+        output = rest.jobs_text(rest_query(window_start, window_end, partitions, states), timeout=timeout)
+    else:
+        output = run_command(
+            sacct_command(window_start, window_end, partitions, states, transport), timeout=timeout
+        )
     return parse_sacct_output(output, transport, skip_invalid=skip_invalid)
+
+
+def rest_query(
+    window_start: TimeBound,
+    window_end: TimeBound,
+    partitions: Iterable[str] | None = None,
+    states: Iterable[str] | None = None,
+) -> dict[str, str]:
+    """The slurmrestd query of a history window: the same checked values as `sacct_command`'s."""
+    argv = sacct_command(window_start, window_end, partitions, states, "json")
+    options = dict(arg[2:].split("=", 1) for arg in argv if arg.startswith("--") and "=" in arg)
+    names = {"starttime": "start_time", "endtime": "end_time", "partition": "partition", "state": "state"}
+    return {names[key]: value for key, value in options.items() if key in names}
 
 
 def sacct_command(

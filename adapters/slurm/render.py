@@ -1,16 +1,18 @@
 """Policy out: compile a declared cluster (topology, partitions, policies) into SLURM's own files.
 
-`render(cluster, version=...)` returns a `RenderedConfig`: four managed files, deterministic bytes
-(same input, same bytes), written later by `apply`:
+`render(cluster, version=...)` returns a `RenderedConfig`: four managed files (five from 25.05 on),
+deterministic bytes (same input, same bytes), written later by `apply`:
 
 - ``topology.conf``: the switch tree from `Topology(spec).graph` (`topology/tree` form, valid on
-  22.05 and 24.11), leaves first, nodes and child switches as hostlists.
+  22.05, 24.11 and 25.05), leaves first, nodes and child switches as hostlists; from 25.05 also
+  ``topology.yaml`` (tree + leaves-as-blocks, see `topology_files`; 24.11 does not read it).
 - ``gputwin-partitions.conf`` (an ``Include``): one ``PartitionName=`` line per partition: nodes as a
   hostlist, ``PriorityTier``, ``PreemptMode`` (REQUEUE for preemptive queue policies, else OFF),
   ``State=UP``; the first partition is ``Default=YES`` so jobs without a task type land somewhere.
 - ``gputwin-scheduling.conf`` (an ``Include``): cluster-wide settings the policies imply that
   ``scontrol reconfigure`` can change (checked on 22.05, see docs/slurm-policy-out in the report):
-  ``PreemptType``/``PreemptMode`` and the multifactor weights.
+  ``PreemptType``/``PreemptMode``, the multifactor weights and ``SchedulerParameters`` (event-driven
+  starts; backfill loop off unless a partition backfills or preempts, so fifo stays strict).
 - ``job_submit.lua``: routing, GPU sizing, switch requests, priority (see below).
 
 The task-type field (patent claim 2) is the job's comment: ``sbatch --comment=task:<type>``. A job
@@ -40,24 +42,23 @@ from dataclasses import dataclass, field
 from string import Template
 
 import hostlist
-import networkx as nx
 
 from gputwin.core.history import JobHistory
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec
 from gputwin.core.plugins import make_sizer
 from gputwin.core.policies import make_policy
 from gputwin.core.sizing import HistorySizing
-from gputwin.core.topology import Topology
 
 from .checks import NAME, check_name
 from .errors import SlurmInputError
+from .topology_files import TOPOLOGY_YAML, YAML_SINCE, header, render_topology, render_topology_yaml
 
 TOPOLOGY = "topology.conf"
 PARTITIONS = "gputwin-partitions.conf"
 SCHEDULING = "gputwin-scheduling.conf"
 JOB_SUBMIT = "job_submit.lua"
-MANAGED_FILES = (SCHEDULING, PARTITIONS, TOPOLOGY, JOB_SUBMIT)
-SUPPORTED_VERSIONS = ("22.05", "24.11")
+MANAGED_FILES = (SCHEDULING, PARTITIONS, TOPOLOGY, JOB_SUBMIT)  # + topology.yaml from 25.05 on
+SUPPORTED_VERSIONS = ("22.05", "24.11", "25.05")  # 25.05: rendered only, no such cluster runs here
 TASK_FIELD = "--comment=task:<type>"
 
 # Lua string literals: a subset of the name pattern, so nothing can close or escape the literal.
@@ -116,17 +117,25 @@ def render(
         TOPOLOGY: render_topology(cluster, version),
         JOB_SUBMIT: render_job_submit(cluster, tables, version),
     }
+    if version >= YAML_SINCE:  # "YY.MM" strings order like the releases
+        files[TOPOLOGY_YAML] = render_topology_yaml(cluster, version)
     return RenderedConfig(
         version=version,
-        files=tuple((name, files[name].encode("ascii")) for name in MANAGED_FILES),
+        files=tuple((name, files[name].encode("ascii")) for name in managed_files(version)),
         requires=_requires(cluster),
         partitions=tuple((p.name, hostlist.collect_hostlist(list(p.nodes))) for p in cluster.partitions),
         switches=tuple(s.name for s in cluster.topology.switches),
     )
 
 
+def managed_files(version: str) -> tuple[str, ...]:
+    """The files gputwin writes for SLURM `version`: topology.yaml too from 25.05 on."""
+    return MANAGED_FILES + ((TOPOLOGY_YAML,) if version >= YAML_SINCE else ())
+
+
 def _check_cluster_names(cluster: ClusterSpec) -> None:
     """Every resource string that reaches a file, checked before anything is rendered."""
+    check_name(cluster.topology.name, "topology name")
     for sw in cluster.topology.switches:
         check_name(sw.name, "switch name")
     for node in cluster.topology.nodes:
@@ -145,32 +154,7 @@ def _check_cluster_names(cluster: ClusterSpec) -> None:
 
 
 def _header(what: str, version: str) -> str:
-    return f"# Managed by gputwin (gputwin slurm apply), SLURM {version}: {what}. Generated; do not edit.\n"
-
-
-# --- topology.conf --------------------------------------------------------------------------------
-
-
-def render_topology(cluster: ClusterSpec, version: str) -> str:
-    """``SwitchName=`` lines from the networkx tree: deepest switches first, then declaration order."""
-    graph = Topology(cluster.topology).graph
-    order = {s.name: i for i, s in enumerate(cluster.topology.switches)}
-    root = next(n for n, d in graph.in_degree() if d == 0)
-    depth = {name: len(_path_to(graph, root, name)) for name in order}
-    lines = [_header("the switch tree (TopologyPlugin=topology/tree)", version)]
-    for name in sorted(order, key=lambda s: (-depth[s], order[s])):
-        children = list(graph.successors(name))
-        nodes = [c for c in children if graph.nodes[c].get("kind") == "node"]
-        switches = [c for c in children if graph.nodes[c].get("kind") == "switch"]
-        if nodes:
-            lines.append(f"SwitchName={name} Nodes={hostlist.collect_hostlist(nodes)}\n")
-        elif switches:
-            lines.append(f"SwitchName={name} Switches={hostlist.collect_hostlist(switches)}\n")
-    return "".join(lines)
-
-
-def _path_to(graph: nx.DiGraph, root: str, name: str) -> list[str]:
-    return list(nx.shortest_path(graph, root, name))
+    return header(what, version)
 
 
 # --- partitions -----------------------------------------------------------------------------------
@@ -215,8 +199,34 @@ def render_scheduling(cluster: ClusterSpec, version: str) -> str:
         "PriorityWeightFairshare=0\n",
         "PriorityWeightPartition=0\n",
         "PriorityWeightQOS=0\n",
+        *_scheduler_parameters(cluster),
     ]
     return "".join(lines)
+
+
+def _scheduler_parameters(cluster: ClusterSpec) -> list[str]:
+    """``SchedulerParameters``: start jobs on the event that frees room, as the twin does.
+
+    - ``batch_sched_delay=0``: SLURM's default holds the scheduling of a batch job for up to 3 s
+      after submission (a high-throughput guard); the twin starts it at once.
+    - ``bf_interval=1``: the backfill loop runs every second (default 30 s) and right after job
+      events, so it starts jobs faster than the main scheduler's once-a-second pass.
+    - ``bf_max_job_test=1`` when no partition backfills or preempts: backfill may then only start
+      the highest-priority pending job, never one behind it, so every partition keeps strict
+      priority order (a job that does not fit blocks the ones behind it) as in the twin's
+      non-preemptive loop. Jobs here have no time limits, and with full depth SLURM's backfill
+      would start any later job that fits, reordering fifo. Backfilling and preemptive policies
+      (the twin's "whatever fits next") keep the default depth.
+    SLURM keeps the last definition of a key, so this line replaces a site's own
+    SchedulerParameters: that key is managed by gputwin.
+    """
+    backfill = any(p.policy.backfill or _preemptive(p) for p in cluster.partitions)
+    params = "batch_sched_delay=0,bf_interval=1" + ("" if backfill else ",bf_max_job_test=1")
+    return [
+        "# Event-driven starts (no batch scheduling delay); a backfill loop only for backfill or\n",
+        "# preemptive policies, else strict priority order per partition.\n",
+        f"SchedulerParameters={params}\n",
+    ]
 
 
 def _requires(cluster: ClusterSpec) -> tuple[tuple[str, str], ...]:
@@ -278,8 +288,15 @@ def _switch_waits(cluster: ClusterSpec) -> dict[str, float]:
     }
 
 
+# Queue policies SLURM runs as explicit priorities set in job_submit.lua (shorter first):
+# sjf from the time limit; qssf from the history estimate x GPUs (the twin's QSSF key); srtf from
+# the history estimate (its remaining time at submission). SLURM cannot preempt within one
+# partition, so srtf keeps its order but not its in-partition preemption (see render_scheduling).
+PRIORITY_QUEUES = ("sjf", "qssf", "srtf")
+
+
 def _priority_kinds(cluster: ClusterSpec) -> str:
-    kinds = {p.name: p.policy.queue for p in cluster.partitions if p.policy.queue in ("sjf", "qssf")}
+    kinds = {p.name: p.policy.queue for p in cluster.partitions if p.policy.queue in PRIORITY_QUEUES}
     return _lua_table((_lua_str(p, "partition"), f'"{k}"') for p, k in sorted(kinds.items()))
 
 
@@ -351,11 +368,13 @@ local function lookup(t, a, b, c)
   return x
 end
 
-local function explicit_priority(part, job_desc)
+local function explicit_priority(part, job_desc, gpus)
   local kind = PRIORITY_KIND[part]
   local seconds = nil
-  if kind == "qssf" then
+  if kind == "qssf" or kind == "srtf" then
     seconds = lookup(ESTIMATES, job_desc.user_name, job_desc.name) or DEFAULT_ESTIMATE
+    -- qssf ranks by predicted GPU time (as the twin's QSSF key); srtf by predicted run time.
+    if kind == "qssf" then seconds = seconds * (gpus or 1) end
   elseif kind == "sjf" and job_desc.time_limit ~= nil and job_desc.time_limit < NO_VAL then
     seconds = job_desc.time_limit * 60
   end
@@ -392,7 +411,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     job_desc.req_switch = 1
     job_desc.wait4switch = SWITCH_WAIT[part]
   end
-  local priority = explicit_priority(part, job_desc)
+  local priority = explicit_priority(part, job_desc, gpus)
   if priority ~= nil then job_desc.priority = priority end
   return slurm.SUCCESS
 end

@@ -7,8 +7,9 @@ SLURM_SCRIPTS_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # Debian's packages: the real daemons, accounting and its database. Never the *-emulator packages:
 # their postinst silently replaces slurmctld/slurmd with a front-end build that cannot start.
 # lua5.1: luac5.1 checks job_submit.lua syntax (SLURM's Lua plugin links liblua5.1).
-SLURM_PACKAGES=(slurm-wlm slurmdbd slurm-client munge mariadb-server lua5.1)
-SLURM_COMMANDS=(slurmctld slurmd slurmdbd sacct sacctmgr scontrol sinfo sbatch munged mariadbd mariadb-install-db)
+# slurmrestd: the REST history transport (start.sh runs it on a unix socket when installed).
+SLURM_PACKAGES=(slurm-wlm slurmdbd slurm-client munge mariadb-server lua5.1 slurmrestd)
+SLURM_COMMANDS=(slurmctld slurmd slurmdbd sacct sacctmgr scontrol sinfo sbatch munged mariadbd mariadb-install-db slurmrestd)
 
 STATE_MARKER=.gputwin-slurm-state   # start.sh only ever wipes a folder that carries this marker
 CLUSTER_NAME=gputwin

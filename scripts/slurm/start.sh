@@ -7,7 +7,8 @@
 #
 # Ready means: `scontrol ping` answers, `sinfo` shows every node idle and slurmctld is registered
 # with slurmdbd (`sacctmgr -n list cluster`), all found by polling. Then it writes
-#   $STATE/env.sh   (source it: SLURM_CONF, GPUTWIN_SLURM_STATE, GPUTWIN_SLURM_VERSION)
+#   $STATE/env.sh   (source it: SLURM_CONF, GPUTWIN_SLURM_STATE, GPUTWIN_SLURM_VERSION and, with
+#                    slurmrestd installed, GPUTWIN_SLURMRESTD=unix:$STATE/run/restd.sock)
 #   $STATE/pids     (one line per daemon: name, pid, executable; read by stop.sh)
 # Files gputwin manages later exist from the start and are never overwritten here once present:
 #   etc/gputwin-partitions.conf, etc/gputwin-scheduling.conf (both `Include`d by slurm.conf),
@@ -228,9 +229,11 @@ write_managed_files() {
   local half=$(((NODES + 1) / 2)) i first last
   write_if_absent "$ETC/gputwin-scheduling.conf" <<EOF
 # Managed by gputwin: scheduling, priority and preemption settings (rewritten by gputwin slurm apply).
-# Initial content from scripts/slurm/start.sh: no preemption.
+# Initial content from scripts/slurm/start.sh: no preemption; jobs start on the event that frees
+# room (SLURM's default holds batch jobs up to 3 s after submission; backfill runs every 30 s).
 PreemptType=preempt/none
 PreemptMode=OFF
+SchedulerParameters=batch_sched_delay=0,bf_interval=1
 EOF
   write_if_absent "$ETC/gputwin-partitions.conf" <<EOF
 # Managed by gputwin: partition definitions (rewritten by gputwin slurm apply).
@@ -407,6 +410,18 @@ start_slurmds() {
   ready slurmctld 60 ctld_registered
 }
 
+# slurmrestd on a unix socket, when installed: rest_auth/local authenticates callers by the
+# socket's peer uid (root here, hence disable_user_check); TZ=UTC so it reads times like sacct
+# does here. env.sh then names the socket in GPUTWIN_SLURMRESTD (the REST history transport).
+start_slurmrestd() {
+  local exe sock="$RUN/restd.sock"
+  exe="$(command -v slurmrestd)" || { log "slurmrestd not installed: no REST transport"; return 0; }
+  rm -f "$sock"
+  spawn slurmrestd "$exe" env SLURMRESTD_SECURITY=disable_user_check TZ=UTC "$exe" -a rest_auth/local "unix:$sock"
+  ready slurmrestd 30 test -S "$sock"
+  echo "export GPUTWIN_SLURMRESTD=unix:$sock" >>"$ENV_FILE"
+}
+
 # ---- main --------------------------------------------------------------------------------------
 
 already_running() {
@@ -456,6 +471,7 @@ main() {
   start_slurmdbd
   start_slurmctld
   start_slurmds
+  start_slurmrestd
   STARTED_OK=1
   log "ready in $((SECONDS - t0)) s: SLURM $SLURM_VERSION, $NODES nodes x $GPUS GPUs, $LEAVES leaves; source $ENV_FILE"
 }

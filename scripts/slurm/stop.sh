@@ -104,6 +104,7 @@ main() {
   parse_args "$@"
   local t0=$SECONDS
   cancel_jobs
+  stop_daemons 10 slurmrestd
   stop_daemons 10 'slurmd-*'   # first: a slurmd that lost slurmctld retries and ignores SIGTERM
   stop_daemons 10 slurmctld
   stop_job_leftovers

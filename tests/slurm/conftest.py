@@ -28,16 +28,21 @@ def slurm_cluster() -> Iterator[Cluster]:
         state.chmod(0o755)
         start_cluster(state)
     cluster = Cluster(state, read_env_file(state / "env.sh"))
-    saved = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = cluster.env["SLURM_CONF"]
+    # SLURM_CONF selects the cluster; GPUTWIN_SLURMRESTD (when start.sh ran slurmrestd) its REST socket.
+    names = ("SLURM_CONF", "GPUTWIN_SLURMRESTD")
+    saved = {name: os.environ.get(name) for name in names}
+    for name in names:
+        if name in cluster.env:
+            os.environ[name] = cluster.env[name]
     try:
         yield cluster
     finally:
         cluster.cancel_submitted()
-        if saved is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         if owned is not None:
             stopped = stop_cluster(owned)
             if stopped.returncode != 0:  # keep the folder: its pids file is how to stop it by hand

@@ -122,7 +122,7 @@ def test_history_sizing_and_qssf_live(slurm_cluster: Cluster, conf_dir: Path, tw
     # Held back by --begin so the fields can be read before it runs; cancelled by the fixture.
     job = slurm_cluster.submit("--comment=task:infer", "--gres=gpu:2", "--job-name=quick", "--begin=now+3600")
     assert _job_field(slurm_cluster, job, "TresPerNode") == "gres:gpu:4"
-    assert _job_field(slurm_cluster, job, "Priority") == str(10_000_000 - 5)
+    assert _job_field(slurm_cluster, job, "Priority") == str(10_000_000 - 5 * 4)  # qssf: estimate x GPUs
     slurm_cluster.run("scancel", job)
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-
 from gputwin.adapters.slurm import (
     SlurmCommandError,
     SlurmInputError,
@@ -22,6 +21,7 @@ from gputwin.adapters.slurm import (
     sacct_history,
 )
 from gputwin.adapters.slurm.commands import stderr_summary
+
 from gputwin.cli.main import cli
 
 HOSTILE_NAMES = [
@@ -77,7 +77,7 @@ def test_bad_times_are_refused(bound: object, tripwire: list[list[str]]) -> None
 
 def test_other_refusals(tripwire: list[list[str]]) -> None:
     with pytest.raises(SlurmInputError, match="transport"):
-        sacct_history("2024-01-01", "now", transport="rest")
+        sacct_history("2024-01-01", "now", transport="pyslurm")
     with pytest.raises(SlurmInputError, match="a list of names"):
         sacct_history("2024-01-01", "now", partitions="batch")
     with pytest.raises(SlurmInputError, match="empty list"):
@@ -133,7 +133,10 @@ def test_stderr_summary_picks_the_fatal_line() -> None:
 def test_a_bar_in_a_job_name_is_mended_not_fatal() -> None:
     header = "JobID|Start|End|AllocTRES|JobName\n"
     row = "7|2024-01-01T00:00:00|2024-01-01T00:01:00|gres/gpu=2|a|b|c\n"
-    assert mend_job_names(header + row) == header + "7|2024-01-01T00:00:00|2024-01-01T00:01:00|gres/gpu=2|a\u00a6b\u00a6c\n"
+    assert (
+        mend_job_names(header + row)
+        == header + "7|2024-01-01T00:00:00|2024-01-01T00:01:00|gres/gpu=2|a\u00a6b\u00a6c\n"
+    )
     (job,) = parse_sacct_output(header + row, "cli").jobs
     assert (job.job_id, job.gpus, job.name) == ("7", 2, "a\u00a6b\u00a6c")
     other = "JobName|JobID\nx|y|1\n"  # JobName not last: left alone (the reader reports the row)

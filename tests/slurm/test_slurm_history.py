@@ -1,4 +1,4 @@
-"""History read from the live test cluster's sacct, by both transports (`sacct -P` and `--json`).
+"""History read from the live test cluster, by every transport (`sacct -P`, `sacct --json`, slurmrestd).
 
 One module fixture submits a handful of short GPU jobs (plain, array, 2-node with a job step, one
 that fails), polls sacct until all have ended, and every test reads that window. Tests look only
@@ -15,14 +15,22 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from gputwin.adapters.slurm import NAME_BAR, sacct_history, write_history
 from gputwin.adapters.traces import read_trace
+from slurm_testcluster import Cluster, skip_or_fail  # tests/slurm/ helpers
+
 from gputwin.cli.main import cli
 from gputwin.core.model import JobSpec
-from slurm_testcluster import Cluster  # tests/slurm/ helpers
 
-TRANSPORTS = ("cli", "json")
+TRANSPORTS = ("cli", "json", "rest")
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request: pytest.FixtureRequest, slurm_cluster: Cluster) -> str:
+    """Each transport; slurmrestd only runs where its package is installed (install.sh installs it)."""
+    if request.param == "rest" and "GPUTWIN_SLURMRESTD" not in slurm_cluster.env:
+        skip_or_fail("slurmrestd is not running on this cluster (Debian package slurmrestd not installed)")
+    return str(request.param)
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,14 @@ def jobs(slurm_cluster: Cluster) -> Iterator[Submitted]:
         failing=slurm_cluster.submit("--partition=batch", "--gres=gpu:1", "--job-name=bad", command="exit 3"),
         piped=slurm_cluster.submit("--partition=batch", "--gres=gpu:1", "--job-name=a|b"),
     )  # fmt: skip
-    ids = [submitted.plain, submitted.debug, submitted.array, submitted.wide, submitted.failing, submitted.piped]
+    ids = [
+        submitted.plain,
+        submitted.debug,
+        submitted.array,
+        submitted.wide,
+        submitted.failing,
+        submitted.piped,
+    ]
     states = slurm_cluster.wait_done(ids, expected_records=len(submitted.ours()))
     assert states[submitted.failing] == "FAILED", states
     yield submitted
@@ -63,7 +78,6 @@ def _by_id(result_jobs: tuple[JobSpec, ...], wanted: set[str]) -> dict[str, JobS
     return {job.job_id: job for job in result_jobs if job.job_id in wanted}
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_history_has_each_job_with_gpus_partition_and_nodes(jobs: Submitted, transport: str) -> None:
     result = sacct_history(jobs.start, "now", transport=transport)
     got = _by_id(result.jobs, jobs.ours())
@@ -75,11 +89,10 @@ def test_history_has_each_job_with_gpus_partition_and_nodes(jobs: Submitted, tra
     assert got[jobs.failing].state == "FAILED"
     assert got[jobs.plain].state == "COMPLETED"
     assert got[jobs.plain].name == "plain"
-    assert got[jobs.piped].name == ("a|b" if transport == "json" else f"a{NAME_BAR}b")
+    assert got[jobs.piped].name == ("a|b" if transport in ("json", "rest") else f"a{NAME_BAR}b")
     assert all(j.duration >= 0 and j.submit >= 0 for j in got.values())
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_steps_are_folded_into_their_jobs(jobs: Submitted, transport: str) -> None:
     result = sacct_history(jobs.start, "now", transport=transport)
     assert not any("." in job.job_id for job in result.jobs)
@@ -88,14 +101,12 @@ def test_steps_are_folded_into_their_jobs(jobs: Submitted, transport: str) -> No
         assert result.skipped.get("job steps", 0) >= len(jobs.ours()) + 1
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_partition_filter(jobs: Submitted, transport: str) -> None:
     result = sacct_history(jobs.start, "now", partitions=["debug"], transport=transport)
     assert {job.task_type for job in result.jobs} == {"debug"}
     assert set(_by_id(result.jobs, jobs.ours())) == {jobs.debug, jobs.wide}
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_state_filter(jobs: Submitted, transport: str) -> None:
     now = datetime.now(UTC)  # --state needs an end time; both bounds are datetimes here
     failed = sacct_history(jobs.start, now, states=["failed"], transport=transport)
@@ -104,10 +115,10 @@ def test_state_filter(jobs: Submitted, transport: str) -> None:
     assert set(_by_id(done.jobs, jobs.ours())) == jobs.ours()
 
 
-def test_both_transports_agree(jobs: Submitted) -> None:
+def test_transports_agree(jobs: Submitted, transport: str) -> None:
     by_cli = _by_id(sacct_history(jobs.start, "now").jobs, jobs.ours())
-    by_json = _by_id(sacct_history(jobs.start, "now", transport="json").jobs, jobs.ours())
-    assert {k: _fields(v) for k, v in by_cli.items()} == {k: _fields(v) for k, v in by_json.items()}
+    by_other = _by_id(sacct_history(jobs.start, "now", transport=transport).jobs, jobs.ours())
+    assert {k: _fields(v) for k, v in by_cli.items()} == {k: _fields(v) for k, v in by_other.items()}
 
 
 def _fields(job: JobSpec) -> tuple[object, ...]:
@@ -115,10 +126,9 @@ def _fields(job: JobSpec) -> tuple[object, ...]:
     return (job.gpus, job.task_type, job.num_nodes, job.state, job.user, name, job.duration)
 
 
-def test_empty_window_is_no_jobs(slurm_cluster: Cluster) -> None:
-    for transport in TRANSPORTS:
-        result = sacct_history("2001-01-01", "2001-01-02", transport=transport)
-        assert result.jobs == () and result.skipped == {}
+def test_empty_window_is_no_jobs(slurm_cluster: Cluster, transport: str) -> None:
+    result = sacct_history("2001-01-01", "2001-01-02", transport=transport)
+    assert result.jobs == () and result.skipped == {}
 
 
 def test_history_written_as_a_trace_file_reads_back(jobs: Submitted, tmp_path: Path) -> None:
@@ -150,3 +160,13 @@ def test_cli_reports_sacct_failure_in_one_line(slurm_cluster: Cluster) -> None:
     lines = [line for line in run.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: sacct exited with status 1"), run.output
     assert "Traceback" not in run.output
+
+
+def test_cli_rest_transport(jobs: Submitted, slurm_cluster: Cluster) -> None:
+    if "GPUTWIN_SLURMRESTD" not in slurm_cluster.env:
+        skip_or_fail("slurmrestd is not running on this cluster (Debian package slurmrestd not installed)")
+    args = ["slurm", "history", "--start", jobs.start.strftime("%Y-%m-%dT%H:%M:%S"), "--rest-transport"]
+    run = CliRunner().invoke(cli, args)
+    assert run.exit_code == 0, run.output
+    summary = json.loads(run.output)
+    assert summary["transport"] == "rest" and summary["format"] == "sacct-json" and summary["jobs"] >= 8

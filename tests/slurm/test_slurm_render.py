@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from gputwin.adapters.slurm import SlurmInputError
 from gputwin.adapters.slurm.apply import check_lua, lua_checker
@@ -60,6 +61,9 @@ PriorityWeightJobSize=0
 PriorityWeightFairshare=0
 PriorityWeightPartition=0
 PriorityWeightQOS=0
+# Event-driven starts (no batch scheduling delay); a backfill loop only for backfill or
+# preemptive policies, else strict priority order per partition.
+SchedulerParameters=batch_sched_delay=0,bf_interval=1
 """
 GOLDEN_LUA_TABLES = b"""\
 local ROUTES = {
@@ -273,3 +277,79 @@ def test_cli_render_prints(two_leaf: ClusterSpec) -> None:
     result = CliRunner().invoke(cli, ["slurm", "render", "--cluster", str(TWO_LEAF)])
     assert result.exit_code == 0, result.output
     assert "==> topology.conf <==\n" + GOLDEN_TOPOLOGY.decode() in result.output
+
+
+# --- scheduler parameters and explicit priorities -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("queue", "backfill", "depth"),
+    [
+        ("fifo", False, ",bf_max_job_test=1"),
+        ("fifo", True, ""),
+        ("sjf", False, ",bf_max_job_test=1"),
+        ("srtf", False, ""),
+        ("las", False, ""),
+    ],
+)
+def test_backfill_depth_only_where_a_policy_needs_it(
+    two_leaf: ClusterSpec, queue: str, backfill: bool, depth: str
+) -> None:
+    # Both partitions get the same policy, so the cluster-wide setting follows it alone.
+    cluster = _with_policy(
+        _with_policy(two_leaf, 0, queue=queue, backfill=backfill), 1, queue=queue, backfill=backfill
+    )
+    line = f"SchedulerParameters=batch_sched_delay=0,bf_interval=1{depth}\n".encode()
+    assert line in render(cluster)[SCHEDULING]
+
+
+def test_srtf_and_qssf_get_estimate_priorities(two_leaf: ClusterSpec, luac: str) -> None:
+    cluster = _with_policy(_with_policy(two_leaf, 0, queue="srtf"), 1, queue="qssf")
+    lua = render(cluster)[JOB_SUBMIT]
+    assert b'local PRIORITY_KIND = {\n  ["infer"] = "qssf",\n  ["train"] = "srtf",\n}' in lua
+    # qssf ranks by estimate x GPUs (the twin's QSSF key), srtf by the estimate alone.
+    assert b'if kind == "qssf" then seconds = seconds * (gpus or 1) end' in lua
+    check_lua(lua)
+
+
+# --- topology.yaml (SLURM 25.05) ------------------------------------------------------------------
+
+
+def test_topology_yaml_only_from_25_05(two_leaf: ClusterSpec) -> None:
+    assert "topology.yaml" not in list(render(two_leaf, version="22.05"))
+    assert "topology.yaml" not in list(render(two_leaf, version="24.11"))  # 24.11 does not read it
+    assert list(render(two_leaf, version="25.05"))[-1] == "topology.yaml"
+
+
+def test_topology_yaml_tree_and_blocks(two_leaf: ClusterSpec) -> None:
+    data = render(two_leaf, version="25.05")["topology.yaml"]
+    assert data.startswith(b"# Managed by gputwin")
+    assert yaml.safe_load(data) == [
+        {"topology": "two-leaf-tree", "cluster_default": True, "tree": {"switches": [
+            {"switch": "leaf0", "nodes": "gpu[01-04]"},
+            {"switch": "leaf1", "nodes": "gpu[05-08]"},
+            {"switch": "spine", "children": "leaf[0-1]"},
+        ]}},
+        {"topology": "two-leaf-block", "cluster_default": False, "block": {
+            "block_sizes": [4],
+            "blocks": [{"block": "leaf0", "nodes": "gpu[01-04]"}, {"block": "leaf1", "nodes": "gpu[05-08]"}],
+        }},
+    ]  # fmt: skip
+    assert render(two_leaf, version="25.05")["topology.yaml"] == data  # same input, same bytes
+
+
+def test_topology_yaml_keeps_yaml_lookalike_names_strings(two_leaf: ClusterSpec) -> None:
+    """Names YAML would read as booleans or numbers stay strings (the emitter quotes them)."""
+    topology = two_leaf.topology
+    switches = tuple(dataclasses.replace(s, name={"leaf0": "on", "leaf1": "1e3"}.get(s.name, s.name),
+                                         parent=s.parent) for s in topology.switches)  # fmt: skip
+    nodes = tuple(dataclasses.replace(n, name="yes" if n.name == "gpu08" else n.name,
+                                      switch={"leaf0": "on", "leaf1": "1e3"}[n.switch]) for n in topology.nodes)  # fmt: skip
+    parts = (dataclasses.replace(two_leaf.partitions[0]),
+             dataclasses.replace(two_leaf.partitions[1], nodes=("gpu07", "yes")))  # fmt: skip
+    cluster = dataclasses.replace(two_leaf, topology=dataclasses.replace(topology, switches=switches, nodes=nodes),
+                                  partitions=parts)  # fmt: skip
+    loaded = yaml.safe_load(render(cluster, version="25.05")["topology.yaml"])
+    tree = loaded[0]["tree"]["switches"]
+    assert [s["switch"] for s in tree] == ["on", "1e3", "spine"]
+    assert tree[1]["nodes"] == "gpu[05-07],yes" and tree[2]["children"] == "1e3,on"

@@ -7,17 +7,28 @@ command with one `error: …` line on stderr and exit status 2, never a tracebac
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import click
 
-from gputwin.adapters.slurm import SlurmError, pyslurm_status, sacct_history, slurm_version, write_history
+from gputwin.adapters.slurm import (
+    SlurmError,
+    SlurmInputError,
+    pyslurm_status,
+    sacct_history,
+    slurm_version,
+    write_history,
+)
 from gputwin.adapters.slurm.apply import apply
-from gputwin.adapters.slurm.render import SUPPORTED_VERSIONS, RenderedConfig, render
-from gputwin.adapters.traces import TraceError
+from gputwin.adapters.slurm.render import SUPPORTED_VERSIONS, LuaTables, RenderedConfig, render
+from gputwin.adapters.slurm.rest import ENV as REST_ENV
+from gputwin.adapters.slurm.tables import tables_from_sacct, tables_from_trace
+from gputwin.adapters.traces import FORMATS, TraceError
 from gputwin.api.loader import load_cluster
 from gputwin.api.problems import ClusterError
+from gputwin.core.model import ClusterSpec
 
 USER_ERRORS = (SlurmError, TraceError, OSError, ClusterError)
 
@@ -55,6 +66,8 @@ def _split(values: tuple[str, ...]) -> list[str] | None:
 )
 @click.option("--state", "states", multiple=True, help="Only jobs in these states, e.g. COMPLETED,FAILED.")
 @click.option("--json-transport", is_flag=True, help="Read `sacct --json` instead of `sacct -P`.")
+@click.option("--rest-transport", is_flag=True,
+              help="Read slurmrestd's /slurmdb/v0.0.NN/jobs on $GPUTWIN_SLURMRESTD (unix:PATH) instead.")  # fmt: skip
 @click.option(
     "--out",
     "out_path",
@@ -63,9 +76,11 @@ def _split(values: tuple[str, ...]) -> list[str] | None:
 )
 @click.option("--skip-invalid", is_flag=True, help="Skip unreadable records (counted) instead of stopping.")
 def history(start: str, end: str, partitions: tuple[str, ...], states: tuple[str, ...], json_transport: bool,
-            out_path: Path | None, skip_invalid: bool) -> None:  # fmt: skip
+            rest_transport: bool, out_path: Path | None, skip_invalid: bool) -> None:  # fmt: skip
     """Read job history from sacct and print a JSON summary (jobs, skipped records by reason)."""
-    transport = "json" if json_transport else "cli"
+    if json_transport and rest_transport:
+        raise SlurmInputError("--json-transport and --rest-transport: pick one transport")
+    transport = "json" if json_transport else "rest" if rest_transport else "cli"
     result = sacct_history(
         start, end, _split(partitions), _split(states), transport, skip_invalid=skip_invalid
     )
@@ -81,7 +96,9 @@ def transports() -> None:
     """Say which history transports work here (sacct CLI, JSON; pyslurm and why not)."""
     click.echo("sacct -P: always (the default transport)")
     click.echo("sacct --json: --json-transport (SLURM 22.05 and 24.11 layouts)")
-    click.echo("slurmrestd: not implemented yet")
+    address = os.environ.get(REST_ENV)
+    click.echo(f"slurmrestd: --rest-transport ({REST_ENV}={address})" if address
+               else f"slurmrestd: --rest-transport once {REST_ENV}=unix:PATH names a running slurmrestd")  # fmt: skip
     click.echo(pyslurm_status())
 
 
@@ -92,8 +109,48 @@ def _cluster_option(func: Any) -> Any:
     )(func)  # fmt: skip
 
 
-def _render(cluster_path: Path, version: str) -> RenderedConfig:
-    return render(load_cluster(cluster_path), version=version)
+def _history_options(func: Any) -> Any:
+    """--history TRACE [--format F] | --from-sacct --start T [--end T]: fill the Lua tables."""
+    options = [
+        click.option("--history", "history_path", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+                     help="Fill job_submit.lua's GPU-sizing and estimate tables from this trace file "
+                          "(e.g. written by `gputwin slurm history --out`)."),
+        click.option("--format", "history_format", type=click.Choice(("auto", *FORMATS)), default="auto",
+                     show_default=True, help="Format of the --history file."),
+        click.option("--from-sacct", is_flag=True,
+                     help="Fill the tables from the live cluster's sacct (finished jobs of --start..--end)."),
+        click.option("--start", help="With --from-sacct: window start, UTC (YYYY-MM-DD[THH:MM[:SS]] or now-N<unit>)."),
+        click.option("--end", default="now", show_default=True, help="With --from-sacct: window end."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _tables(cluster: ClusterSpec, history_path: Path | None, history_format: str, from_sacct: bool,
+            start: str | None, end: str) -> LuaTables | None:  # fmt: skip
+    """The history tables the options ask for (summary on stderr), or None for empty tables."""
+    if history_path is not None and from_sacct:
+        raise SlurmInputError("--history and --from-sacct: give one source of history, not both")
+    if from_sacct and not start:
+        raise SlurmInputError("--from-sacct needs --start (the history window)")
+    if start and not from_sacct:
+        raise SlurmInputError("--start is for --from-sacct")
+    if history_path is not None:
+        found = tables_from_trace(cluster, history_path, history_format)
+    elif from_sacct:
+        found = tables_from_sacct(cluster, start or "", end)
+    else:
+        return None
+    click.echo(f"history: {json.dumps(found.summary(), sort_keys=True)}", err=True)
+    return found.tables
+
+
+def _render(
+    cluster_path: Path, version: str, history: tuple[Path | None, str, bool, str | None, str]
+) -> RenderedConfig:
+    cluster = load_cluster(cluster_path)
+    return render(cluster, version=version, tables=_tables(cluster, *history))
 
 
 def _live_version() -> str:
@@ -106,10 +163,12 @@ def _live_version() -> str:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
               help="Write the files into this folder (created) instead of printing them.")  # fmt: skip
 @click.option("--slurm-version", "version", type=click.Choice(SUPPORTED_VERSIONS), default="22.05",
-              show_default=True, help="SLURM release to render for.")  # fmt: skip
-def render_cmd(cluster_path: Path, out_dir: Path | None, version: str) -> None:
+              show_default=True, help="SLURM release to render for (25.05 adds topology.yaml).")  # fmt: skip
+@_history_options
+def render_cmd(cluster_path: Path, out_dir: Path | None, version: str, history_path: Path | None,
+               history_format: str, from_sacct: bool, start: str | None, end: str) -> None:  # fmt: skip
     """Compile the cluster's policy into topology.conf, the two includes and job_submit.lua."""
-    rendered = _render(cluster_path, version)
+    rendered = _render(cluster_path, version, (history_path, history_format, from_sacct, start, end))
     if out_dir is None:
         for name in rendered:
             click.echo(f"==> {name} <==")
@@ -126,9 +185,11 @@ def render_cmd(cluster_path: Path, out_dir: Path | None, version: str) -> None:
 @click.option("--conf-dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
               help="Folder of slurm.conf and the managed files (default: that of $SLURM_CONF).")  # fmt: skip
 @click.option("--dry-run", is_flag=True, help="Validate and print the diff; write nothing.")
-def apply_cmd(cluster_path: Path, conf_dir: Path | None, dry_run: bool) -> None:
+@_history_options
+def apply_cmd(cluster_path: Path, conf_dir: Path | None, dry_run: bool, history_path: Path | None,
+              history_format: str, from_sacct: bool, start: str | None, end: str) -> None:  # fmt: skip
     """Validate, diff, write, `scontrol reconfigure` and verify; roll back on any failure."""
-    rendered = _render(cluster_path, _live_version())
+    rendered = _render(cluster_path, _live_version(), (history_path, history_format, from_sacct, start, end))
     result = apply(rendered, conf_dir, dry_run=dry_run)  # SlurmApplyError says it rolled back
     click.echo(result.diff, nl=False)
     for note in result.notes:

@@ -1,0 +1,93 @@
+"""benchmarks/sim_to_real.py: its statistics (pure) and a tiny run on the real test cluster.
+
+The tiny run checks the report's shape and that every figure is a finite number; the fidelity
+targets themselves are the full benchmark's business (timing assertions do not belong in tests).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from slurm_testcluster import Cluster  # tests/slurm/ helpers
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARK = ROOT / "benchmarks" / "sim_to_real.py"
+FIELDS = {"policy", "jobs", "avg_jct_gap", "avg_queue_gap", "rank_correlation", "kendall_tau_b",
+          "avg_jct_real_s", "avg_jct_sim_s", "avg_queue_real_s", "avg_queue_sim_s", "launch_overhead_s",
+          "preemptions_real", "preemptions_sim", "unmatched"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("sim_to_real", BENCHMARK)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while being built
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "rho", "tau"),
+    [
+        ([1, 2, 3, 4], [10, 20, 30, 40], 1.0, 1.0),
+        ([1, 2, 3, 4], [40, 30, 20, 10], -1.0, -1.0),
+        ([1, 2, 3, 4, 5], [2, 1, 4, 3, 5], 0.8, 0.6),
+        # whole-second ties on the real side: tie-corrected rho = 0.9487, tau-b = 0.9129
+        ([0, 0, 1, 2], [0.2, 0.1, 1.5, 2.5], 0.9487, 0.9129),
+    ],
+)
+def test_rank_statistics(bench: ModuleType, x: list[float], y: list[float], rho: float, tau: float) -> None:
+    assert bench.spearman(x, y) == pytest.approx(rho, abs=1e-4)
+    assert bench.kendall_tau_b(x, y) == pytest.approx(tau, abs=1e-4)
+
+
+def test_average_ranks_share_ties(bench: ModuleType) -> None:
+    assert bench.average_ranks([5, 1, 5, 3]) == [3.5, 1.0, 3.5, 2.0]
+
+
+def test_trace_is_seeded_and_mixed(bench: ModuleType) -> None:
+    trace = bench.make_trace(100, 7, 60.0)
+    assert trace == bench.make_trace(100, 7, 60.0) and trace != bench.make_trace(100, 8, 60.0)
+    assert {job.gpus for job in trace} == {1, 2, 4, 8}
+    assert all(3 <= job.seconds <= 20 and 0 <= job.arrival <= 60 for job in trace)
+    assert [job.arrival for job in trace] == sorted(job.arrival for job in trace)
+
+
+def test_tiny_run_on_the_live_cluster(slurm_cluster: Cluster) -> None:
+    conf_dir = Path(slurm_cluster.env["SLURM_CONF"]).parent
+    before = _files(conf_dir)
+    command = [sys.executable, str(BENCHMARK), "--state", str(slurm_cluster.state), "--jobs", "10",
+               "--span", "8", "--policies", "fifo,srtf", "--json"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [r["policy"] for r in report["results"]] == ["fifo", "srtf"]
+    for result in report["results"]:
+        assert FIELDS <= set(result)
+        assert result["jobs"] == 10 and result["unmatched"] == 0
+        assert result["time_source"] in ("slurmctld.log (ms)", "sacct (whole seconds)")
+        numbers = [v for k, v in result.items() if k not in ("policy", "time_source") and v is not None]
+        assert all(isinstance(v, (int, float)) and math.isfinite(v) for v in numbers), result
+        assert -1.0 <= result["rank_correlation"] <= 1.0
+    assert "spearman" in done.stderr  # the table goes to stderr with --json
+    assert math.isfinite(report["startup_cost_s"]) and report["startup_cost_s"] >= 0
+    # The cluster's own files are back (the managed ones rewritten byte for byte).
+    after = _files(conf_dir)
+    assert {name: after.get(name) for name in before} == before
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """The folder's files but apply's backups (which hold whatever was live before each apply)."""
+    return {
+        p.name: p.read_bytes()
+        for p in folder.iterdir()
+        if p.is_file() and not p.name.endswith(".gputwin-backup")
+    }
