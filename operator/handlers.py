@@ -94,7 +94,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     configure(settings)
     try:
         config = OperatorConfig.from_env()
-        build_backend(config.backend)  # fail now, with its message, if the backend does not exist yet
+        build_backend(config.backend)  # fail now, with its message, if a setting is wrong
+        build_deployer(config.backend)
     except ConfigError as exc:
         raise kopf.PermanentError(str(exc)) from exc  # a setting is wrong: retrying will not help
     service = OperatorService(lambda: make_controller(config))

@@ -31,13 +31,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from gputwin.adapters.slurm import SlurmError
 from gputwin.api.v1alpha1 import TraceReplaySpec
 from gputwin.operator.backends import Backend, SimBackend
 from gputwin.operator.config import ConfigError
@@ -45,7 +47,7 @@ from gputwin.operator.controller import Controller
 from gputwin.operator.deploy import Deployer
 from gputwin.operator.kube_backend import KubernetesBackend
 from gputwin.operator.replay import ReplayCluster, ReplayResult, run_replay
-from gputwin.operator.slurm_backend import SlurmBackend, SlurmDeployer
+from gputwin.operator.slurm_backend import SlurmBackend, SlurmDeployer, from_sacct
 from gputwin.operator.store import Obj, is_deleted, name_of, namespace_of
 
 RESYNC_SECONDS = 10.0
@@ -60,11 +62,20 @@ Plan = tuple[TraceReplaySpec, ReplayCluster, str | None]  # spec, cluster, a Con
 log = logging.getLogger(__name__)
 
 
-def build_deployer(name: str) -> Deployer | None:
-    """What puts policies into effect besides the operator's own scheduler (SLURM only)."""
-    if name == "slurm":
-        return SlurmDeployer()
-    return None
+def build_deployer(name: str, env: Mapping[str, str] | None = None) -> Deployer | None:
+    """What puts policies into effect besides the operator's own scheduler (SLURM only).
+
+    `GPUTWIN_SLURM_HISTORY` (a sacct window start such as `now-30days`): fill job_submit.lua's
+    sizing and estimate tables from the jobs finished since then, at every deployment.
+    """
+    env = os.environ if env is None else env
+    if name != "slurm":
+        return None
+    window = env.get("GPUTWIN_SLURM_HISTORY")
+    try:
+        return SlurmDeployer(tables=from_sacct(window) if window else None)
+    except SlurmError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def build_backend(name: str) -> Backend:

@@ -14,8 +14,10 @@ rollback (`gputwin.adapters.slurm.apply`). The adapter's errors map onto the Sch
 
 SLURM schedules its own jobs, so the operator does not place GPUJobs under this backend
 (`jobs_blocker`): users submit with `sbatch --comment=task:<type>` and the compiled
-job_submit.lua routes them. The Lua tables (GPU sizes, qssf estimates) come from `tables`, a
-function of the cluster — by default empty, i.e. requests are kept as asked.
+job_submit.lua routes them. The Lua tables (GPU sizes, qssf/srtf estimates) come from `tables`,
+a function of the cluster: `from_sacct(start)` reads the finished jobs of the window from the live
+cluster's accounting at every deployment (the operator sets it from `GPUTWIN_SLURM_HISTORY`, e.g.
+`now-30days`); without it the tables are empty and requests are kept as asked.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gputwin.adapters.slurm import SlurmError, slurm_version
+from gputwin.adapters.slurm import SlurmError, check_time, slurm_version
 from gputwin.adapters.slurm.apply import AfterWrite, SlurmApplyError, apply
 from gputwin.adapters.slurm.render import SUPPORTED_VERSIONS, LuaTables, render
+from gputwin.adapters.slurm.tables import tables_from_sacct
 from gputwin.api.status import Backend as BackendName
 from gputwin.core.decision import Start
 from gputwin.core.model import ClusterSpec
@@ -36,6 +39,12 @@ JOBS_BLOCKER = (
     "submit with sbatch --comment=task:<type>"
 )
 TablesFor = Callable[[ClusterSpec], LuaTables]
+
+
+def from_sacct(start: str) -> TablesFor:
+    """Tables from the finished jobs since `start` (checked now: a bad window fails at start-up)."""
+    window = check_time(start, "GPUTWIN_SLURM_HISTORY")
+    return lambda cluster: tables_from_sacct(cluster, window).tables
 
 
 def live_version() -> str:
@@ -104,4 +113,4 @@ def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
-__all__ = ["JOBS_BLOCKER", "SlurmBackend", "SlurmDeployer", "live_version"]
+__all__ = ["JOBS_BLOCKER", "SlurmBackend", "SlurmDeployer", "from_sacct", "live_version"]

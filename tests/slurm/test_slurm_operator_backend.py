@@ -19,6 +19,7 @@ from gputwin.adapters.slurm.apply import live_config, live_partitions, reconfigu
 from gputwin.adapters.slurm.render import MANAGED_FILES, PARTITIONS
 from slurm_testcluster import Cluster  # tests/slurm/ helpers
 
+from gputwin.operator.config import ConfigError
 from gputwin.operator.controller import Controller
 from gputwin.operator.service import build_backend, build_deployer
 from gputwin.operator.slurm_backend import JOBS_BLOCKER, SlurmBackend, SlurmDeployer
@@ -184,3 +185,26 @@ def test_promoted_winner_is_deployed_to_slurm(conf_dir: Path, tmp_path: Path, fa
     else:
         assert deploy["result"] == "Succeeded", deploy
         assert live_config()["PreemptType"] == "preempt/partition_prio"
+
+
+# --- history from sacct fills job_submit.lua's tables at every deployment ---------------------------
+
+
+def test_history_window_fills_the_lua_tables(slurm_cluster: Cluster, conf_dir: Path) -> None:
+    from gputwin.api.loader import load_cluster
+
+    cluster = load_cluster(TWO_LEAF)
+    deployer = build_deployer("slurm", {"GPUTWIN_SLURM_HISTORY": "now-1hours"})
+    assert isinstance(deployer, SlurmDeployer) and deployer.tables is not None
+    assert SlurmDeployer(conf_dir).deploy(cluster).result == "Succeeded"  # infer/train live, empty tables
+    job = slurm_cluster.submit("--comment=task:infer", "--job-name=optrace", "--gres=gpu:1")
+    slurm_cluster.wait_done([job], 1)
+    deployed = SlurmDeployer(conf_dir, tables=deployer.tables).deploy(cluster)
+    assert deployed.result == "Succeeded", deployed
+    lua = (conf_dir / "job_submit.lua").read_text()
+    assert '["optrace"]' in lua  # the finished job's runtime is now an estimate
+
+
+def test_a_bad_history_window_fails_at_start_up() -> None:
+    with pytest.raises(ConfigError, match="GPUTWIN_SLURM_HISTORY"):
+        build_deployer("slurm", {"GPUTWIN_SLURM_HISTORY": "last tuesday; rm -rf /"})

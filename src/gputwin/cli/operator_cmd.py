@@ -51,9 +51,10 @@ def operator(namespace: str | None, all_namespaces: bool, backend: str | None, h
     os.environ.update({k: v for k, v in settings.items() if v is not None})
     try:
         config = OperatorConfig.from_env()
-        from gputwin.operator.service import build_backend
+        from gputwin.operator.service import build_backend, build_deployer
 
         build_backend(config.backend)
+        build_deployer(config.backend)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
     _run(config, verbose)
