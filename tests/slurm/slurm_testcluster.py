@@ -97,6 +97,21 @@ class Cluster:
             time.sleep(0.3)
         raise AssertionError(f"jobs not finished within {timeout:g} s: {states}")
 
+    def wait_in_history(self, job_id: str, name: str, timeout: float = 60) -> None:
+        """Poll until sacct history shows the finished job as it will stay: slurmdbd settles a
+        finished job's record a moment after sacct first shows it COMPLETED (its name reads
+        "allocation" at first), and `--state` leaves out a job that ended in the second "now" names."""
+        from gputwin.adapters.slurm import sacct_history
+
+        deadline = time.monotonic() + timeout
+        while not any(
+            j.job_id == job_id and j.name == name
+            for j in sacct_history("now-1hours", "now", states=["CD"]).jobs
+        ):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} not settled in sacct within {timeout:g} s")
+            time.sleep(0.5)
+
     def cancel_submitted(self) -> None:
         if self.submitted:
             self.run("scancel", *self.submitted, check=False)

@@ -199,6 +199,7 @@ def test_history_window_fills_the_lua_tables(slurm_cluster: Cluster, conf_dir: P
     assert SlurmDeployer(conf_dir).deploy(cluster).result == "Succeeded"  # infer/train live, empty tables
     job = slurm_cluster.submit("--comment=task:infer", "--job-name=optrace", "--gres=gpu:1")
     slurm_cluster.wait_done([job], 1)
+    slurm_cluster.wait_in_history(job, "optrace")  # the same sacct query the deployer makes
     deployed = SlurmDeployer(conf_dir, tables=deployer.tables).deploy(cluster)
     assert deployed.result == "Succeeded", deployed
     lua = (conf_dir / "job_submit.lua").read_text()

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from gputwin.adapters.slurm import sacct_history
 from gputwin.adapters.slurm.apply import reconfigure, write_atomic
 from gputwin.adapters.slurm.render import MANAGED_FILES, PRIORITY_MAX
 from gputwin.adapters.slurm.tables import history_tables, tables_from_trace
@@ -185,14 +183,7 @@ def test_apply_from_sacct_live(slurm_cluster: Cluster, conf_dir: Path, learning_
     assert CliRunner().invoke(cli, ["slurm", "apply", "--cluster", str(learning_yaml)]).exit_code == 0
     job = slurm_cluster.submit("--comment=task:infer", "--gres=gpu:1", "--job-name=probe")
     slurm_cluster.wait_done([job], 1, timeout=60)
-    # slurmdbd settles a finished job's record a moment after sacct first shows it COMPLETED (its
-    # name reads "allocation" at first): poll until history has it as it will stay.
-    deadline = time.monotonic() + 60
-    while not any(
-        j.job_id == job and j.name == "probe" for j in sacct_history("now-1hours", "now", states=["CD"]).jobs
-    ):
-        assert time.monotonic() < deadline, f"job {job} not settled in sacct within 60 s"
-        time.sleep(0.5)
+    slurm_cluster.wait_in_history(job, "probe")
     # --end a minute ahead: sacct's --state filter leaves out a job that ended in the very second "now" names.
     args = ["slurm", "apply", "--cluster", str(learning_yaml), "--from-sacct", "--start", "now-1hours",
             "--end", "now+1minutes"]  # fmt: skip
