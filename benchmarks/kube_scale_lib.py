@@ -1,0 +1,368 @@
+"""Helpers of benchmarks/kube_scale.py: a lean API client, the pod watch that measures, /proc and /metrics.
+
+The benchmark talks to the API server with urllib3 and plain JSON rather than the `kubernetes`
+client's generated models: at 10,000 pods and ~5 watch events each, building model objects for
+every event would make the benchmark's own CPU (on a 2-core machine shared with the control plane)
+part of what it measures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import urllib3
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+RETRIED = frozenset({429, 500, 502, 503, 504})
+GPU = "nvidia.com/gpu"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def percentile(ordered: list[float], q: float) -> float | None:
+    """Nearest-rank percentile of an already sorted list (None when empty)."""
+    if not ordered:
+        return None
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
+
+
+# --- the API server ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kube:
+    """Bearer-token JSON requests to one API server (the kubeconfig start.sh writes)."""
+
+    server: str
+    token: str
+    ca: str
+    pool: urllib3.PoolManager
+
+    @classmethod
+    def from_kubeconfig(cls, path: Path) -> Kube:
+        conf = yaml.safe_load(path.read_text())
+        cluster, user = conf["clusters"][0]["cluster"], conf["users"][0]["user"]
+        ca = cluster["certificate-authority"]
+        pool = urllib3.PoolManager(maxsize=16, cert_reqs="CERT_REQUIRED", ca_certs=ca,
+                                   timeout=urllib3.Timeout(connect=5, read=60))  # fmt: skip
+        return cls(cluster["server"], user["token"], ca, pool)
+
+    def kubeconfig_text(self, token: str) -> str:
+        return yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "bench",
+            "clusters": [{"name": "bench", "cluster": {"server": self.server, "certificate-authority": self.ca}}],
+            "users": [{"name": "bench", "user": {"token": token}}],
+            "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench"}}],
+        })  # fmt: skip
+
+    def request(self, method: str, path: str, body: Any = None, preload: bool = True,
+                content_type: str = "application/json") -> Any:  # fmt: skip
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        data = None if body is None else json.dumps(body).encode()
+        if data is not None:
+            headers["Content-Type"] = content_type
+        for attempt in range(6):
+            answer = self.pool.request(method, self.server + path, body=data, headers=headers,
+                                       preload_content=preload, retries=False)  # fmt: skip
+            if answer.status not in RETRIED or attempt == 5:
+                break
+            time.sleep(0.1 * 2**attempt)
+        if answer.status >= 400:
+            text = answer.data.decode(errors="replace") if preload else ""
+            raise RuntimeError(f"{method} {path}: HTTP {answer.status} {text[:300]}")
+        return answer if not preload else json.loads(answer.data) if answer.data[:1] == b"{" else answer.data
+
+    def create(self, path: str, body: Any) -> Any:
+        return self.request("POST", path, body)
+
+    def merge_patch(self, path: str, body: Any) -> Any:
+        return self.request("PATCH", path, body, content_type="application/merge-patch+json")
+
+    def delete(self, path: str) -> Any:
+        return self.request("DELETE", path)
+
+    def text(self, path: str) -> str:
+        return bytes(self.request("GET", path)).decode()
+
+    def ready_nodes(self) -> int:
+        nodes = self.request("GET", "/api/v1/nodes")["items"]
+        return sum(
+            any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in n.get("status", {}).get("conditions", [])
+            )
+            for n in nodes
+        )
+
+    def http_status(self, url: str) -> int | None:
+        try:
+            return int(self.pool.request("GET", url, retries=False, timeout=2).status)
+        except urllib3.exceptions.HTTPError:
+            return None
+
+
+def request_counts(kube: Kube) -> dict[str, float]:
+    """`request VERB resource[/sub]` -> apiserver_request_total, `flow SCHEMA` -> APF dispatched."""
+    wanted = ("apiserver_request_total", "apiserver_flowcontrol_dispatched_requests_total")
+    text = "\n".join(ln for ln in kube.text("/metrics").splitlines() if ln.startswith(wanted)) + "\n"
+    out: dict[str, float] = defaultdict(float)
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "apiserver_request_total":
+                what = s.labels.get("resource") or "-"
+                if s.labels.get("subresource"):
+                    what += "/" + s.labels["subresource"]
+                out[f"request {s.labels.get('verb')} {what}"] += s.value
+            elif s.name == "apiserver_flowcontrol_dispatched_requests_total":
+                out[f"flow {s.labels.get('flow_schema')}"] += s.value
+    return dict(out)
+
+
+# --- /proc -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcStats:
+    cpu_s: float  # user + system since the process started
+    peak_rss_mb: float  # VmHWM
+
+
+def proc_stats(pid: int) -> ProcStats:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return ProcStats(0.0, 0.0)
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state is field 3
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime: fields 14 and 15 of stat
+    hwm = next((int(ln.split()[1]) for ln in status.splitlines() if ln.startswith("VmHWM:")), 0)
+    return ProcStats(cpu, hwm / 1024)
+
+
+# --- the watch ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PodSeen:
+    phase: str
+    job: str
+    gpus: int
+    added: float
+    node: str | None = None
+    bound: float | None = None
+    room: float | None = None  # since when its node had room for it, continuously, when it was bound
+    released: bool = False
+    deleted: bool = False
+
+
+@dataclass(frozen=True)
+class PhaseView:
+    latencies: list[float]
+    after_room: list[float]  # binding - max(creation, since when its node had room for it)
+    first_added: float
+    last_bind: float | None
+    double_bound: int
+    lost: int
+    peak_gpus_used: int
+
+
+@dataclass
+class _Phase:
+    first_added: float | None = None
+    last_bind: float | None = None
+    bound: int = 0
+    double_bound: int = 0
+    peak_gpus_used: int = 0
+    jobs: dict[str, set[str]] = field(default_factory=dict)  # job -> uids of its pods that were bound
+    # node -> peak GPUs over capacity, seen when this phase's pods bound: counting every pod on the
+    # node, and counting this phase's pods alone (what the scheduler itself accounted wrongly)
+    excess_all: dict[str, int] = field(default_factory=dict)
+    excess_own: dict[str, int] = field(default_factory=dict)
+
+
+class Tracker:
+    """Consumes one pod watch; keeps what the benchmark reports. Thread-safe reads under one lock."""
+
+    def __init__(self, capacity: dict[str, int]) -> None:
+        self.capacity = capacity
+        self.used: dict[str, int] = dict.fromkeys(capacity, 0)
+        self.free_nodes: Counter[int] = Counter(capacity.values())  # free GPUs -> nodes with that many
+        # node -> [since when it had >= g GPUs free, continuously, or None] for g = 0..capacity
+        self.room: dict[str, list[float | None]] = {n: [0.0] * (c + 1) for n, c in capacity.items()}
+        self.own: dict[tuple[str, str], int] = {}  # (phase, node) -> GPUs its pods use there
+        self.total_used = 0
+        self.pods: dict[str, PodSeen] = {}
+        self.phases: dict[str, _Phase] = {}
+        self.lock = threading.Lock()
+        self.error: str = ""
+
+    @classmethod
+    @contextmanager
+    def watching(cls, kube: Kube, selector: str, capacity: dict[str, int]) -> Iterator[Tracker]:
+        tracker = cls(capacity)
+        stop = threading.Event()
+        listed = kube.request("GET", f"/api/v1/pods?labelSelector={selector}&limit=1")
+        holder: dict[str, Any] = {}
+        thread = threading.Thread(target=tracker._follow, daemon=True, name="pod-watch",
+                                  args=(kube, selector, listed["metadata"]["resourceVersion"], stop, holder))  # fmt: skip
+        thread.start()
+        try:
+            yield tracker
+        finally:
+            stop.set()
+            answer = holder.get("answer")
+            if answer is not None:
+                answer.shutdown()  # unblocks the watch thread's read
+            thread.join(5)
+
+    def _follow(
+        self, kube: Kube, selector: str, rv: str, stop: threading.Event, holder: dict[str, Any]
+    ) -> None:
+        """Watch from `rv`; resume from the last version seen when the server ends the watch."""
+        while not stop.is_set():
+            path = (f"/api/v1/pods?watch=1&labelSelector={selector}&resourceVersion={rv}"
+                    "&allowWatchBookmarks=true&timeoutSeconds=3600")  # fmt: skip
+            try:
+                answer = kube.request("GET", path, preload=False)
+                holder["answer"] = answer
+                buffer = b""
+                for chunk in answer.stream(65536):
+                    now = time.monotonic()
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            rv = self.feed(json.loads(line), now) or rv
+            except Exception as exc:  # noqa: BLE001  (a closed stream at stop, or a failure to report)
+                if not stop.is_set():
+                    self.error = f"{type(exc).__name__}: {exc}"
+                    time.sleep(0.5)
+
+    def feed(self, event: dict[str, Any], now: float) -> str | None:
+        """One watch event received at `now`; the resourceVersion to resume from."""
+        kind, obj = event.get("type"), event.get("object", {})
+        meta = obj.get("metadata", {})
+        if kind == "ERROR":
+            raise RuntimeError(f"watch error: {obj.get('message')}")
+        if kind == "BOOKMARK":
+            return str(meta.get("resourceVersion") or "") or None
+        with self.lock:
+            self._pod(kind, obj, now)
+        return str(meta.get("resourceVersion") or "") or None
+
+    def _pod(self, kind: str | None, obj: dict[str, Any], now: float) -> None:
+        meta, spec = obj["metadata"], obj.get("spec", {})
+        uid = meta["uid"]
+        seen = self.pods.get(uid)
+        if seen is None:
+            labels = meta.get("labels", {})
+            gpus = sum(
+                int(c.get("resources", {}).get("limits", {}).get(GPU, 0)) for c in spec.get("containers", [])
+            )
+            seen = PodSeen(labels.get("bench.gputwin.io/phase", "?"), labels.get("bench.gputwin.io/job", "?"),
+                           gpus, now)  # fmt: skip
+            self.pods[uid] = seen
+            phase = self.phases.setdefault(seen.phase, _Phase())
+            phase.first_added = phase.first_added if phase.first_added is not None else now
+        phase = self.phases[seen.phase]
+        node = spec.get("nodeName")
+        if node and seen.node is None:
+            self._bind(seen, uid, node, now, phase)
+        elif node and node != seen.node:
+            phase.double_bound += 1  # the API server forbids this; count it if it ever happens
+        done = kind == "DELETED" or obj.get("status", {}).get("phase") in ("Succeeded", "Failed")
+        if done and seen.node is not None and not seen.released:
+            seen.released = True
+            self._use(seen.node, -seen.gpus, now, seen.phase)
+        seen.deleted = seen.deleted or kind == "DELETED"
+
+    def _bind(self, seen: PodSeen, uid: str, node: str, now: float, phase: _Phase) -> None:
+        seen.node, seen.bound = node, now
+        room = self.room.get(node, [])
+        seen.room = room[seen.gpus] if seen.gpus < len(room) else None
+        phase.bound += 1
+        phase.last_bind = now
+        uids = phase.jobs.setdefault(seen.job, set())
+        uids.add(uid)
+        if len(uids) == 2:
+            phase.double_bound += 1  # one job bound under two pods
+        self._use(node, seen.gpus, now, seen.phase)
+        cap = self.capacity.get(node, 0)
+        for excess, peaks in ((self.used[node] - cap, phase.excess_all),
+                              (self.own[(seen.phase, node)] - cap, phase.excess_own)):  # fmt: skip
+            if excess > peaks.get(node, 0):
+                peaks[node] = excess
+        phase.peak_gpus_used = max(phase.peak_gpus_used, self.total_used)
+
+    def _use(self, node: str, gpus: int, now: float, phase: str) -> None:
+        cap = self.capacity.get(node, 0)
+        self.free_nodes[max(cap - self.used.get(node, 0), 0)] -= 1
+        self.used[node] = self.used.get(node, 0) + gpus
+        free = cap - self.used[node]
+        self.free_nodes[max(free, 0)] += 1
+        room = self.room.setdefault(node, [0.0] * (cap + 1))
+        for g in range(len(room)):
+            if g > free:
+                room[g] = None
+            elif room[g] is None:
+                room[g] = now
+        self.total_used += gpus
+        self.own[(phase, node)] = self.own.get((phase, node), 0) + gpus
+
+    def _fits(self, gpus: int) -> bool:
+        return any(count > 0 for free, count in self.free_nodes.items() if free >= gpus)
+
+    # --- reads (main thread) ----------------------------------------------------------------------
+
+    def bound_count(self, phase: str) -> int:
+        with self.lock:
+            return self.phases[phase].bound if phase in self.phases else 0
+
+    def last_bind(self, phase: str) -> float | None:
+        with self.lock:
+            return self.phases[phase].last_bind if phase in self.phases else None
+
+    def live_count(self, phase: str) -> int:
+        with self.lock:
+            return sum(1 for p in self.pods.values() if p.phase == phase and not p.deleted)
+
+    def running_count(self, phase: str) -> int:
+        """Pods of `phase` bound and not yet finished (still holding GPUs)."""
+        with self.lock:
+            return sum(1 for p in self.pods.values() if p.phase == phase and p.node and not p.released)
+
+    def overallocated_gpus(self, phase: str, own: bool = False) -> int:
+        """Sum over nodes of the peak excess over capacity at this phase's bindings (`own`: its pods only)."""
+        with self.lock:
+            state = self.phases.get(phase, _Phase())
+            return sum((state.excess_own if own else state.excess_all).values())
+
+    def phase_view(self, phase: str) -> PhaseView:
+        with self.lock:
+            mine = [p for p in self.pods.values() if p.phase == phase]
+            state = self.phases.get(phase, _Phase())
+            bound = [p for p in mine if p.bound is not None]
+            lost = sum(1 for p in mine if p.bound is None and not p.deleted and self._fits(p.gpus))
+            return PhaseView(
+                latencies=[p.bound - p.added for p in bound if p.bound is not None],
+                after_room=[p.bound - max(p.added, p.room) for p in bound if p.bound is not None and p.room is not None],
+                first_added=state.first_added or 0.0, last_bind=state.last_bind,
+                double_bound=state.double_bound, lost=lost, peak_gpus_used=state.peak_gpus_used,
+            )  # fmt: skip
