@@ -13,6 +13,7 @@ cross a boundary that can reorder it, so it can wake up then).
 
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ class Las:
         self.thresholds = tuple(sorted(thresholds))
 
     def level(self, attained: float) -> int:
-        return sum(1 for t in self.thresholds if attained >= t)
+        return bisect.bisect_right(self.thresholds, attained)  # thresholds passed (>=); hot: every cycle
 
     def key(self, job: JobState, now: float) -> Key:
         return (float(self.level(job.attained_at(now))), job.spec.submit)

@@ -15,6 +15,7 @@ backfill) and `_preemptive` (rank queued and running jobs together, preempt what
 
 from __future__ import annotations
 
+import heapq
 import zlib
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -269,19 +270,24 @@ class Scheduler:
     def _rerank(self, part: PartitionState, now: float, out: DecisionBuilder) -> bool:
         key = part.policy.key
         # (key, 0 = queued / 1 = running, order, job): orders are unique, so jobs never compare.
-        ranked = [(job.key, 0, job.order, job) for job in part.queued.values()]
-        ranked += [(key(j, now), 1, j.order, j) for j in part.running.values()]
-        ranked.sort()
+        # The queue is kept in key order already; only running jobs (their keys move with time)
+        # are sorted, and the walk stops once every GPU is spoken for: what is left of the queue
+        # cannot run, and every running job not yet kept is a victim.
+        running = sorted((key(j, now), 1, j.order, j) for j in part.running.values())
+        queued = ((k, 0, order, part.queued[order]) for k, order in part.order)
         quota = part.ledger.total_gpus
         to_run: list[JobState] = []
-        victims: list[JobState] = []
-        for _, running, _, job in ranked:
+        kept: set[int] = set()
+        for _, is_running, order, job in heapq.merge(queued, running):
             if job.gpus <= quota:
                 quota -= job.gpus
-                if not running:
+                if is_running:
+                    kept.add(order)
+                else:
                     to_run.append(job)
-            elif running:
-                victims.append(job)
+                if quota == 0:
+                    break
+        victims = [job for _, _, order, job in running if order not in kept]
         for job in victims:
             self._preempt(part, job, now, out)
         started = [self._try_start(part, job, now, out) for job in to_run]
