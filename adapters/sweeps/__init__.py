@@ -20,6 +20,7 @@ from gputwin.sim.compare import CandidateResult
 from .plan import SweepError, SweepPlan, gather, pending, read_plan, run_task, write_plan
 
 EXECUTORS = ("local", "slurm", "kubernetes")
+DEFAULT_IMAGE = "gputwin:dev"  # the kubernetes executor's image: what the Dockerfile builds
 
 
 class Executor(Protocol):
@@ -40,6 +41,7 @@ def run_sweep(folder: Path, executor: Executor, progress: Callable[[int], None] 
 
 
 __all__ = [
+    "DEFAULT_IMAGE",
     "EXECUTORS",
     "Executor",
     "SweepError",

@@ -24,13 +24,13 @@ from kubernetes.client.exceptions import ApiException
 
 from gputwin.adapters.kube.store import api_client
 
+from . import DEFAULT_IMAGE
 from .plan import SweepError, read_plan, result_path
 
 Progress = Callable[[int], None]
 Clock = Callable[[], float]
 MOUNT = "/sweep"
 POLL_SECONDS = 1.0
-DEFAULT_IMAGE = "gputwin:dev"  # what the Dockerfile builds (see README, "kind")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
 

@@ -16,8 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
-from gputwin.adapters.sweeps import EXECUTORS, Executor, SweepError, run_task
-from gputwin.adapters.sweeps.kubernetes import DEFAULT_IMAGE, KubernetesExecutor
+from gputwin.adapters.sweeps import DEFAULT_IMAGE, EXECUTORS, Executor, SweepError, run_task
 from gputwin.adapters.sweeps.local import LocalExecutor
 from gputwin.adapters.sweeps.slurm import SlurmExecutor
 
@@ -50,6 +49,8 @@ def make_executor(executor: str, workers: int, partition: str | None, namespace:
     if executor == "slurm":
         return SlurmExecutor(partition=partition, parallel=workers, timeout=sweep_timeout)
     if executor == "kubernetes":
+        from gputwin.adapters.sweeps.kubernetes import KubernetesExecutor  # the client takes 0.3 s to import
+
         return KubernetesExecutor(namespace=namespace, image=image, parallel=workers, claim=volume_claim,
                                   host_path=volume_claim is None, timeout=sweep_timeout)  # fmt: skip
     return LocalExecutor(workers)

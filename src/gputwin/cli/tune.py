@@ -13,7 +13,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import click
 import yaml
@@ -28,9 +28,10 @@ from gputwin.cli.output import ranked_table, sweep_progress
 from gputwin.core.model import ClusterSpec, PolicySpec
 from gputwin.core.plugins import known
 from gputwin.sim.run import RunError
-from gputwin.sim.space import Space, SpaceError, default_space, parse_space
-from gputwin.sim.tune import OBJECTIVES, TuneResult, describe
-from gputwin.sim.tune import tune as run_tune
+from gputwin.sim.space import OBJECTIVES, Space, SpaceError, default_space, parse_space
+
+if TYPE_CHECKING:
+    from gputwin.sim.tune import TuneResult
 
 # Names a trial may choose: registered in the core AND expressible in a SchedulingPolicy.
 _API_NAMES = {
@@ -92,6 +93,7 @@ def scheduling_policy(policy: PolicySpec, name: str, checkpoint: float | None) -
 
 def print_result(result: TuneResult, data: Mapping[str, Any], title: str) -> None:
     """The distinct policies tried, best first, then the objective on both parts next to the baseline."""
+    from gputwin.sim.tune import describe  # optuna loads only when tune runs: every command starts faster
     seen: set[str] = set()
     rows: list[dict[str, Any]] = []
     for row in result.trials:
@@ -162,6 +164,8 @@ def tune(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, ski
          space_path: Path | None, objective: str, budget: int, seed: int, holdout: float | None, workers: int,
          name: str, out_dir: Path, quiet: bool, as_json: bool) -> None:  # fmt: skip
     """Search queue, placement, backfill, sizing and their knobs for the best policy on one trace."""
+    from gputwin.sim.tune import tune as run_tune  # optuna loads only when tune runs
+
     space = read_space(space_path)
     cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid)
     scheduling_policy(PolicySpec(params={"max_wait": 300.0, "max_factor": 2.0, "allowed_gpus": ()}),

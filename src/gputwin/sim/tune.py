@@ -31,13 +31,9 @@ from optuna.trial import TrialState
 
 from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
 from gputwin.sim.run import RunError, policy_label, run
-from gputwin.sim.space import KNOBS, Choice, Space, Value
+from gputwin.sim.space import KNOBS, OBJECTIVES, Choice, Space, Value
 
 # Objectives: a run summary's key -> optimisation direction.
-OBJECTIVES: dict[str, Literal["minimize", "maximize"]] = {
-    "avg_jct": "minimize", "p50_jct": "minimize", "p95_jct": "minimize", "p99_jct": "minimize",
-    "avg_queue": "minimize", "p99_queue": "minimize", "makespan": "minimize", "gpu_utilization": "maximize",
-}  # fmt: skip
 METRICS = ("jobs", "avg_jct", "p50_jct", "p95_jct", "p99_jct", "avg_queue", "p99_queue", "gpu_utilization",
            "avg_overhead", "preemptions", "makespan")  # fmt: skip
 STUDY_NAME = "gputwin-tune"
