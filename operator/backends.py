@@ -86,6 +86,10 @@ class LiveBackend(Backend, Protocol):
         """Declared nodes that must take no new work now (NotReady, cordoned, ...) -> why."""
         ...
 
+    def held_by_others(self) -> dict[str, int]:
+        """Declared node -> GPUs that others' pods hold there, as of the last `observe`."""
+        ...
+
     def failures(self, now: float) -> list[Failure]:
         """Runs that failed or were lost since the last call, each reported once."""
         ...

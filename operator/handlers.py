@@ -18,9 +18,12 @@ asyncio plumbing is `OperatorService`'s (`gputwin.operator.service`). Here:
   reconcile loop and the probe server; on cleanup: stop them (a pass in flight completes).
   The loop is one operator-wide asyncio task that sleeps until `controller.next_event()`: kopf's
   timers and daemons exist per object, and the next event belongs to the whole cluster;
-- under `GPUTWIN_BACKEND=kubernetes`, an `event` handler on pods labelled `gputwin.io/job` or
-  with `schedulerName: gputwin` that only pokes (a pod Succeeded, failed, was deleted or appeared),
-  and one on nodes (cordoned, tainted, NotReady: the usable nodes changed);
+- under `GPUTWIN_BACKEND=kubernetes`, no kopf handler on pods or nodes: the backend keeps its own
+  watched copy of both (`gputwin.adapters.kube.watch`, one list then one watch each, parsed as
+  plain JSON), and a change that matters to scheduling (a pod appeared, was bound, ended or is
+  being deleted; a node was cordoned, tainted, relabelled, went NotReady) pokes the loop from the
+  watch thread (`on_cluster_change`). kopf would handle every pod event as a cause for handlers,
+  which at 10,000 pods was a fifth of the operator's CPU, and only to poke;
 - for each of the five kinds: `resume`, `create`, `update` and (optional) `delete` handlers, plus
   an `event` handler for DELETED — all of them only `poke()` the loop, which reads everything
   anyway. The DELETED spy is needed because without finalizers kopf calls no `delete` handler
@@ -47,6 +50,7 @@ Kopf settings, and why:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from typing import Any
@@ -54,12 +58,11 @@ from typing import Any
 import kopf
 
 from gputwin.adapters.kube import COMPONENT, KubeStore
-from gputwin.adapters.kube.pods import JOB_LABEL as POD_JOB_LABEL
-from gputwin.adapters.kube.pods import SCHEDULER as SCHEDULER_NAME
 from gputwin.api.crdgen import NAMES
 from gputwin.api.meta import GROUP, VERSION
 from gputwin.operator.config import ConfigError, OperatorConfig
 from gputwin.operator.controller import Controller
+from gputwin.operator.kube_backend import on_cluster_change
 from gputwin.operator.probes import serve_probes
 from gputwin.operator.service import OperatorService, build_backend, build_deployer
 
@@ -131,18 +134,20 @@ def deleted(type: str, **_: Any) -> bool:
     return type == "DELETED"
 
 
-def ours(spec: kopf.Spec, labels: kopf.Labels, **_: Any) -> bool:
-    """A pod the Kubernetes backend schedules: a GPUJob's (labelled) or any with our schedulerName."""
-    return POD_JOB_LABEL in labels or spec.get("schedulerName") == SCHEDULER_NAME
-
-
-# Pods: created, bound, Running -> Succeeded/Failed, deleted: every change may end a run or free
-# GPUs, so it pokes the loop (which lists pods itself). Only under the kubernetes backend: the
-# sim backend has no pods, and watching every pod of a large cluster would cost for nothing.
-# Nodes: cordoned, tainted, NotReady or back - the set of usable nodes changes.
+# Pods and nodes: the Kubernetes backend's own watches poke the loop (from their thread, so through
+# the event loop). Only under the kubernetes backend: the sim backend has no pods.
 if os.environ.get("GPUTWIN_BACKEND") == "kubernetes":
-    kopf.on.event("v1", "pods", id="poke-pods", when=ours)(poke)
-    kopf.on.event("v1", "nodes", id="poke-nodes")(poke)
+
+    @kopf.on.startup()
+    async def poke_on_cluster_changes(memo: kopf.Memo, **_: Any) -> None:
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:
+            service = memo.get("service")
+            if service is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(service.poke)
+
+        on_cluster_change(wake)
 
 for _plural in PLURALS:
     kopf.on.resume(GROUP, VERSION, _plural, id="poke-resume")(poke)

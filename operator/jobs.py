@@ -14,7 +14,8 @@ re-announced to the backend (`Backend.adopt`), so nothing runs twice; Queued and
 are submitted again in their original order, `(submitTime, creationTimestamp, namespace/name)`.
 
 A backend on a real cluster (`LiveBackend`, the Kubernetes one) tells more: `observe(cluster,
-now)` names nodes to take out of service (`Scheduler.set_out_of_service`); `failures(now)` reports
+now)` names nodes to take out of service (`Scheduler.set_out_of_service`) and `held_by_others()`
+the GPUs other schedulers' pods hold (`Scheduler.set_external_use`); `failures(now)` reports
 runs that failed (the GPUJob goes Failed) or were lost (queued again); `pod_jobs`/`start_batch`/
 `pod_event` schedule plain Pods, whose job ids start with `pod:` and which have no GPUJob status
 (nothing is read or written for them); `preempted` counts a preemption. A start that raises
@@ -262,6 +263,7 @@ class JobControl:
         assert self.scheduler is not None
         if self.hooks is not None:
             self.scheduler.set_out_of_service(self.hooks.observe(self.scheduler.cluster, now))
+            self.scheduler.set_external_use(self.hooks.held_by_others())  # other schedulers' pods
 
     def _admit_pods(self, now: float) -> None:
         """Plain Pods a live backend schedules (no GPUJob): bound ones accounted, new ones queued."""

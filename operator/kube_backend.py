@@ -6,12 +6,19 @@ plus what `JobControl` uses on a real cluster (`observe`, `failures`, `pod_jobs`
 
 One reconcile pass, as JobControl drives it:
 
-1. `observe(cluster, now)`: one list of Nodes and one of every pod with `schedulerName=gputwin`
-   (the pass's snapshot). Returns the declared nodes that must take no new work (NotReady,
-   cordoned, untolerated taint, too few allocatable GPUs, labels disagreeing with the topology:
-   `gputwin.adapters.kube.nodes`); JobControl hands them to `Scheduler.set_out_of_service`.
+1. `observe(cluster, now)`: the Nodes and every pod not yet ended (the pass's snapshot: ours are
+   those with `schedulerName=gputwin`), read from this process's watched copy of both
+   (`gputwin.adapters.kube.watch`: one list, then watch events; no list per pass, no read per
+   pod; a backend made without a watch lists both). Returns the declared nodes that must take no
+   new work (NotReady, cordoned, untolerated taint, too few allocatable GPUs, labels
+   disagreeing with the topology: `gputwin.adapters.kube.nodes`); JobControl hands them to
+   `Scheduler.set_out_of_service`. The `nvidia.com/gpu` requests of bound pods of other
+   schedulers (kube-scheduler's on a shared node) are summed per node: `held_by_others()`, which
+   JobControl hands to `Scheduler.set_external_use`, so placers never count those GPUs as free.
 2. `adopt` (after a restart): a Running GPUJob's run is found again by its pods' `gputwin.io/job-id`.
-3. `finished` / `failures`: from the snapshot. A run whose pods all Succeeded is finished. A
+3. `finished` / `failures`: from the snapshot, and from the pods the watch saw end or vanish
+   since the last pass (a pod it has not shown yet, just created, counts as pending; one still
+   unseen after `UNSEEN_SECONDS` is read once). A run whose pods all Succeeded is finished. A
    Failed pod fails the job (`Failure(retry=False)`: the GPUJob shows Failed; the gang's other pods
    are deleted). A pod deleted by someone else (or its node) re-queues the GPUJob
    (`retry=True`): the job did not fail, its run was lost; a plain Pod that vanished is just gone.
@@ -31,8 +38,9 @@ routed by its label `gputwin.io/task-type` (or that annotation; neither: task ty
 with `nvidia.com/gpu` limits as its GPUs and an optional annotation `gputwin.io/duration-seconds`
 for duration-aware policies. It is bound as it is (one pod cannot span nodes: a placement over
 several nodes is refused and retried later). No status is written for it: its `Scheduled` event is
-posted from the binding thread, failures as Warning events. Binds of one pass go through a
-`BindPool`, one API client per thread.
+posted after the bind, off the pass (as kube-scheduler's event broadcaster does), failures as
+Warning events. Binds of one pass go through a `BindPool`, one API client per thread. The copy may
+lag a bind by a moment: a pod bound by us that still shows unbound is not queued again.
 """
 
 from __future__ import annotations
@@ -47,11 +55,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import ConfigException
 
-from gputwin.adapters.kube.nodes import Expected, out_of_service
+from gputwin.adapters.kube.nodes import Expected, held_by_others, out_of_service
 from gputwin.adapters.kube.pods import (
     ATTEMPT_LABEL,
     JOB_ID,
     JOB_LABEL,
+    SCHEDULER,
     BindPool,
     BindResult,
     PodApi,
@@ -61,6 +70,7 @@ from gputwin.adapters.kube.pods import (
     label_value,
     reason_of,
 )
+from gputwin.adapters.kube.watch import ClusterWatch
 from gputwin.api.status import Backend as BackendName
 from gputwin.api.status import epoch_seconds
 from gputwin.core.decision import Start
@@ -82,7 +92,7 @@ DURATION = "gputwin.io/duration-seconds"
 DEFAULT_TASK_TYPE = "default"
 TOLERATED = ("nvidia.com/gpu",)
 DONE = ("Succeeded", "Failed")
-ACTIVE = "spec.schedulerName=gputwin,status.phase!=Succeeded,status.phase!=Failed"
+ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -112,6 +122,30 @@ class OperatorMetricsHooks:
 
 
 BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+SYNC_SECONDS = 60.0  # the watches' first list (10,000 pods take a few seconds)
+UNSEEN_SECONDS = 30.0  # a pod we made that the watch has not shown by then is read once
+
+_WATCH: ClusterWatch | None = None
+_WAKE: list[Callable[[], None]] = []
+
+
+def shared_watch() -> ClusterWatch:
+    """This process's pod and node watches (started by the first pass that reads them): a
+    Controller rebuilt after a failed pass keeps using them."""
+    global _WATCH
+    if _WATCH is None:
+        _WATCH = ClusterWatch.connect(_wake)
+    return _WATCH
+
+
+def on_cluster_change(wake: Callable[[], None]) -> None:
+    """Call `wake` (on a watch thread) whenever a pod or node change matters to scheduling."""
+    _WAKE[:] = [wake]
+
+
+def _wake() -> None:
+    for wake in _WAKE:
+        wake()
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +184,10 @@ class KubernetesBackend:
         binder: Callable[[], BindPool] | None = None,
         metrics: Metrics | None = None,
         pod_events: bool = True,
+        watch: ClusterWatch | None = None,
     ) -> None:
         self.api, self.namespace, self.tolerated = api, namespace or None, tuple(tolerated)
+        self.watch = watch  # None: list pods and nodes at every pass instead
         self.metrics, self.pod_events = metrics, pod_events
         self._make_binder = binder
         self._binder: BindPool | None = None
@@ -161,9 +197,12 @@ class KubernetesBackend:
         self._queued_pods: set[str] = set()  # plain-Pod jobs handed to the scheduler, not yet bound
         self._failures: list[Failure] = []
         self._out: dict[str, str] = {}
+        self._held: dict[str, int] = {}  # declared node -> GPUs other schedulers' pods hold there
         self._retry: dict[str, tuple[int, float]] = {}  # job id -> (failed starts, not before)
         self._unplaceable: set[str] = set()  # plain Pods larger than any node (reported once)
         self._terminal: dict[tuple[str, str], Obj] = {}  # ended pods of runs still tracked
+        self._gone: set[tuple[str, str]] = set()  # pods of tracked runs deleted before they ended
+        self._unseen: dict[tuple[str, str], float] = {}  # pods of tracked runs not in the copy yet: since
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> KubernetesBackend:
@@ -180,7 +219,8 @@ class KubernetesBackend:
             raise ConfigError(f"GPUTWIN_BACKEND=kubernetes: no cluster credentials ({exc})") from None
         return cls(api, namespace=env.get("GPUTWIN_NAMESPACE") or None,
                    tolerated=[k for k in keys if k], binder=lambda: BindPool(PodApi.connect, count),
-                   metrics=OperatorMetricsHooks(), pod_events=env.get("GPUTWIN_POD_EVENTS", "on") != "off")  # fmt: skip
+                   metrics=OperatorMetricsHooks(), pod_events=env.get("GPUTWIN_POD_EVENTS", "on") != "off",
+                   watch=shared_watch())  # fmt: skip
 
     # --- each pass ----------------------------------------------------------------------------
 
@@ -190,15 +230,22 @@ class KubernetesBackend:
         for job_id, (failed, not_before) in list(self._retry.items()):
             if 0 < not_before <= now:  # due: may start again, and is no longer a wake-up (count kept)
                 self._retry[job_id] = (failed, 0.0)
-        # Ended pods are left out: they hold no GPUs, and they pile up (a GPUJob's stay until it is
-        # deleted). A tracked run whose pods vanish from the list is looked up pod by pod (`_ended`).
-        pods = self.api.pods(field_selector=ACTIVE, namespace=self.namespace)
-        self._pods = {_key(p): p for p in pods}
+        pods, nodes = self._read()
+        self._pods = {}
+        foreign: dict[str, int] = {}
+        for pod in pods:
+            spec = pod.get("spec") or {}
+            if spec.get("schedulerName") == SCHEDULER:
+                if self.namespace is None or pod["metadata"]["namespace"] == self.namespace:
+                    self._pods[_key(pod)] = pod
+            elif spec.get("nodeName"):  # bound, not ended; still holding while being deleted
+                foreign[spec["nodeName"]] = foreign.get(spec["nodeName"], 0) + gpus_of(pod)
         partition_of = {n: p.name for p in cluster.partitions for n in p.nodes}
         expected = {
             n.name: Expected(n.switch, n.gpus, partition_of.get(n.name)) for n in cluster.topology.nodes
         }
-        out = out_of_service(self.api.nodes(), expected, self.tolerated)
+        self._held = held_by_others(nodes, expected, foreign)
+        out = out_of_service(nodes, expected, self.tolerated)
         if out != self._out:
             for node, why in sorted(out.items()):
                 if self._out.get(node) != why:
@@ -207,6 +254,31 @@ class KubernetesBackend:
                 log.info("node %s is back in service", node)
             self._out = out
         return out
+
+    def _read(self) -> tuple[list[Obj], list[Obj]]:
+        """This pass's pods (not ended, every namespace: other schedulers' pods hold GPUs on shared
+        nodes wherever they are) and nodes: from the watched copy, else listed."""
+        if self.watch is None:
+            return self.api.pods(field_selector=ACTIVE), self.api.nodes()
+        if not self.watch.wait_synced(SYNC_SECONDS):
+            raise RuntimeError(f"the pod and node watches have not listed in {SYNC_SECONDS:g} s")
+        pods, ended = self.watch.pods.snapshot()
+        nodes, _ = self.watch.nodes.snapshot()
+        tracked = self._tracked()
+        for key, end in ended.items():  # how runs ended, as the watch saw it (no read per pod)
+            if key in tracked:
+                if end.gone:
+                    self._gone.add(key)
+                else:
+                    self._terminal[key] = end.pod
+        return list(pods.values()), list(nodes.values())
+
+    def _tracked(self) -> set[tuple[str, str]]:
+        return {(run.namespace, n) for run in self._runs.values() for n in run.pods}
+
+    def held_by_others(self) -> dict[str, int]:
+        """Declared node -> GPUs that pods of other schedulers hold there (from the last `observe`)."""
+        return dict(self._held)
 
     # --- the Backend protocol ------------------------------------------------------------------
 
@@ -260,6 +332,9 @@ class KubernetesBackend:
         )
         if sorted(node_names) != nodes:
             names = ()  # not where the status says it runs: lost (its pods are orphans, deleted)
+        for pod in mine:  # ended while we were down (the watch reports no end of a pod it never saw live)
+            if pod["metadata"]["name"] in names and _phase(pod) in DONE:
+                self._terminal[_key(pod)] = pod
         self._runs[job_id] = Run(namespace, names, start.partition)
 
     def stop(self, job_id: str) -> None:
@@ -280,7 +355,8 @@ class KubernetesBackend:
         done: list[str] = []
         self._failures = []
         for job_id, run in list(self._runs.items()):
-            pods = [self._pods.get((run.namespace, n)) or self._ended(run.namespace, n) for n in run.pods]
+            pods = [self._pods.get((run.namespace, n)) or self._ended(run.namespace, n, now)
+                    for n in run.pods]  # fmt: skip
             live = [p for p in pods if p is not None and not p["metadata"].get("deletionTimestamp")]
             if not run.pods or len(live) < len(pods):
                 del self._runs[job_id]
@@ -301,8 +377,10 @@ class KubernetesBackend:
             elif all(_phase(p) == "Succeeded" for p in live):
                 del self._runs[job_id]
                 done.append(job_id)
-        tracked = {(run.namespace, n) for run in self._runs.values() for n in run.pods}
+        tracked = self._tracked()
         self._terminal = {k: v for k, v in self._terminal.items() if k in tracked}
+        self._gone &= tracked
+        self._unseen = {k: v for k, v in self._unseen.items() if k in tracked and k not in self._pods}
         self._delete_orphans()
         return done
 
@@ -330,6 +408,8 @@ class KubernetesBackend:
             job_id = f"{POD_PREFIX}{meta['namespace']}/{meta['name']}"
             if meta.get("deletionTimestamp") or _phase(pod) in DONE:
                 continue
+            if job_id in self._runs and job_id not in self._queued_pods:
+                continue  # bound by us; the copy may not show the binding yet
             if node:
                 if job_id not in self._runs and job_id not in self._queued_pods:
                     spec = self._pod_spec(job_id, pod, now)  # bound before a restart: account it again
@@ -455,10 +535,18 @@ class KubernetesBackend:
                 log.info("deleting pod %s/%s: no run of its GPUJob accounts for it", *key)
                 self.api.delete(key[0], key[1], 0)
 
-    def _ended(self, namespace: str, name: str) -> Obj | None:
-        """A tracked pod missing from the list of active pods: ended (read once, kept while its
-        run lasts: a gang waits for its slowest pod), or gone (None)."""
+    def _ended(self, namespace: str, name: str, now: float) -> Obj | None:
+        """A tracked pod missing from the pods not ended: ended (kept while its run lasts: a gang
+        waits for its slowest pod), or gone (None). With a watch, how it ended came with the event;
+        a pod the copy has not shown yet (just created) is taken as pending, and read once after
+        `UNSEEN_SECONDS`. Without a watch it is read once."""
         key = (namespace, name)
+        if key in self._gone:
+            return None
+        if key not in self._terminal and self.watch is not None:
+            since = self._unseen.setdefault(key, now)
+            if now - since < UNSEEN_SECONDS:
+                return {"metadata": {"namespace": namespace, "name": name}, "status": {"phase": "Pending"}}
         if key not in self._terminal:
             pod = self.api.pod(namespace, name)
             if pod is None or _phase(pod) not in DONE:

@@ -13,6 +13,9 @@ service when any of these holds, in this order (the first reason is reported):
 - its label `gputwin.io/switch` or `gputwin.io/partition` (when present) names another leaf
   switch or partition than the declaration: the topology and the cluster disagree, so neither
   is trusted.
+
+`held_by_others` says how many of a node's declared GPUs pods of other schedulers hold (the API
+server lets any scheduler bind anywhere; only a kubelet would refuse an over-full node).
 """
 
 from __future__ import annotations
@@ -74,4 +77,22 @@ def out_of_service(
     return {name: why for name, why in found.items() if why is not None}
 
 
-__all__ = ["Expected", "PARTITION_LABEL", "SWITCH_LABEL", "node_problem", "out_of_service"]
+def held_by_others(
+    nodes: Iterable[Obj], expected: Mapping[str, Expected], foreign: Mapping[str, int]
+) -> dict[str, int]:
+    """Declared node name -> GPUs of its declared count that others' pods hold (`foreign`: GPUs
+    per node requested by bound pods that are not ours). A node may advertise more GPUs than
+    declared; others' pods use that surplus first, only the rest is taken from what we declared."""
+    allocatable = {str((n.get("metadata") or {}).get("name")): node_gpus(n) for n in nodes}
+    held: dict[str, int] = {}
+    for name, gpus in foreign.items():
+        want = expected.get(name)
+        if want is None or gpus <= 0:
+            continue
+        surplus = max(allocatable.get(name, want.gpus) - want.gpus, 0)
+        if gpus > surplus:
+            held[name] = gpus - surplus
+    return held
+
+
+__all__ = ["PARTITION_LABEL", "SWITCH_LABEL", "Expected", "held_by_others", "node_problem", "out_of_service"]

@@ -230,12 +230,14 @@ class PodApi:
 class BindPool:
     """Binds batches of pods from `threads` threads, one `PodApi` (and ApiClient) per thread."""
 
-    def __init__(self, make_api: Callable[[], PodApi], threads: int = 4) -> None:
+    def __init__(self, make_api: Callable[[], PodApi], threads: int = 4, event_threads: int = 2) -> None:
         self._make = make_api
         self._local = threading.local()
         self._apis: list[PodApi] = []
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="gputwin-bind")
+        # `after` (an event per bind) runs here, so a batch is done once its pods are bound.
+        self._after = ThreadPoolExecutor(event_threads, thread_name_prefix="gputwin-bind-event")
 
     def _api(self) -> PodApi:
         api: PodApi | None = getattr(self._local, "api", None)
@@ -253,8 +255,9 @@ class BindPool:
     def bind_all(
         self, binds: Iterable[tuple[str, str, str]], after: Callable[[PodApi, BindResult], None] | None = None
     ) -> list[BindResult]:
-        """Bind every (namespace, name, node); one result each, in order. `after` runs in the
-        binding thread once a bind is done (e.g. to post its event), with that thread's API."""
+        """Bind every (namespace, name, node); one result each, in order. `after` runs once a bind
+        is done (e.g. to post its event), later, on a thread of its own with that thread's API:
+        the batch does not wait for it."""
         return list(self._pool.map(lambda b: self._bind(b, after), list(binds)))
 
     def _bind(
@@ -270,11 +273,12 @@ class BindPool:
         except (BindConflict, OSError) as exc:
             result = BindResult(namespace, name, node, str(exc))
         if after is not None:
-            after(api, result)
+            self._after.submit(lambda: after(self._api(), result))
         return result
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self._after.shutdown(wait=True)
 
 
 # --- the pods of a GPUJob ----------------------------------------------------------------------

@@ -459,3 +459,35 @@ def test_plain_pods_with_our_scheduler_name_are_queued_and_bound(
     scheduled = Counter(who for who, reason in api.events(namespace, "Pod") if reason == "Scheduled")
     assert all(scheduled[f"p{i}"] == 1 for i in range(6)), scheduled
     assert ("huge", "FailedScheduling") in api.events(namespace, "Pod")
+
+
+def test_gpus_held_by_another_schedulers_pod_are_never_given_out_again(
+    operator: Operator, api: Api, kubectl: Any, namespace: str
+) -> None:
+    """A pod bound by someone else (here: created with nodeName, as kube-scheduler would bind it)
+    holds 6 of kb-6's 8 GPUs; with kb-7 cordoned only 2 more fit, so of four 1-GPU pods two are
+    bound and two wait until the foreign pod is gone."""
+    foreign = plain_pod("foreign", namespace, 6, seconds=600)
+    foreign["spec"].update(schedulerName="default-scheduler", nodeName="kb-6")
+    foreign["metadata"]["labels"] = {}
+    kubectl.run("cordon", "kb-7")
+    try:
+        kubectl.run("apply", "-f", "-", input=dump(foreign))
+        kubectl.run("apply", "-f", "-", input=dump(*[plain_pod(f"q{i}", namespace, 1, seconds=600) for i in range(4)]))
+
+        def bound() -> list[str]:
+            assert_not_overallocated(api)
+            return sorted(p["metadata"]["name"] for p in pods_of(api, namespace) if p["spec"].get("nodeName"))
+
+        wait_for("two of the pods to be bound beside the foreign one",
+                 lambda: len(bound()) == 3, 20, interval=0.2, on_timeout=operator.tail)  # fmt: skip
+        for _ in range(2):  # and no more over the next passes
+            poke_and_wait_for_a_pass(operator, kubectl, "kb-6")
+            assert len(bound()) == 3 and node_load(api)["kb-6"] == 8
+        kubectl.run("delete", "pod", "foreign", "-n", namespace, "--grace-period=0", "--force")
+        wait_for("the other two to be bound once its GPUs are free", lambda: len(bound()) == 4, 20,
+                 interval=0.2, on_timeout=operator.tail)  # fmt: skip
+        assert node_load(api)["kb-6"] == 4
+    finally:
+        kubectl.run("uncordon", "kb-7", check=False)
+        kubectl.run("label", "node", "kb-6", "e2e-poke-", check=False)

@@ -14,13 +14,19 @@ global node indexes, so placements mean the same thing everywhere.
 A node can be taken out of service (`set_out_of_service`: NotReady, cordoned, tainted in the live
 cluster): its GPUs stay accounted (jobs on it keep running and release as usual) but vanish from
 every index and from `free_gpus`/`leaf_free`, so no placer sees them until it is back.
+
+GPUs can also be held by others (`set_external_use`: pods another scheduler bound on a shared
+node). They are not this ledger's to allocate or release; a node shows placers its free GPUs minus
+those, never below 0. Both mechanisms only change what placers see (`free_of`, the indexes,
+`free_gpus`); `allocate`/`release` keep checking the ledger's own count against capacity, so a
+job adopted after a restart is accounted wherever it runs.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from itertools import accumulate
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from gputwin.core.topology import Topology
 
@@ -63,6 +69,7 @@ class Ledger:
         self.leaves: tuple[int, ...] = tuple(sorted(self._leaf_mask))
         self._capacity_prefix = list(accumulate(sorted(self.capacity, reverse=True)))
         self._out = 0  # bitset of nodes out of service: their free GPUs are hidden from placers
+        self._external: list[int] = [0] * len(self.nodes)  # GPUs held by others, per local node
 
     # --- reads ------------------------------------------------------------------------------------
 
@@ -71,9 +78,12 @@ class Ledger:
         return self.total_gpus - self.free_gpus
 
     def free_of(self, node: int) -> int:
-        """Free GPUs a placer may use on `node` (0 while it is out of service)."""
-        i = self._local[node]
-        return 0 if self._out >> i & 1 else self._free[i]
+        """Free GPUs a placer may use on `node` (0 while it is out of service, less what others hold)."""
+        return self._visible(self._local[node])
+
+    def external_use(self) -> dict[int, int]:
+        """Global node index -> GPUs held by others, for the nodes where that is not 0."""
+        return {self.nodes[i]: gpus for i, gpus in enumerate(self._external) if gpus}
 
     def out_of_service(self) -> tuple[int, ...]:
         """Global indexes of the nodes taken out of service, ascending."""
@@ -130,14 +140,23 @@ class Ledger:
         changed = out ^ self._out
         for i in _bits(changed):
             bit = 1 << i
-            going = bool(out & bit)
-            if going:  # hide its free GPUs from every index (as _change would when they all went)
-                self._index(i, self._free[i], 0)
-                self._out |= bit
-            else:
-                self._out &= ~bit
-                self._index(i, 0, self._free[i])
+            before = self._visible(i)
+            self._out ^= bit  # going out hides its free GPUs from every index; coming back shows them
+            self._index(i, before, self._visible(i))
         return bool(changed)
+
+    def set_external_use(self, used: Mapping[int, int]) -> bool:
+        """Exactly these GPUs per (global) node are held by others now; every other node of this
+        partition has none held. Nodes not in this partition are ignored. True if anything changed."""
+        changed = False
+        for i, node in enumerate(self.nodes):
+            gpus = max(used.get(node, 0), 0)
+            if gpus != self._external[i]:
+                before = self._visible(i)
+                self._external[i] = gpus
+                self._index(i, before, self._visible(i))
+                changed = True
+        return changed
 
     def allocate(self, slots: Sequence[tuple[int, int]]) -> None:
         """Take GPUs; all-or-nothing, so a refused allocation changes nothing."""
@@ -179,11 +198,18 @@ class Ledger:
             total[i] = total.get(i, 0) + gpus
         return total
 
+    def _visible(self, i: int) -> int:
+        """Free GPUs of local node i that placers see: none out of service, less what others hold."""
+        if self._out >> i & 1:
+            return 0
+        free = self._free[i] - self._external[i]
+        return free if free > 0 else 0
+
     def _change(self, i: int, delta: int) -> None:
-        before = self._free[i]
-        after = before + delta
-        self._free[i] = after
-        if not self._out >> i & 1:  # out of service: counted, but not visible to placers
+        before = self._visible(i)
+        self._free[i] += delta
+        after = self._visible(i)
+        if after != before:  # out of service, or others hold the difference: counted, not visible
             self._index(i, before, after)
 
     def _index(self, i: int, before: int, after: int) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from gputwin.core.compat import helios_checkpoint_cost
 from gputwin.core.decision import EMPTY, Decision, DecisionBuilder, Preempt, Reject, Resize, Start
@@ -211,6 +211,17 @@ class Scheduler:
         out = [index[n] for n in nodes if n in index]
         for part in self.partitions.values():
             if part.ledger.set_out_of_service(out):
+                self._dirty.add(part.spec.name)
+
+    def set_external_use(self, used: Mapping[str, int]) -> None:
+        """Exactly these GPUs per node are held by others now (pods another scheduler bound on a
+        shared node); every other node has none held. Placers see a node's free GPUs less these;
+        unknown names are ignored. A partition whose view changed is reconsidered in the next cycle.
+        """
+        index = self.topology.node_index
+        by_index = {index[n]: gpus for n, gpus in used.items() if n in index}
+        for part in self.partitions.values():
+            if part.ledger.set_external_use(by_index):
                 self._dirty.add(part.spec.name)
 
     def wake(self, partition: str | None = None) -> None:

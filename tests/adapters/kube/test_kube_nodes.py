@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gputwin.adapters.kube.nodes import Expected, node_problem, out_of_service
+from gputwin.adapters.kube.nodes import Expected, held_by_others, node_problem, out_of_service
 
 KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
 
@@ -53,3 +53,21 @@ def test_out_of_service_names_only_declared_nodes_with_a_problem() -> None:
     nodes = [node("a"), node("b", unschedulable=True), node("undeclared", ready="False")]
     expected = {"a": WANT, "b": WANT, "c": WANT}
     assert out_of_service(nodes, expected) == {"b": "cordoned (spec.unschedulable)", "c": "no such Node in the cluster"}
+
+
+@pytest.mark.parametrize(
+    ("allocatable", "declared", "foreign", "held"),
+    [
+        pytest.param("8", 8, 6, 6, id="6-of-8-held"),
+        pytest.param("8", 8, 0, None, id="none-held"),
+        pytest.param("8", 4, 3, None, id="the-surplus-over-what-is-declared-is-used-first"),
+        pytest.param("8", 4, 6, 2, id="beyond-the-surplus-it-eats-into-ours"),
+        pytest.param("8", 8, 11, 11, id="more-than-the-node-has"),
+    ],
+)
+def test_gpus_held_by_other_schedulers_pods(
+    allocatable: str, declared: int, foreign: int, held: int | None
+) -> None:
+    expected = {"n0": Expected("leaf0", declared)}
+    got = held_by_others([node("n0", gpus=allocatable)], expected, {"n0": foreign, "undeclared": 4})
+    assert got == ({} if held is None else {"n0": held})

@@ -1,0 +1,294 @@
+"""A live copy of the cluster's pods or nodes, kept by list + watch on a thread of its own.
+
+What an informer is to kube-scheduler, `Watched` is to the Kubernetes backend: instead of listing
+every pod and node at each reconcile pass (10,000 pods are megabytes of JSON for the API server to
+encode and for us to parse, several times a second), one list, then one watch from its
+resourceVersion; every event updates the copy, and `changed` wakes the operator's loop when an
+event matters to scheduling (`matters`). A pass reads a snapshot (`snapshot`) at no API cost.
+
+Pods: the copy holds the pods that have not ended. A pod that reaches Succeeded/Failed or is
+deleted leaves it and is reported once by `snapshot` under `ended` (with `gone=True` if it was
+deleted before it ended), so the backend learns how a run ended without reading the pod again.
+
+The watch resumes from the last resourceVersion it saw (bookmarks keep that fresh); when the API
+server no longer has that version (410 Gone) the kind is listed again, and whatever the new list
+lacks is reported as deleted: nothing is missed, only late. Replies are parsed as plain JSON:
+the client's model deserialization costs milliseconds per object.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client import CoreV1Api
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from .pods import PAGE
+from .store import TIMEOUT, api_client
+
+Obj = dict[str, Any]
+Key = tuple[str, str]  # (namespace, name); nodes have namespace ""
+DONE = ("Succeeded", "Failed")
+SERVER_TIMEOUT = 240  # seconds a watch request lasts before the API server ends it (we resume)
+BACKOFF = (0.5, 1.0, 2.0, 5.0)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """A pod that left the copy: its last state, and whether it was deleted before it ended."""
+
+    pod: Obj
+    gone: bool
+
+
+def key_of(obj: Obj) -> Key:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def _ended(obj: Obj) -> bool:
+    return ((obj.get("status") or {}).get("phase") or "") in DONE
+
+
+class Watched:
+    """Objects of one kind by (namespace, name), as of the last watch event seen.
+
+    `lister` is a CoreV1Api list call (`list_pod_for_all_namespaces`, `list_node`). `pods=True`
+    keeps only pods not yet ended and reports the ended ones. `matters(old, new)` says whether a
+    change should wake the loop (None: every change does); `changed` is that wake-up, called on
+    the watch thread.
+    """
+
+    def __init__(
+        self,
+        lister: Callable[..., Any],
+        *,
+        pods: bool = False,
+        matters: Callable[[Obj | None, Obj | None], bool] | None = None,
+        changed: Callable[[], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._list, self.pods, self.matters, self.changed = lister, pods, matters, changed
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._objects: dict[Key, Obj] = {}
+        self._ended: dict[Key, Ended] = {}
+        self._version: str | None = None
+        self._synced = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._response: Any = None
+        self.events = self.lists = 0  # counted, for tests and diagnostics
+        self.error = ""
+
+    # --- the reader's side ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the thread (once); the first list fills the copy."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="gputwin-watch", daemon=True)
+            self._thread.start()
+
+    def wait_synced(self, timeout: float) -> bool:
+        """True once the first list is in (started if it was not)."""
+        self.start()
+        return self._synced.wait(timeout)
+
+    def snapshot(self) -> tuple[dict[Key, Obj], dict[Key, Ended]]:
+        """The objects now, and the pods that ended since the last call (each reported once)."""
+        with self._lock:
+            ended, self._ended = self._ended, {}
+            return dict(self._objects), ended
+
+    def stop(self) -> None:
+        """Stop following (the thread ends; a stream it reads is closed)."""
+        self._stopped.set()
+        response = self._response
+        if response is not None:
+            try:
+                response.close()
+            except Exception:  # closing a stream that is already broken
+                log.debug("closing the watch stream failed", exc_info=True)
+
+    # --- the watch thread -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        failed = 0
+        while not self._stopped.is_set():
+            try:
+                if self._version is None:
+                    self._relist()
+                self._follow()
+                failed = 0
+            except Exception as exc:  # noqa: BLE001 - a broken stream: resume from the last version
+                if self._stopped.is_set():
+                    return
+                self.error = f"{type(exc).__name__}: {exc}"[:300]
+                if isinstance(exc, ApiException) and exc.status == 410:
+                    self._version = None
+                else:
+                    log.warning("watch of %s broke (%s); resuming", self._kind(), self.error)
+                self._sleep(BACKOFF[min(failed, len(BACKOFF) - 1)])
+                failed += 1
+
+    def _kind(self) -> str:
+        return "pods" if self.pods else "nodes"
+
+    def _relist(self) -> None:
+        items: list[Obj] = []
+        token: str | None = None
+        version = ""
+        while True:
+            options: Obj = {"limit": PAGE, "_preload_content": False, "_request_timeout": TIMEOUT}
+            if token:
+                options["_continue"] = token
+            response = self._list(**options)
+            page = json.loads(response.data)
+            response.release_conn()
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion") or "")
+            token = meta.get("continue") or None
+            if token is None:
+                break
+        fresh = {key_of(o): o for o in items}
+        with self._lock:
+            old = self._objects
+            for key in set(old) - set(fresh):  # deleted while we were not watching
+                self._leave(key, old[key], gone=True)
+            self._objects = {}
+            for key, obj in fresh.items():
+                self._put(key, obj, key in old)
+        self._version = version
+        self.lists += 1
+        self._synced.set()
+        self._wake(True)
+
+    def _follow(self) -> None:
+        response = self._list(watch=True, resource_version=self._version, allow_watch_bookmarks=True,
+                              timeout_seconds=SERVER_TIMEOUT, _preload_content=False,
+                              _request_timeout=(TIMEOUT[0], SERVER_TIMEOUT + 30))  # fmt: skip
+        self._response = response
+        try:
+            for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
+                if self._stopped.is_set():
+                    return
+                if line and self._apply(json.loads(line)):
+                    self._wake(True)
+        finally:
+            self._response = None
+            response.close()
+            response.release_conn()
+
+    def _apply(self, event: Obj) -> bool:
+        """One watch event into the copy; True if it matters to scheduling."""
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            raise ApiException(status=int(obj.get("code") or 500), reason=str(obj.get("message") or ""))
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self._version = str(version)
+        if kind == "BOOKMARK":
+            return False
+        self.events += 1
+        key = key_of(obj)
+        with self._lock:
+            old = self._objects.get(key)
+            if kind == "DELETED":
+                if old is not None or not self.pods or not _ended(obj):
+                    self._leave(key, obj, gone=not _ended(obj))
+                return self._matters(old, None)
+            self._put(key, obj, old is not None or kind == "ADDED")
+            return self._matters(old, obj)
+
+    def _put(self, key: Key, obj: Obj, news: bool) -> None:
+        """Into the copy; an ended pod out of it, reported if it ended just now (`news`: it was
+        in the copy, or is new), not on every later change (its deletion, a label)."""
+        if self.pods and _ended(obj):
+            self._objects.pop(key, None)
+            if news:
+                self._ended[key] = Ended(obj, gone=False)
+        else:
+            self._objects[key] = obj
+
+    def _leave(self, key: Key, obj: Obj, gone: bool) -> None:
+        self._objects.pop(key, None)
+        if self.pods:
+            self._ended[key] = Ended(obj, gone)
+
+    def _matters(self, old: Obj | None, new: Obj | None) -> bool:
+        return self.matters is None or self.matters(old, new)
+
+    def _wake(self, matters: bool) -> None:
+        if matters and self.changed is not None:
+            try:
+                self.changed()
+            except Exception:  # a wake-up that fails (the loop is gone) changes nothing here
+                log.debug("wake-up failed", exc_info=True)
+
+
+def pod_matters(old: Obj | None, new: Obj | None) -> bool:
+    """A pod change that can change scheduling: it appeared or left, was bound, ended, or is being
+    deleted (status updates of a running pod do not)."""
+    if old is None or new is None:
+        return True
+    o_spec, n_spec = old.get("spec") or {}, new.get("spec") or {}
+    return (
+        o_spec.get("nodeName") != n_spec.get("nodeName")
+        or (old.get("status") or {}).get("phase") != (new.get("status") or {}).get("phase")
+        or bool(old["metadata"].get("deletionTimestamp")) != bool(new["metadata"].get("deletionTimestamp"))
+    )
+
+
+def node_matters(old: Obj | None, new: Obj | None) -> bool:
+    """A node change that can change which nodes are usable: labels, taints, cordon, Ready,
+    allocatable (not the heartbeats that rewrite its conditions' timestamps)."""
+    if old is None or new is None:
+        return True
+    return _node_view(old) != _node_view(new)
+
+
+def _node_view(node: Obj) -> tuple[Any, ...]:
+    spec, status = node.get("spec") or {}, node.get("status") or {}
+    ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
+    return ((node.get("metadata") or {}).get("labels"), spec.get("unschedulable"), spec.get("taints"),
+            status.get("allocatable"), ready)  # fmt: skip
+
+
+__all__ = ["Ended", "Watched", "key_of", "node_matters", "pod_matters"]
+
+
+class ClusterWatch:
+    """The two copies the Kubernetes backend schedules from: pods (all namespaces) and nodes.
+
+    Each watch has its own `ApiClient` (a client is not thread-safe). `changed` is called on a
+    watch thread whenever a change matters (set it before `start`, or any time after)."""
+
+    def __init__(self, pods: Watched, nodes: Watched) -> None:
+        self.pods, self.nodes = pods, nodes
+
+    @classmethod
+    def connect(cls, changed: Callable[[], None] | None = None) -> ClusterWatch:
+        pods = Watched(CoreV1Api(api_client()).list_pod_for_all_namespaces, pods=True, matters=pod_matters,
+                       changed=changed)  # fmt: skip
+        nodes = Watched(CoreV1Api(api_client()).list_node, matters=node_matters, changed=changed)
+        return cls(pods, nodes)
+
+    def wait_synced(self, timeout: float) -> bool:
+        return self.pods.wait_synced(timeout) and self.nodes.wait_synced(timeout)
+
+    def stop(self) -> None:
+        self.pods.stop()
+        self.nodes.stop()
+
+
+__all__ += ["ClusterWatch"]
