@@ -1,6 +1,6 @@
 """The Kubernetes backend end to end: GPUJobs and plain Pods bound to KWOK GPU nodes of a REAL API server.
 
-What runs: the control plane of `tests/k8s/conftest.py` (kube-apiserver, etcd, KCM, KWOK with the
+What runs: the control plane of `tests/k8s_control_plane.py` (kube-apiserver, etcd, KCM, KWOK with the
 `gputwin-pod-complete` stage), eight KWOK nodes `kb-0..7` with 8 `nvidia.com/gpu` each made by
 `scripts/k8s/fake-nodes.sh` (label `gputwin.io/switch`: kb-0..3 leaf0, kb-4..7 leaf1), the CRDs,
 the install manifests, and the operator as a subprocess with `GPUTWIN_BACKEND=kubernetes` and the
@@ -265,6 +265,45 @@ def test_topology_aware_keeps_the_job_under_one_leaf(
 
 
 # --- preemption -------------------------------------------------------------------------------------
+
+
+# --- queue policies: the order jobs start in -------------------------------------------------------
+
+# Three 16-GPU jobs wait behind a blocker on the 16-GPU infer partition, so they run one at a time,
+# in the order the policy gives: (name, durationSeconds, priority), created in this order.
+QUEUED = (("a", 4, 1), ("b", 2, 3), ("c", 3, 2))
+EXPECTED = {"fifo": ["a", "b", "c"], "sjf": ["b", "c", "a"], "priority": ["b", "c", "a"], "qssf": ["b", "c", "a"]}
+
+
+def queued_job(name: str, namespace: str, seconds: float, priority: int, job_name: str | None = None) -> Obj:
+    job = gpujob(name, namespace, "infer", 16, seconds)
+    job["spec"].update(priority=priority, jobName=job_name or name)
+    return job
+
+
+@pytest.mark.parametrize("queue", list(EXPECTED))
+def test_queued_jobs_start_in_the_order_of_the_partitions_policy(
+    operator: Operator, api: Api, kubectl: Any, namespace: str, set_policy: Any, queue: str
+) -> None:
+    set_policy("kb-infer", {"queue": {"policy": queue}, "placement": {"policy": "consolidate"}})
+    if queue == "qssf":  # history from finished GPUJobs: a ran 4 s, b 2 s, c 3 s (1 GPU each, at once)
+        history = [queued_job(f"past-{n}", namespace, d, 0, job_name=n) for n, d, _ in QUEUED]
+        for job in history:
+            job["spec"]["gpus"] = 1
+        kubectl.run("apply", "-f", "-", input=dump(*history))
+        wait_for("the history jobs to succeed", lambda: {v for k, v in api.phases(namespace).items()
+                 if k.startswith("past-")} == {"Succeeded"}, 30, on_timeout=operator.tail)  # fmt: skip
+    kubectl.run("apply", "-f", "-", input=dump(gpujob("blocker", namespace, "infer", 16, 3)))
+    wait_for("the blocker to run", lambda: phase_of(api, namespace, "blocker") == "Running", 20, on_timeout=operator.tail)
+    # qssf knows durations only from history: the queued jobs all simulate 2 s, their names differ.
+    jobs = [queued_job(n, namespace, 2 if queue == "qssf" else d, prio) for n, d, prio in QUEUED]
+    kubectl.run("apply", "-f", "-", input=dump(*jobs))
+    names = [n for n, _, _ in QUEUED]
+    wait_for("the queued jobs to succeed", lambda: all(phase_of(api, namespace, n) == "Succeeded" for n in names),
+             60, on_timeout=operator.tail)  # fmt: skip
+    started = sorted(names, key=lambda n: api.status("gpujobs", n, namespace)["startTime"])
+    assert started == EXPECTED[queue], {n: api.status("gpujobs", n, namespace)["startTime"] for n in names}
+    assert_not_overallocated(api)
 
 
 @pytest.mark.parametrize("queue", ["srtf", "las"])

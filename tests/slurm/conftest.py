@@ -9,7 +9,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurm_testcluster import Cluster, check_installed, read_env_file, start_cluster, stop_cluster
+from gputwin.adapters.slurm.apply import reconfigure, write_atomic
+from slurm_testcluster import (
+    Cluster,
+    check_installed,
+    managed_snapshot,
+    read_env_file,
+    start_cluster,
+    stop_cluster,
+)
 
 
 @pytest.fixture(scope="session")
@@ -50,3 +58,18 @@ def slurm_cluster() -> Iterator[Cluster]:
                     f"scripts/slurm/stop.sh --state {owned} failed:\n{stopped.stderr[-2000:]}", pytrace=False
                 )
             shutil.rmtree(owned, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def conf_dir(slurm_cluster: Cluster) -> Iterator[Path]:
+    """The live cluster's config folder; the managed files a module changed are put back after it
+    (plus a reconfigure), so every module starts from the cluster's initial partitions."""
+    folder = Path(slurm_cluster.env["SLURM_CONF"]).parent
+    saved = managed_snapshot(folder)
+    try:
+        yield folder
+    finally:
+        for name, data in saved.items():
+            if data is not None:
+                write_atomic(folder / name, data)
+        reconfigure()

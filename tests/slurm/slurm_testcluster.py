@@ -141,3 +141,11 @@ def check_installed() -> None:
         )
     if os.geteuid() != 0:
         skip_or_fail("the SLURM test cluster runs its daemons as root; run the tests as root")
+
+
+def managed_snapshot(conf_dir: Path) -> dict[str, bytes | None]:
+    """The bytes of every file gputwin manages in `conf_dir` (None: absent), to compare or restore."""
+    from gputwin.adapters.slurm.render import MANAGED_FILES
+
+    return {name: (conf_dir / name).read_bytes() if (conf_dir / name).exists() else None
+            for name in MANAGED_FILES}  # fmt: skip

@@ -10,7 +10,6 @@ import dataclasses
 import functools
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,11 +20,9 @@ from gputwin.adapters.slurm.apply import (
     apply,
     live_partitions,
     live_switches,
-    reconfigure,
-    write_atomic,
 )
-from gputwin.adapters.slurm.render import MANAGED_FILES, PARTITIONS, LuaTables, render
-from slurm_testcluster import Cluster  # tests/slurm/ helpers
+from gputwin.adapters.slurm.render import PARTITIONS, LuaTables, render
+from slurm_testcluster import Cluster, managed_snapshot  # tests/slurm/ helpers
 
 from gputwin.api.loader import load_cluster
 from gputwin.cli.main import cli
@@ -33,24 +30,6 @@ from gputwin.core.model import ClusterSpec, NodeSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 TWO_LEAF = ROOT / "manifests" / "samples" / "two-leaf.yaml"
-
-
-def _snapshot(conf_dir: Path) -> dict[str, bytes | None]:
-    return {name: (conf_dir / name).read_bytes() if (conf_dir / name).exists() else None
-            for name in MANAGED_FILES}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def conf_dir(slurm_cluster: Cluster) -> Iterator[Path]:
-    folder = Path(slurm_cluster.env["SLURM_CONF"]).parent
-    saved = _snapshot(folder)
-    try:
-        yield folder
-    finally:
-        for name, data in saved.items():
-            if data is not None:
-                write_atomic(folder / name, data)
-        reconfigure()
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +58,10 @@ def _job_field(cluster: Cluster, job_id: str, key: str) -> str:
 
 
 def test_dry_run_writes_nothing(conf_dir: Path, two_leaf: ClusterSpec) -> None:
-    before = _snapshot(conf_dir)
+    before = managed_snapshot(conf_dir)
     result = apply(render(two_leaf), conf_dir, dry_run=True)
     assert not result.applied
-    assert _snapshot(conf_dir) == before
+    assert managed_snapshot(conf_dir) == before
     if result.changed:
         assert "+++ b/" in result.diff
 
@@ -133,15 +112,15 @@ def test_unknown_node_rejected_before_writing(conf_dir: Path, applied: Path, two
     broken = dataclasses.replace(
         two_leaf, topology=dataclasses.replace(topology, nodes=nodes), partitions=parts
     )
-    before = _snapshot(conf_dir)
+    before = managed_snapshot(conf_dir)
     with pytest.raises(SlurmInputError, match="gpu99 unknown to slurmctld"):
         apply(render(broken), conf_dir)
-    assert _snapshot(conf_dir) == before
+    assert managed_snapshot(conf_dir) == before
     assert live_partitions()["train"] == {f"gpu0{i}" for i in range(1, 7)}
 
 
 def test_reconfigure_failure_rolled_back(conf_dir: Path, applied: Path, two_leaf: ClusterSpec) -> None:
-    before = _snapshot(conf_dir)
+    before = managed_snapshot(conf_dir)
 
     def corrupt(folder: Path) -> None:  # what a renderer bug would write: slurm.conf's parser rejects it
         with open(folder / PARTITIONS, "ab") as handle:
@@ -152,7 +131,7 @@ def test_reconfigure_failure_rolled_back(conf_dir: Path, applied: Path, two_leaf
         apply(render(_with_policy(two_leaf, 0, queue="srtf")), conf_dir, after_write=corrupt)
     assert "scontrol exited" in str(failure.value)
     assert time.monotonic() - started < 30
-    assert _snapshot(conf_dir) == before  # byte-identical old files
+    assert managed_snapshot(conf_dir) == before  # byte-identical old files
     partitions = live_partitions()
     assert "evil" not in partitions and partitions["infer"] == {"gpu07", "gpu08"}
     out = CliRunner().invoke(cli, ["slurm", "apply", "--cluster", str(TWO_LEAF), "--dry-run"])
@@ -163,11 +142,11 @@ def test_cli_apply_error_is_one_line(tmp_path: Path, conf_dir: Path, applied: Pa
     text = TWO_LEAF.read_text().replace("gpu[05-08]", "gpu[95-98]").replace("gpu[01-06]", "gpu[01-04]")
     bad = tmp_path / "bad.yaml"
     bad.write_text(text.replace("gpu[07-08]", "gpu[95-96]"))
-    before = _snapshot(conf_dir)
+    before = managed_snapshot(conf_dir)
     out = CliRunner().invoke(cli, ["slurm", "apply", "--cluster", str(bad), "--conf-dir", str(conf_dir)])
     assert out.exit_code == 2
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("error: ") and "gpu[95-96]" in out.stderr
-    assert _snapshot(conf_dir) == before
+    assert managed_snapshot(conf_dir) == before
 
 
 def test_cli_apply_rollback_exit_2(monkeypatch: pytest.MonkeyPatch, conf_dir: Path, applied: Path) -> None:
@@ -176,11 +155,11 @@ def test_cli_apply_rollback_exit_2(monkeypatch: pytest.MonkeyPatch, conf_dir: Pa
             handle.write(b"PartitionName=evil Nodes=gpu01 NoSuchKey=1\n")
 
     monkeypatch.setattr("gputwin.cli.slurm.apply", functools.partial(apply, after_write=corrupt))
-    before = _snapshot(conf_dir)
+    before = managed_snapshot(conf_dir)
     out = CliRunner().invoke(cli, ["slurm", "apply", "--cluster", str(TWO_LEAF), "--conf-dir", str(conf_dir)])
     assert out.exit_code == 2, out.output
     assert out.stderr.count("\n") == 1 and "rolled back" in out.stderr
-    assert _snapshot(conf_dir) == before
+    assert managed_snapshot(conf_dir) == before
 
 
 def _wait_running(cluster: Cluster, jobs: list[str], timeout: float) -> None:

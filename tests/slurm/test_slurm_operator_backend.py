@@ -9,42 +9,24 @@ the API server); SLURM is real. The module restores the managed files it changed
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from gputwin.adapters.slurm.apply import live_config, live_partitions, reconfigure, write_atomic
-from gputwin.adapters.slurm.render import MANAGED_FILES, PARTITIONS
-from slurm_testcluster import Cluster  # tests/slurm/ helpers
-
+from gputwin.adapters.slurm.apply import live_config, live_partitions
+from gputwin.adapters.slurm.render import PARTITIONS
 from gputwin.operator.config import ConfigError
 from gputwin.operator.controller import Controller
 from gputwin.operator.service import build_backend, build_deployer
 from gputwin.operator.slurm_backend import JOBS_BLOCKER, SlurmBackend, SlurmDeployer
 from gputwin.operator.store import MemoryStore
+from slurm_testcluster import Cluster, managed_snapshot  # tests/slurm/ helpers
 
 ROOT = Path(__file__).resolve().parents[2]
 TWO_LEAF = ROOT / "manifests" / "samples" / "two-leaf.yaml"
 T0 = 1767225600.0
 Obj = dict[str, Any]
-
-
-@pytest.fixture(scope="module")
-def conf_dir(slurm_cluster: Cluster) -> Iterator[Path]:
-    folder = Path(slurm_cluster.env["SLURM_CONF"]).parent
-    saved = {name: (folder / name).read_bytes() for name in MANAGED_FILES if (folder / name).exists()}
-    try:
-        yield folder
-    finally:
-        for name, data in saved.items():
-            write_atomic(folder / name, data)
-        reconfigure()
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {name: (folder / name).read_bytes() for name in MANAGED_FILES if (folder / name).exists()}
 
 
 def cluster_objects() -> list[Obj]:
@@ -110,7 +92,7 @@ def test_unknown_node_fails_before_writing(conf_dir: Path) -> None:
     store = MemoryStore(cluster_objects())
     ctl = controller(store, conf_dir)
     ctl.reconcile(T0)
-    before = snapshot(conf_dir)
+    before = managed_snapshot(conf_dir)
     # Valid for the topology, unknown to slurmctld: on 22.05 a reconfigure would kill the controller.
     topology = copy.deepcopy(store.get("SwitchTopology", None, "two-leaf"))
     assert topology is not None
@@ -119,13 +101,13 @@ def test_unknown_node_fails_before_writing(conf_dir: Path) -> None:
     ctl.reconcile(T0 + 10)
     deploy = last_deploy(store, "fifo-consolidate")
     assert deploy["result"] == "Failed" and "gpu95" in deploy["message"], deploy
-    assert snapshot(conf_dir) == before
+    assert managed_snapshot(conf_dir) == before
 
 
 def test_failing_reconfigure_rolls_back(conf_dir: Path) -> None:
     store = MemoryStore(cluster_objects())
     controller(store, conf_dir).reconcile(T0)
-    before = snapshot(conf_dir)
+    before = managed_snapshot(conf_dir)
 
     def corrupt(folder: Path) -> None:  # what a renderer bug would write: slurm.conf's parser rejects it
         with open(folder / PARTITIONS, "ab") as handle:
@@ -136,7 +118,7 @@ def test_failing_reconfigure_rolls_back(conf_dir: Path) -> None:
     ctl.reconcile(T0 + 10)
     deploy = last_deploy(store, "sjf-topology")
     assert deploy["result"] == "RolledBack" and "rolled back" in deploy["message"], deploy
-    assert snapshot(conf_dir) == before
+    assert managed_snapshot(conf_dir) == before
     assert "evil" not in live_partitions()
 
 
@@ -166,7 +148,7 @@ def test_promoted_winner_is_deployed_to_slurm(conf_dir: Path, tmp_path: Path, fa
     store = MemoryStore(cluster_objects())
     controller(store, conf_dir).reconcile(T0)  # the declared policies are live: no preemption
     assert live_config()["PreemptType"] == "preempt/none"
-    before = snapshot(conf_dir)
+    before = managed_snapshot(conf_dir)
 
     def corrupt(folder: Path) -> None:
         with open(folder / PARTITIONS, "ab") as handle:
@@ -181,7 +163,7 @@ def test_promoted_winner_is_deployed_to_slurm(conf_dir: Path, tmp_path: Path, fa
     deploy = last_deploy(store, "fifo-consolidate")
     if fails:
         assert deploy["result"] == "RolledBack", deploy
-        assert snapshot(conf_dir) == before and live_config()["PreemptType"] == "preempt/none"
+        assert managed_snapshot(conf_dir) == before and live_config()["PreemptType"] == "preempt/none"
     else:
         assert deploy["result"] == "Succeeded", deploy
         assert live_config()["PreemptType"] == "preempt/partition_prio"

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from gputwin.adapters.slurm.apply import reconfigure, write_atomic
-from gputwin.adapters.slurm.render import MANAGED_FILES, PRIORITY_MAX
+from gputwin.adapters.slurm.render import PRIORITY_MAX
 from gputwin.adapters.slurm.tables import history_tables, tables_from_trace
 from gputwin.adapters.traces import write_helios_csv
 from slurm_testcluster import Cluster  # tests/slurm/ helpers
@@ -139,18 +137,6 @@ def test_cli_render_with_history_fills_tables(learning_yaml: Path, trace_file: P
 
 
 # --- on the live cluster --------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def conf_dir(slurm_cluster: Cluster) -> Iterator[Path]:
-    folder = Path(slurm_cluster.env["SLURM_CONF"]).parent
-    saved = {name: (folder / name).read_bytes() for name in MANAGED_FILES if (folder / name).exists()}
-    try:
-        yield folder
-    finally:
-        for name, data in saved.items():
-            write_atomic(folder / name, data)
-        reconfigure()
 
 
 def _job_field(cluster: Cluster, job_id: str, key: str) -> str:

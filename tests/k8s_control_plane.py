@@ -1,6 +1,7 @@
 """A real Kubernetes control plane for tests (etcd + kube-apiserver + kube-controller-manager + KWOK).
 
-Fixtures:
+Imported by tests/conftest.py, so every folder (tests/k8s, tests/operator, tests/adapters/kube, …)
+shares ONE definition of each fixture, hence one control plane per session. Fixtures:
 - ``k8s_bin``: the folder of binaries built by ``scripts/k8s/build.sh``. Missing binaries skip the test
   with the reason shown, except under CI (``CI`` set, e.g. ``CI=true``), where they are an error:
   CI runs ``build.sh`` first, so a missing binary there is a broken build, not an optional extra.
@@ -23,7 +24,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts" / "k8s"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
 
