@@ -46,7 +46,7 @@ class SlurmGroup(click.Group):
 
 @click.group(cls=SlurmGroup)
 def slurm() -> None:
-    """Work with a live SLURM cluster (SLURM_CONF selects it): read its job history."""
+    """SLURM (SLURM_CONF selects the cluster): read job history, compile policies, apply them safely."""
 
 
 def _split(values: tuple[str, ...]) -> list[str] | None:
