@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from gputwin.adapters.slurm.apply import apply, live_config, reconfigure, write_atomic
+from gputwin.adapters.slurm.checks import ENDED_STATES
 from gputwin.adapters.slurm.commands import run_command
 from gputwin.adapters.slurm.ctld_log import job_events
 from gputwin.adapters.slurm.live import live_topology
@@ -71,16 +72,6 @@ TASK = "bench"
 PARTITION = "bench"
 GPU_CHOICES = (1, 2, 4, 8)
 GPU_WEIGHTS = (3, 3, 2, 2)
-TERMINAL = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "OUT_OF_MEMORY",
-    "BOOT_FAIL",
-    "DEADLINE",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +230,7 @@ def wait_finished(job_ids: Sequence[str], timeout: float) -> None:
     while time.monotonic() < deadline:
         out = run_command(["sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", "JobID,State"])
         states = dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
-        if len(states) == len(job_ids) and all(s.split()[0] in TERMINAL for s in states.values()):
+        if len(states) == len(job_ids) and all(s.split()[0] in ENDED_STATES for s in states.values()):
             return
         time.sleep(1.0)
     run_command(["scancel", *job_ids])

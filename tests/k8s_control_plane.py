@@ -23,14 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ci_rule import skip_or_fail  # tests/ci_rule.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts" / "k8s"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def bin_dir() -> Path:
@@ -44,12 +41,6 @@ def bin_dir() -> Path:
 
 def missing_binaries(folder: Path) -> list[str]:
     return [name for name in BINARIES if not os.access(folder / name, os.X_OK)]
-
-
-def skip_or_fail(reason: str) -> None:
-    if in_ci():
-        pytest.fail(f"{reason} (CI is set, so this is an error, not a skip)", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,9 @@ JOB_STATES = frozenset((
     "PREEMPTED", "RUNNING", "REQUEUED", "RESIZING", "REVOKED", "SUSPENDED", "TIMEOUT",
     "BF", "CA", "CD", "DL", "F", "NF", "OOM", "PD", "PR", "R", "RQ", "RS", "RV", "S", "TO",
 ))  # fmt: skip
+# The states a job never leaves (sacct's State column, first word): it ran or will never run.
+ENDED_STATES = frozenset(("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
+                          "OUT_OF_MEMORY", "TIMEOUT"))  # fmt: skip
 STATE = re.compile(r"[A-Z_]{1,16}", re.ASCII)
 
 # Times sacct accepts that we pass on: ISO dates, with or without a time of day, and `now[+-N<unit>]`.

@@ -25,7 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from gputwin.adapters.kube.store import api_client
 
 from . import DEFAULT_IMAGE
-from .plan import SweepError, read_plan, result_path
+from .plan import SweepError, follow, read_plan
 
 Progress = Callable[[int], None]
 Clock = Callable[[], float]
@@ -102,20 +102,14 @@ class KubernetesExecutor:
 
     def _wait(self, folder: Path, batch: client.BatchV1Api, name: str, indices: Sequence[int],
               progress: Progress | None) -> None:  # fmt: skip
-        deadline, reported = self._clock() + self.timeout, set[int]()
-        while True:
+        def done() -> bool:
             status = batch.read_namespaced_job_status(name, self.namespace).status or client.V1JobStatus()
-            for index in indices:
-                if index not in reported and result_path(folder, index).exists():
-                    reported.add(index)
-                    if progress is not None:
-                        progress(index)
             conditions = {c.type: c.status for c in (status.conditions or [])}
-            if conditions.get("Complete") == "True" or conditions.get("Failed") == "True":
-                return  # gather says which tasks left no result
-            if self._clock() > deadline:
-                raise SweepError(f"Job {self.namespace}/{name}: not finished after {self.timeout:g} s")
-            self._sleep(POLL_SECONDS)
+            return "True" in (conditions.get("Complete"), conditions.get("Failed"))  # gather names the failed
+
+        if not follow(folder, indices, done, timeout=self.timeout, progress=progress, clock=self._clock,
+                      sleep=self._sleep, poll=POLL_SECONDS):  # fmt: skip
+            raise SweepError(f"Job {self.namespace}/{name}: not finished after {self.timeout:g} s")
 
     def _delete(self, batch: client.BatchV1Api, name: str) -> None:
         try:

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,26 @@ def run_task(folder: Path, index: int, inputs: tuple[ClusterSpec, tuple[JobSpec,
     return path
 
 
+def follow(folder: Path, indices: Sequence[int], done: Callable[[], bool], *, timeout: float,
+           progress: Callable[[int], None] | None, clock: Callable[[], float],
+           sleep: Callable[[float], None], poll: float = 1.0) -> bool:  # fmt: skip
+    """Poll a remote executor until `done()`, reporting each task once as its result file appears
+    (in whatever order tasks end); False when `timeout` seconds pass first."""
+    deadline, reported = clock() + timeout, set[int]()
+    while True:
+        finished = done()  # before looking at the files: a result written just before counts
+        for index in indices:
+            if index not in reported and result_path(folder, index).exists():
+                reported.add(index)
+                if progress is not None:
+                    progress(index)
+        if finished:
+            return True
+        if clock() > deadline:
+            return False
+        sleep(poll)
+
+
 def result_path(folder: Path, index: int) -> Path:
     return folder / RESULTS / f"{index}.json"
 
@@ -166,6 +187,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 __all__ = [
     "SweepError",
     "SweepPlan",
+    "follow",
     "gather",
     "load_inputs",
     "pending",

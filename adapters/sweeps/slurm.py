@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gputwin.adapters.slurm import check_name, run_command
 
-from .plan import LOGS, SweepError, result_path
+from .plan import LOGS, SweepError, follow
 
 Progress = Callable[[int], None]
 Clock = Callable[[], float]
@@ -71,19 +71,15 @@ class SlurmExecutor:
         if not indices:
             return
         job_id = self.submit(folder, indices)
-        deadline = self._clock() + self.timeout
-        reported: set[int] = set()
-        while True:
-            left = run_command(["squeue", "--noheader", "--array", f"--jobs={job_id}", "--format=%i"]).split()
-            for index in indices:  # progress as results land, whatever order the tasks end in
-                if index not in reported and result_path(folder, index).exists():
-                    reported.add(index)
-                    if progress is not None:
-                        progress(index)
-            if not left:
-                return
-            if self._clock() > deadline:
-                run_command(["scancel", job_id])
-                raise SweepError(f"SLURM array {job_id}: {len(left)} task(s) still queued or running after "
-                                 f"{self.timeout:g} s; cancelled")  # fmt: skip
-            self._sleep(POLL_SECONDS)
+        left: list[str] = []
+
+        def done() -> bool:
+            squeue = ["squeue", "--noheader", "--array", f"--jobs={job_id}", "--format=%i"]
+            left[:] = run_command(squeue).split()
+            return not left
+
+        if not follow(folder, indices, done, timeout=self.timeout, progress=progress, clock=self._clock,
+                      sleep=self._sleep, poll=POLL_SECONDS):  # fmt: skip
+            run_command(["scancel", job_id])
+            raise SweepError(f"SLURM array {job_id}: {len(left)} task(s) still queued or running after "
+                             f"{self.timeout:g} s; cancelled")  # fmt: skip

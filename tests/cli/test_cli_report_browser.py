@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ci_rule import skip_or_fail  # tests/ci_rule.py
 from click.testing import CliRunner
 
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
@@ -29,16 +30,6 @@ IMAGES_JS = """() => [...document.images].map(img => {
   return {alt: img.alt, complete: img.complete, naturalWidth: img.naturalWidth, width: box.width,
           height: box.height, shown: style.visibility !== "hidden" && style.display !== "none"};
 })"""
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-def skip_or_fail(reason: str) -> None:
-    if in_ci():
-        pytest.fail(f"{reason} (CI is set, so this is an error, not a skip)", pytrace=False)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")

@@ -23,31 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from ci_rule import skip_or_fail  # tests/ci_rule.py
+from gputwin.adapters.slurm.checks import ENDED_STATES
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts" / "slurm"
 NEEDED = ("slurmctld", "slurmd", "slurmdbd", "sacct", "sbatch", "munged", "mariadbd")
 DEFAULT_LAYOUT = ("--nodes", "16", "--gpus", "8", "--leaves", "2")
-TERMINAL = {
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "OUT_OF_MEMORY",
-    "BOOT_FAIL",
-    "DEADLINE",
-}
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-def skip_or_fail(reason: str) -> None:
-    if in_ci():
-        pytest.fail(f"{reason} (CI is set, so this is an error, not a skip)", pytrace=False)
-    pytest.skip(reason)
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -90,7 +72,7 @@ class Cluster:
             out = self.run("sacct", "-n", "-P", "-X", "-D", "-j", ",".join(job_ids), "-o", "JobID,State")
             states = dict(line.split("|", 1) for line in out.stdout.splitlines() if "|" in line)
             finished = {
-                job: state.split()[0] for job, state in states.items() if state.split()[0] in TERMINAL
+                job: state.split()[0] for job, state in states.items() if state.split()[0] in ENDED_STATES
             }
             if len(finished) >= expected_records and len(finished) == len(states):
                 return finished
