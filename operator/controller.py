@@ -158,7 +158,8 @@ class Controller:
         )
         book.set(namespace, name, updated(
             status, phase=result.phase, candidates=list(result.candidates), winner=result.winner,
-            promoted=bool(written) or status.promoted, conditions=conditions, observed_generation=generation,
+            trials=result.trials, promoted=bool(written) or status.promoted, conditions=conditions,
+            observed_generation=generation,
         ))  # fmt: skip
         book.flush()  # the status first, then the events: a crash between repeats no event
         if result.phase == "Succeeded":

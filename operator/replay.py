@@ -5,6 +5,12 @@ worker thread, off the event loop, and the emulator can call it inline. The curr
 always replayed too, as `current`: a candidate must beat them to win, and only a winner other
 than `current` is ever promoted into the partitions' SchedulingPolicies.
 
+With `spec.search` the replay also searches policy settings with the code of `gputwin tune`
+(`gputwin.sim.tune`, optuna loaded only then), in memory, one trial after another (so a seed
+always gives the same trials). The best RECORDED_TRIALS distinct policies join the ranking as
+candidates named with their knobs; a winning trial is promoted whole (names, backfill, wait
+bound, sizing factor, params), so the SchedulingPolicy then says exactly what was simulated.
+
 A trace kept in a ConfigMap (`spec.trace.configMap`) is read from the store beforehand, on the
 thread that owns the store (`trace_text`), and handed to `run_replay` as text. A missing
 ConfigMap or key fails the replay for that generation: fix it, then edit or re-create the replay.
@@ -13,7 +19,7 @@ ConfigMap or key fails the replay for that generation: fix it, then edit or re-c
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -22,6 +28,7 @@ from gputwin.adapters.traces import TraceError, read_trace
 from gputwin.api.convert import cluster_spec
 from gputwin.api.status import CandidateResult, ReplayMetrics
 from gputwin.api.v1alpha1 import (
+    RESERVED_PARAMS,
     Candidate,
     GPUPartition,
     Resource,
@@ -30,15 +37,18 @@ from gputwin.api.v1alpha1 import (
     TraceReplaySpec,
 )
 from gputwin.api.validate import Document, check_cluster
-from gputwin.core.model import ClusterSpec, JobSpec
+from gputwin.api.workloads import search_vocabulary
+from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
 from gputwin.operator.cluster import ClusterView
 from gputwin.operator.store import Store
 from gputwin.sim.run import Overrides, RunError, policy_label, run
+from gputwin.sim.space import Space, SpaceError, parse_space
 
 CURRENT = "current"
 # TraceSource.format -> the trace reader's format name (Philly traces are Helios-shaped CSVs).
 FORMATS = {"auto": "auto", "helios": "helios", "philly": "helios", "alibaba": "alibaba", "sacct": "sacct"}
 METRICS = ("jobs", "avg_jct", "avg_queue", "p50_jct", "p99_jct", "p99_queue", "makespan")
+RECORDED_TRIALS = 5  # a search's best distinct policies shown in status (the rest: noise for readers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +57,8 @@ class ReplayCluster:
 
     spec: ClusterSpec
     policies: Mapping[str, str | None]  # partition -> policy name (None: the built-in default)
+    # policy name -> the keys of its spec.params: a promoted search trial removes those it lacks
+    params: Mapping[str, Collection[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +71,16 @@ class ReplayResult:
     candidates: tuple[CandidateResult, ...] = ()
     winner: str | None = None
     promotions: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # policy -> spec patch
+    trials: int = 0  # search trials run
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """One replayed policy: its tie-break order, its result, and what promoting it would write."""
+
+    order: int  # ties go to the earlier: current, then the candidates as listed, then search trials
+    result: CandidateResult
+    promotes: Candidate | PolicySpec | None  # None: current, nothing to promote
 
 
 def label(candidate: Candidate) -> str:
@@ -94,7 +116,9 @@ def replay_cluster(view: ClusterView, spec: TraceReplaySpec) -> ReplayCluster | 
     if problems:
         return str(problems[0])
     return ReplayCluster(
-        cluster_spec(topology, partitions, policies), {p.metadata.name: p.spec.policy for p in partitions}
+        cluster_spec(topology, partitions, policies),
+        {p.metadata.name: p.spec.policy for p in partitions},
+        {p.metadata.name: tuple(p.spec.params) for p in policies},
     )
 
 
@@ -116,10 +140,32 @@ def trace_text(store: Store, namespace: str | None, spec: TraceReplaySpec) -> st
 
 
 def run_replay(spec: TraceReplaySpec, cluster: ReplayCluster, trace: str | None = None) -> ReplayResult:
-    """Replay the trace under `current` and every candidate; rank them by the objective.
+    """Replay the trace under `current`, every candidate and the search's trials; rank by the objective.
 
     `trace`: the text of a `configMap` source (see `trace_text`); file sources are read here.
     """
+    try:
+        space = None if spec.search is None else parse_space(spec.search.space, "spec.search.space",
+                                                             search_vocabulary())  # fmt: skip
+    except SpaceError as exc:
+        return ReplayResult("Failed", "InvalidSearch", str(exc))
+    jobs = _jobs(spec, trace)
+    if isinstance(jobs, ReplayResult):
+        return jobs
+    try:
+        runs, trials = _ranked(spec, space, cluster.spec, jobs)
+    except RunError as exc:
+        return ReplayResult("Failed", "ReplayFailed", str(exc))
+    ranked = sorted(runs, key=lambda r: (getattr(r.result.metrics, spec.objective), r.order))
+    candidates = tuple(r.result for r in ranked)
+    winner = candidates[0]
+    promotions = _promotions(spec, cluster, ranked[0].promotes)
+    message = _message(spec, candidates, trials)
+    return ReplayResult("Succeeded", "Replayed", message, candidates, winner.name, promotions, trials)
+
+
+def _jobs(spec: TraceReplaySpec, trace: str | None) -> tuple[JobSpec, ...] | ReplayResult:
+    """The trace's jobs, or the Failed result saying why they cannot be read."""
     if spec.trace.sacct is not None:
         message = ("spec.trace.sacct: replaying SLURM accounting arrives with the SLURM issue; "
                    "use a file or configMap trace for now")  # fmt: skip
@@ -130,26 +176,14 @@ def run_replay(spec: TraceReplaySpec, cluster: ReplayCluster, trace: str | None 
             return ReplayResult("Failed", "TraceNotFound", "spec.trace.configMap: the trace was not read")
         where = f"spec.trace.configMap ({spec.trace.config_map.name}/{spec.trace.config_map.key})"
         try:
-            jobs = _read_text(trace, spec.trace.config_map.key, fmt)
+            return _read_text(trace, spec.trace.config_map.key, fmt)
         except (TraceError, OSError, UnicodeError) as exc:
             return ReplayResult("Failed", "TraceUnreadable", f"{where}: {exc}")
-    else:
-        assert spec.trace.file is not None  # exactly one source is set (the model checks)
-        try:
-            jobs = read_trace(Path(spec.trace.file), fmt).jobs
-        except (TraceError, OSError) as exc:
-            return ReplayResult("Failed", "TraceUnreadable", f"spec.trace.file: {exc}")
+    assert spec.trace.file is not None  # exactly one source is set (the model checks)
     try:
-        results = _candidates(spec.candidates, cluster.spec, jobs)
-    except RunError as exc:
-        return ReplayResult("Failed", "ReplayFailed", str(exc))
-    ranked = sorted(results, key=lambda r: (getattr(r[1].metrics, spec.objective), r[0]))
-    candidates = tuple(r[1] for r in ranked)
-    winner = candidates[0]
-    promotions = _promotions(spec, cluster, ranked[0][2]) if winner.name != CURRENT else {}
-    return ReplayResult(
-        "Succeeded", "Replayed", _message(spec, candidates), candidates, winner.name, promotions
-    )
+        return tuple(read_trace(Path(spec.trace.file), fmt).jobs)
+    except (TraceError, OSError) as exc:
+        return ReplayResult("Failed", "TraceUnreadable", f"spec.trace.file: {exc}")
 
 
 def _read_text(text: str, key: str, fmt: str) -> tuple[JobSpec, ...]:
@@ -163,35 +197,74 @@ def _read_text(text: str, key: str, fmt: str) -> tuple[JobSpec, ...]:
         return tuple(read_trace(path, fmt).jobs)
 
 
-def _candidates(
-    candidates: Sequence[Candidate], cluster: ClusterSpec, jobs: Sequence[JobSpec]
-) -> list[tuple[int, CandidateResult, Candidate | None]]:
-    """(rank tie-break, result, candidate) for `current` (first) and each candidate in order."""
-    runs: list[tuple[str, Overrides, Candidate | None]] = [(CURRENT, Overrides(), None)]
-    for c in candidates:
-        runs.append((label(c), Overrides(c.queue, c.placement, c.sizing, c.backfill), c))
-    out = []
-    for index, (name, overrides, candidate) in enumerate(runs):
-        summary, _ = run(cluster, jobs, overrides=overrides)
-        metrics = ReplayMetrics.model_validate({k: summary[k] for k in METRICS})
-        out.append((index, CandidateResult(name=name, metrics=metrics), candidate))
-    return out
+def _ranked(
+    spec: TraceReplaySpec, space: Space | None, cluster: ClusterSpec, jobs: Sequence[JobSpec]
+) -> tuple[list[Ranked], int]:
+    """`current`, each candidate in order, then the search's best trials; and the trials run."""
+    seed = 0 if spec.search is None else spec.search.seed  # one seed for every run: alike judged alike
+    runs: list[Ranked] = []
+    for c in spec.candidates:
+        overrides = Overrides(c.queue, c.placement, c.sizing, c.backfill)
+        runs.append(Ranked(len(runs) + 1, _result(label(c), _run(cluster, jobs, overrides, seed)), c))
+    if spec.search is None or space is None:
+        return [Ranked(0, _result(CURRENT, _run(cluster, jobs, Overrides(), seed)), None), *runs], 0
+    from gputwin.sim.tune import describe, tune  # optuna loads only when a replay searches
+
+    found = tune(cluster, jobs, space, storage=None, objective=spec.objective, budget=spec.search.budget,
+                 seed=seed)  # fmt: skip
+    current = Ranked(0, _result(CURRENT, found.baseline["tune"]), None)  # the search ran it already
+    seen, listed = {CURRENT, *(r.result.name for r in runs)}, len(runs)
+    for row in found.trials:  # best first; a policy tried twice, or listed, is shown once
+        name = describe(row.policy)
+        if len(runs) - listed == RECORDED_TRIALS:
+            break
+        if name not in seen:
+            seen.add(name)
+            runs.append(Ranked(len(runs) + 1, _result(name, row.metrics, row.number), row.policy))
+    return [current, *runs], len(found.trials)
+
+
+def _run(cluster: ClusterSpec, jobs: Sequence[JobSpec], overrides: Overrides, seed: int) -> Mapping[str, Any]:
+    summary, _ = run(cluster, jobs, overrides=overrides, seed=seed)
+    return summary
+
+
+def _result(name: str, metrics: Mapping[str, Any], trial: int | None = None) -> CandidateResult:
+    values = ReplayMetrics.model_validate({k: metrics[k] for k in METRICS})
+    return CandidateResult(name=name, metrics=values, trial=trial)
 
 
 def _promotions(
-    spec: TraceReplaySpec, cluster: ReplayCluster, winner: Candidate | None
+    spec: TraceReplaySpec, cluster: ReplayCluster, winner: Candidate | PolicySpec | None
 ) -> dict[str, dict[str, Any]]:
+    """SchedulingPolicy name -> merge patch, for every policy of the replayed partitions."""
     if not spec.promote or winner is None:
         return {}
-    patch = {
-        "queue": {"policy": winner.queue, "backfill": winner.backfill},
-        "placement": {"policy": winner.placement},
-        "sizing": {"policy": winner.sizing},
+    names = sorted({p for p in cluster.policies.values() if p is not None})
+    if isinstance(winner, Candidate):
+        patch = {
+            "queue": {"policy": winner.queue, "backfill": winner.backfill},
+            "placement": {"policy": winner.placement},
+            "sizing": {"policy": winner.sizing},
+        }
+        return {name: patch for name in names}
+    return {name: _policy_patch(winner, cluster.params.get(name, ())) for name in names}
+
+
+def _policy_patch(policy: PolicySpec, old_params: Collection[str]) -> dict[str, Any]:
+    """The merge patch making a SchedulingPolicy convert to exactly `policy` (its checkpoint cost
+    kept, as the search kept each partition's): the typed knobs, no GPU-count list (the search
+    simulated none), and its params in place of the old ones."""
+    params = {k: v for k, v in policy.params.items() if k not in RESERVED_PARAMS}
+    return {
+        "queue": {"policy": policy.queue, "backfill": policy.backfill},
+        "placement": {"policy": policy.placement, "maxWaitSeconds": policy.params["max_wait"]},
+        "sizing": {"policy": policy.sizing, "maxFactor": policy.params["max_factor"], "allowedGPUs": None},
+        "params": {**{k: None for k in old_params if k not in params}, **params},
     }
-    return {policy: patch for policy in sorted({p for p in cluster.policies.values() if p is not None})}
 
 
-def _message(spec: TraceReplaySpec, ranked: Sequence[CandidateResult]) -> str:
+def _message(spec: TraceReplaySpec, ranked: Sequence[CandidateResult], trials: int) -> str:
     objective = spec.objective
     best = ranked[0]
     current = next(c for c in ranked if c.name == CURRENT)
@@ -199,7 +272,17 @@ def _message(spec: TraceReplaySpec, ranked: Sequence[CandidateResult]) -> str:
     text = f"{best.name} wins on {objective}: {value:,.1f} s"
     if best.name != CURRENT:
         text += f" (current policies: {getattr(current.metrics, objective):,.1f} s)"
-    return f"{text}; {best.metrics.jobs:,} jobs replayed under {len(ranked)} policies"
+    searched = f" ({trials} search trial{'' if trials == 1 else 's'})" if spec.search is not None else ""
+    return f"{text}; {best.metrics.jobs:,} jobs replayed under {len(ranked)} policies{searched}"
 
 
-__all__ = ["CURRENT", "ReplayCluster", "ReplayResult", "label", "replay_cluster", "run_replay", "trace_text"]
+__all__ = [
+    "CURRENT",
+    "RECORDED_TRIALS",
+    "ReplayCluster",
+    "ReplayResult",
+    "label",
+    "replay_cluster",
+    "run_replay",
+    "trace_text",
+]

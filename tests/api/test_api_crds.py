@@ -435,8 +435,12 @@ STATUSES: dict[str, Schema] = {
     },
     "TraceReplay": {
         "phase": "Succeeded",
-        "candidates": [{"name": "sjf/consolidate/as-requested+backfill", "metrics": METRICS}],
+        "candidates": [
+            {"name": "sjf/consolidate/as-requested+backfill", "metrics": METRICS},
+            {"name": "sjf/topology-aware/as-requested max_wait=120.0", "metrics": {**METRICS}, "trial": 7},
+        ],
         "winner": "sjf/consolidate/as-requested+backfill",
+        "trials": 20,
         "report": "philly-what-if-report",
         "promoted": False,
     },
@@ -490,6 +494,9 @@ BAD = [
     ("SwitchTopology", "spec.switches.0.name", "spine 1", ("spec.switches[0].name", "pattern")),
     ("GPUPartition", "spec.taskTypes", [], ("spec.taskTypes", "minItems")),
     ("TraceReplay", "spec.objective", "fastest", ("spec.objective", "enum")),
+    ("TraceReplay", "spec.search", {"budget": 101}, ("spec.search.budget", "maximum")),
+    ("TraceReplay", "spec.search", {"seed": -1}, ("spec.search.seed", "minimum")),
+    ("TraceReplay", "spec.search", {"space": ["sjf"]}, ("spec.search.space", "type")),
     (
         "TraceReplay",
         "status.candidates.0.metrics.avgJct",

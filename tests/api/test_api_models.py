@@ -15,6 +15,7 @@ from gputwin.api.v1alpha1 import (
     SwitchTopology,
     TraceReplay,
 )
+from gputwin.api.workloads import MAX_SEARCH_TRIALS, search_vocabulary
 
 
 def doc(kind: str, spec: dict[str, Any], name: str = "x") -> dict[str, Any]:
@@ -22,6 +23,7 @@ def doc(kind: str, spec: dict[str, Any], name: str = "x") -> dict[str, Any]:
 
 
 PARTITION = {"topology": "t", "taskTypes": ["a"], "nodes": "n1"}
+REPLAY = {"trace": {"file": "a"}, "topology": "t"}
 
 
 @pytest.mark.parametrize(
@@ -120,6 +122,12 @@ def test_metadata_name_is_dns1123_subdomain(name: str, ok: bool) -> None:
             ("spec", "trace"),
         ),
         (TraceReplay, {"trace": {"file": "a"}, "topology": "t", "objective": "speed"}, ("spec", "objective")),
+        (TraceReplay, {**REPLAY, "search": {"budget": 0}}, ("spec", "search", "budget")),
+        (TraceReplay, {**REPLAY, "search": {"budget": 101}}, ("spec", "search", "budget")),
+        (TraceReplay, {**REPLAY, "search": {"budget": "20"}}, ("spec", "search", "budget")),
+        (TraceReplay, {**REPLAY, "search": {"seed": -1}}, ("spec", "search", "seed")),
+        (TraceReplay, {**REPLAY, "search": {"trials": 5}}, ("spec", "search", "trials")),
+        (TraceReplay, {**REPLAY, "search": {"space": ["sjf"]}}, ("spec", "search", "space")),
     ],
 )
 def test_invalid_specs_point_at_the_field(
@@ -170,3 +178,47 @@ def test_every_field_is_described_for_the_crd_schema(kind: str) -> None:
     schema = KINDS[kind].model_json_schema(by_alias=True)
     assert _undescribed(schema) == []
     assert schema["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(
+    ("spec", "budget", "seed", "space", "candidates"),
+    [
+        ({**REPLAY, "search": {}}, 20, 0, None, 0),  # the defaults
+        ({**REPLAY, "search": {"budget": 100, "seed": 7}}, 100, 7, None, 0),  # the maximum budget
+        # Together with candidates; the space is kept as written, for gputwin.sim.space to check.
+        ({**REPLAY, "candidates": [{"queue": "sjf"}],
+          "search": {"space": {"queue": ["sjf", "qssf"], "max_wait": {"low": 0, "high": 900}}}},
+         20, 0, {"queue": ["sjf", "qssf"], "max_wait": {"low": 0, "high": 900}}, 1),
+    ],
+)  # fmt: skip
+def test_a_replay_search_and_its_defaults(
+    spec: dict[str, Any], budget: int, seed: int, space: Any, candidates: int
+) -> None:
+    replay = TraceReplay.model_validate(doc("TraceReplay", spec))
+    assert replay.spec.search is not None
+    assert (replay.spec.search.budget, replay.spec.search.seed, replay.spec.search.space) == (
+        budget,
+        seed,
+        space,
+    )
+    assert len(replay.spec.candidates) == candidates
+    assert TraceReplay.model_validate(doc("TraceReplay", REPLAY)).spec.search is None  # no search by default
+
+
+def test_a_search_budget_above_the_maximum_names_the_bound() -> None:
+    with pytest.raises(ValidationError) as caught:
+        TraceReplay.model_validate(
+            doc("TraceReplay", {**REPLAY, "search": {"budget": MAX_SEARCH_TRIALS + 1}})
+        )
+    (error,) = caught.value.errors()
+    assert error["msg"] == f"Input should be less than or equal to {MAX_SEARCH_TRIALS}"
+
+
+def test_the_search_vocabulary_is_what_a_schedulingpolicy_can_say() -> None:
+    vocabulary = search_vocabulary()
+    assert set(vocabulary) == {"queue", "placement", "sizing"}
+    assert sorted(vocabulary["queue"]) == ["fifo", "las", "priority", "qssf", "sjf", "srtf"]
+    assert "random" not in vocabulary["placement"]  # registered in the core, not deployable
+    for name in vocabulary["placement"]:
+        policy = SchedulingPolicy.model_validate(doc("SchedulingPolicy", {"placement": {"policy": name}}))
+        assert policy.spec.placement.policy == name

@@ -9,8 +9,11 @@ import pytest
 
 from gputwin.api.loader import load_cluster, load_documents
 from gputwin.api.resources import demo_cluster_path
+from gputwin.api.v1alpha1 import TraceReplay
+from gputwin.api.workloads import search_vocabulary
 from gputwin.core.model import ClusterSpec
 from gputwin.core.topology import Topology
+from gputwin.sim.space import Choice, parse_space
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "manifests" / "samples"
@@ -55,7 +58,7 @@ def test_cluster_sizes(path: Path, partitions: int, nodes: int, total_gpus: int,
         (SAMPLES / "tracereplay.yaml", {"TraceReplay": 1}),
         (SAMPLES / "two-leaf.yaml", {"SwitchTopology": 1, "GPUPartition": 2, "SchedulingPolicy": 2}),
         (EXAMPLES / "philly.yaml", {"SwitchTopology": 1, "GPUPartition": 11, "SchedulingPolicy": 6}),
-        (EXAMPLES / "philly-replay.yaml", {"TraceReplay": 2}),
+        (EXAMPLES / "philly-replay.yaml", {"TraceReplay": 3}),
     ],
     ids=lambda v: v.name if isinstance(v, Path) else None,
 )
@@ -140,3 +143,17 @@ def test_vc_table_layout() -> None:
     assert {s.parent for s in cluster.topology.switches} == {None, "spine"}
     assert (cluster.topology.overhead.per_tier, cluster.topology.overhead.cross_node) == (0.0, 0.0)
     assert all(p.policy.queue == "fifo" for p in cluster.partitions)
+
+
+def test_every_sample_search_space_is_searchable() -> None:
+    """The space of a replay's search is checked by the operator, not the model: check the shipped ones."""
+    searches = [
+        r.spec.search
+        for path in sorted([*SAMPLES.glob("*.yaml"), *EXAMPLES.glob("*.yaml")])
+        for r in load_documents(path)
+        if isinstance(r, TraceReplay) and r.spec.search is not None
+    ]
+    assert searches  # manifests/examples/philly-replay.yaml has one
+    for search in searches:
+        space = parse_space(search.space, "spec.search.space", search_vocabulary())
+        assert space.get("queue") == Choice(("fifo", "sjf", "qssf"))

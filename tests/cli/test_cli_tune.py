@@ -14,6 +14,7 @@ from gputwin.api.loader import read_documents
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
 from gputwin.api.v1alpha1 import SchedulingPolicy
 from gputwin.cli.main import cli
+from gputwin.cli.tune import default_name
 from gputwin.sim.tune import policy_from_params
 
 
@@ -137,4 +138,55 @@ def test_bad_policy_name_is_a_one_line_error_before_searching(tmp_path: Path) ->
     code, stdout, stderr = invoke(*demo_args(tmp_path / "out", "--name", "Not_A_Name"))
     assert code == 2 and stdout == ""
     assert stderr.count("\n") == 1 and stderr.startswith("error: SchedulingPolicy: metadata.name: ")
+    assert not (tmp_path / "out").exists()
+
+
+def test_one_partition_is_tuned_and_its_own_policy_written(tmp_path: Path) -> None:
+    code, stdout, stderr = invoke(*demo_args(tmp_path, "--partition", "train", "--budget", "2", "--jobs", "1",
+                                             "--json"))  # fmt: skip
+    assert code == 0, stderr
+    data = json.loads(stdout)
+    assert data["partition"] == "train"
+    train_jobs = data["baseline"]["metrics"]["tune"]["jobs"]
+    assert 0 < train_jobs < data["trace"]["jobs"]  # judged on the train partition's jobs alone
+    assert {t["metrics"]["jobs"] for t in data["trials"]} == {train_jobs}
+    (document,) = read_documents(tmp_path / "schedulingpolicy.yaml")
+    assert isinstance(document.resource, SchedulingPolicy)
+    # The policy only train references: applying the YAML retunes train and no other partition.
+    assert document.resource.metadata.name == "sjf-topology"
+    assert policy_spec(document.resource) == policy_from_params(data["best"]["params"])
+    code, stdout, stderr = invoke(*demo_args(tmp_path / "table", "--partition", "train", "--budget", "1",
+                                             "--jobs", "1", "--quiet"))  # fmt: skip
+    assert code == 0, stderr
+    assert "partition train, 1 trials" in stdout
+    assert f"on the tuning part ({train_jobs:,} jobs of partition train)" in stdout
+
+
+@pytest.mark.parametrize(
+    ("edit", "partition", "name"),
+    [
+        ({}, None, "tuned"),
+        ({}, "dev", "fifo-first-fit"),
+        ({"dev": "fifo-consolidate"}, "dev", "dev-tuned"),  # shared with infer: a policy of its own
+        ({"dev": None}, "dev", "dev-tuned"),  # dev runs the built-in default
+    ],
+)
+def test_the_default_policy_name_with_a_partition(
+    tmp_path: Path, edit: dict[str, str | None], partition: str | None, name: str
+) -> None:
+    docs = [d for d in yaml.safe_load_all(demo_cluster_path().read_text()) if d]
+    for doc in docs:
+        if doc["kind"] == "GPUPartition" and doc["metadata"]["name"] in edit:
+            doc["spec"]["policy"] = edit[doc["metadata"]["name"]]
+            doc["spec"] = {k: v for k, v in doc["spec"].items() if v is not None}
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    assert default_name(path, partition) == name
+    assert default_name(tmp_path / "vc.csv", "dev") == "dev-tuned"  # a VC table names no policies
+
+
+def test_an_unknown_partition_is_a_one_line_error_before_searching(tmp_path: Path) -> None:
+    code, stdout, stderr = invoke(*demo_args(tmp_path / "out", "--partition", "gpu"))
+    assert code == 2 and stdout == ""
+    assert stderr == "error: --partition: unknown partition 'gpu'; known: train, dev, infer\n"
     assert not (tmp_path / "out").exists()

@@ -3,6 +3,7 @@ resumable optuna searches on a small cluster (real simulations, real SQLite stud
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ from cluster_builders import build_cluster, build_jobs
 
 from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
 from gputwin.sim import tune as tune_module
-from gputwin.sim.run import RunError
+from gputwin.sim.run import RunError, run
 from gputwin.sim.space import Choice, Range, SpaceError, default_space, parse_space
 from gputwin.sim.tune import STUDY_NAME, evaluate, policy_from_params, split, tune
 
@@ -163,9 +164,10 @@ def test_resume_continues_to_the_budget_without_rerunning(cluster: ClusterSpec, 
     simulated: list[str] = []
     real = tune_module.evaluate
 
-    def counting(c: ClusterSpec, js: list[JobSpec], policy: PolicySpec | None, seed: int) -> dict[str, float]:
+    def counting(c: ClusterSpec, js: list[JobSpec], policy: PolicySpec | None, seed: int,
+                 partition: str | None) -> dict[str, float]:  # fmt: skip
         simulated.append("baseline" if policy is None else policy.queue)
-        return real(c, js, policy, seed)
+        return real(c, js, policy, seed, partition)
 
     monkeypatch.setattr(tune_module, "evaluate", counting)
     done: list[int] = []
@@ -196,7 +198,9 @@ def test_repeated_policies_are_simulated_once(cluster: ClusterSpec, jobs: list[J
                          "sizing": "as-requested"}, "s.yaml", VOCABULARY)  # fmt: skip
     calls: list[PolicySpec | None] = []
     real: Callable[..., dict[str, float]] = tune_module.evaluate
-    monkeypatch.setattr(tune_module, "evaluate", lambda c, js, p, s: calls.append(p) or real(c, js, p, s))
+    monkeypatch.setattr(
+        tune_module, "evaluate", lambda c, js, p, s, part: calls.append(p) or real(c, js, p, s, part)
+    )
     result = tune(cluster, jobs, space, storage=tmp_path / "r.db", budget=8, seed=1)
     assert len(result.trials) == 8
     assert len([p for p in calls if p is not None]) == len({t.policy.placement for t in result.trials}) <= 2
@@ -215,3 +219,61 @@ def test_holdout_numbers_are_computed_on_the_later_jobs(cluster: ClusterSpec, jo
     assert data["best"]["holdout"] == result.holdout["avg_jct"] != data["best"]["tune"]
     assert data["baseline"]["holdout"] == result.baseline["holdout"]["avg_jct"]
     assert data["split"] == {"cut": parts.cut, "tune_jobs": 210, "holdout_jobs": 90}
+
+
+# --- one partition, in-memory studies ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_partitions() -> ClusterSpec:
+    """Partition "a" (task type a, 32 GPUs) beside a catch-all "b" (16 GPUs), both under fifo."""
+    return build_cluster({"s0": {"l0": [8, 8], "l1": [8, 8]}, "s1": {"l2": [8, 8]}},
+                         partitions=[("a", range(4), ("a",)), ("b", (4, 5), ("*",))])  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def mixed_jobs(jobs: list[JobSpec]) -> list[JobSpec]:
+    """The 300 jobs, every third one of task type a (the rest go to the catch-all)."""
+    return [dataclasses.replace(j, task_type="a" if j.seq % 3 == 0 else "x") for j in jobs]
+
+
+def test_tuning_one_partition_changes_and_judges_only_that_partition(
+    two_partitions: ClusterSpec, mixed_jobs: list[JobSpec], tmp_path: Path
+) -> None:
+    space = parse_space({"queue": ["sjf", "srtf"], "placement": "consolidate", "sizing": "as-requested"},
+                        "s.yaml", VOCABULARY)  # fmt: skip
+    result = tune(
+        two_partitions, mixed_jobs, space, storage=tmp_path / "p.db", budget=3, seed=1, partition="a"
+    )
+    best = result.best.policy
+    changed = tune_module.with_policy(two_partitions, best, "a")
+    assert [p.policy.queue for p in changed.partitions] == [best.queue, "fifo"]
+    assert result.best.metrics["jobs"] == 100  # partition a's jobs only
+    assert result.best.metrics == evaluate(two_partitions, mixed_jobs, best, 0, "a")
+    assert result.baseline["tune"] == evaluate(two_partitions, mixed_jobs, None, 0, "a")
+    summary, outcome = run(changed, mixed_jobs)
+    a_jobs = [j for j in outcome.finished if j.partition == "a"]
+    makespan = max(j.end for j in a_jobs if j.end is not None) - min(j.spec.submit for j in a_jobs)
+    assert result.best.metrics["makespan"] == round(makespan, 3) != summary["makespan"]
+    # Partition b kept its own policy: its numbers are those of the cluster as declared.
+    assert summary["partitions"]["b"] == run(two_partitions, mixed_jobs)[0]["partitions"]["b"]
+
+
+def test_an_unknown_partition_or_another_partitions_study_is_refused(
+    two_partitions: ClusterSpec, mixed_jobs: list[JobSpec], tmp_path: Path
+) -> None:
+    with pytest.raises(RunError, match=r"^--partition: unknown partition 'z'; known: a, b$"):
+        tune(two_partitions, mixed_jobs, SPACE, storage=tmp_path / "z.db", budget=1, partition="z")
+    assert not (tmp_path / "z.db").exists()
+    tune(two_partitions, mixed_jobs, SPACE, storage=tmp_path / "s.db", budget=1, partition="a")
+    with pytest.raises(RunError, match="holds a tune with other partition"):
+        tune(two_partitions, mixed_jobs, SPACE, storage=tmp_path / "s.db", budget=2, partition="b")
+
+
+def test_an_in_memory_study_gives_the_trials_of_a_file(
+    cluster: ClusterSpec, jobs: list[JobSpec], tmp_path: Path
+) -> None:
+    in_memory = tune(cluster, jobs, SPACE, storage=None, budget=4, seed=3)
+    on_disk = run_tune(cluster, jobs, tmp_path / "d.db", budget=4)
+    assert [t.to_json() for t in in_memory.trials] == [t.to_json() for t in on_disk.trials]
+    assert list(tmp_path.iterdir()) == [tmp_path / "d.db"]

@@ -216,9 +216,15 @@ class CandidateResult(ApiModel):
     name: str = Field(
         min_length=1,
         description="current (the partitions' present policies) or queue/placement/sizing, with +backfill "
-        "when on, e.g. sjf/consolidate/as-requested+backfill.",
+        "when on, e.g. sjf/consolidate/as-requested+backfill; a search trial adds the knobs that apply, "
+        "e.g. sjf/topology-aware/as-requested max_wait=120.0.",
     )
     metrics: ReplayMetrics = Field(description="The candidate's results.")
+    trial: Count | None = Field(
+        default=None,
+        description="The spec.search trial that found this policy; unset for current and the listed "
+        "candidates.",
+    )
 
 
 class TraceReplayStatus(StatusBase):
@@ -228,9 +234,14 @@ class TraceReplayStatus(StatusBase):
         default="Pending", description="Pending, Running, Succeeded or Failed."
     )
     candidates: list[CandidateResult] = Field(
-        default_factory=list, description="Results per candidate, best first by spec.objective."
+        default_factory=list,
+        description="Results per candidate (current, the listed candidates, the search's best trials), "
+        "best first by spec.objective.",
     )
     winner: str | None = Field(default=None, min_length=1, description="Name of the best candidate.")
+    trials: Count = Field(
+        default=0, description="Search trials run for spec.search (its best ones are among candidates)."
+    )
     report: str | None = Field(
         default=None, min_length=1, description="Where the full report is, e.g. a ConfigMap name or a path."
     )

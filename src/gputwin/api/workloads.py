@@ -6,13 +6,14 @@ tuner will grow them. Import them from `gputwin.api.v1alpha1`, which re-exports 
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self, get_args
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from gputwin.api.meta import ApiModel, DnsName, PlacementPolicy, QueuePolicy, ResourceBase, SizingPolicy
 from gputwin.api.status import GPUJobStatus, TraceReplayStatus
+from gputwin.core.plugins import known
 
 # --- GPUJob ---------------------------------------------------------------------------------------
 
@@ -95,8 +96,55 @@ class Candidate(ApiModel):
     sizing: SizingPolicy = Field(default="as-requested", description="GPU sizing policy.")
 
 
+# A search runs inside the operator, one replay of the trace per trial: this bound keeps a custom
+# resource from asking for days of CPU (a trial on the Philly trace takes 0.5-6 s). Larger
+# searches belong to `gputwin tune`, which resumes and runs trials in parallel.
+MAX_SEARCH_TRIALS = 100
+
+
+def search_vocabulary() -> dict[str, list[str]]:
+    """The queue, placement and sizing names a search may choose: registered in the core AND
+    expressible in a SchedulingPolicy (a winner must be deployable). Shared by `gputwin tune`."""
+    api_names = {"queue": get_args(QueuePolicy), "placement": get_args(PlacementPolicy),
+                 "sizing": get_args(SizingPolicy)}  # fmt: skip
+    return {kind: [n for n in names if n in api_names[kind]] for kind, names in known().items()}
+
+
+class ReplaySearch(ApiModel):
+    """Search policy settings the way `gputwin tune` does (optuna's TPE sampler), on the replayed trace."""
+
+    budget: int = Field(
+        default=20,
+        ge=1,
+        le=MAX_SEARCH_TRIALS,
+        description=f"Trials to run, each one replay of the trace; at most {MAX_SEARCH_TRIALS} (use "
+        "`gputwin tune` for longer searches).",
+    )
+    seed: int = Field(
+        default=0,
+        ge=0,
+        le=2**31 - 1,
+        description="Seed of the sampler: the same seed, trace and cluster give the same trials.",
+    )
+    space: dict[str, Any] | None = Field(
+        default=None,
+        description="Knobs to search and their values, as in a `gputwin tune --space` file, e.g. "
+        "{queue: [sjf, qssf], backfill: true, max_wait: {low: 0, high: 900}}; the knobs are those of the "
+        "space file (queue, placement, backfill, sizing, max_wait, max_factor, min_samples, "
+        "las_first_threshold, las_threshold_ratio); a knob left out keeps tune's default; unset = tune's "
+        "default space. The operator checks it: a bad knob fails the replay with reason InvalidSearch.",
+        # A knob is a value, a list of values or a {low, high, log, step} range: no structural
+        # schema says that, so the API server keeps it as is and gputwin.sim.space checks it.
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+
+
 class TraceReplaySpec(ApiModel):
-    """Replay a trace under candidate policies, rank them by an objective, optionally promote the winner."""
+    """Replay a trace under candidate policies, rank them by an objective, optionally promote the winner.
+
+    `candidates` and `search` may be used alone or together: the listed candidates, the search's
+    best trials and `current` are ranked together, and the best of them all wins.
+    """
 
     trace: TraceSource = Field(description="The jobs to replay.")
     topology: DnsName = Field(description="SwitchTopology to replay on.")
@@ -104,7 +152,14 @@ class TraceReplaySpec(ApiModel):
         default_factory=list, description="GPUPartitions to replay; empty = every partition of the topology."
     )
     candidates: list[Candidate] = Field(
-        default_factory=list, description="Policy combinations to compare; empty = only the current policies."
+        default_factory=list,
+        description="Policy combinations to compare; empty = only the current policies (and the search's "
+        "best trials, with spec.search).",
+    )
+    search: ReplaySearch | None = Field(
+        default=None,
+        description="Also search policy settings (as gputwin tune does) and rank the best trials with the "
+        "candidates; unset = only the listed candidates.",
     )
     objective: Literal["avg_jct", "avg_queue", "p50_jct", "p99_jct", "p99_queue", "makespan"] = Field(
         default="avg_jct", description="Metric to minimise when ranking candidates."
@@ -127,12 +182,15 @@ class TraceReplay(ResourceBase):
 
 
 __all__ = [
+    "MAX_SEARCH_TRIALS",
     "Candidate",
     "ConfigMapRef",
     "GPUJob",
     "GPUJobSpec",
+    "ReplaySearch",
     "SacctWindow",
     "TraceReplay",
     "TraceReplaySpec",
     "TraceSource",
+    "search_vocabulary",
 ]

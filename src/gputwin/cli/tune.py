@@ -4,6 +4,7 @@ DIR gets `study.db` (the optuna study: run the same command again to resume or e
 `tune.json` (every trial, the best, its objective on the tuning and hold-out parts, the baseline)
 and `schedulingpolicy.yaml`, the winner as a gputwin.io/v1alpha1 SchedulingPolicy validated by the
 API models, ready for `kubectl apply`. The space file format is documented in `gputwin.sim.space`.
+`--partition NAME` tunes that partition's policy alone and writes it as that partition's policy.
 """
 
 from __future__ import annotations
@@ -13,33 +14,30 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
 from pydantic import ValidationError
 
 from gputwin.api.convert import policy_spec
-from gputwin.api.meta import API_VERSION, PlacementPolicy, QueuePolicy, SizingPolicy
+from gputwin.api.loader import load_documents
+from gputwin.api.meta import API_VERSION
 from gputwin.api.problems import validation_problems
-from gputwin.api.v1alpha1 import RESERVED_PARAMS, SchedulingPolicy
+from gputwin.api.v1alpha1 import RESERVED_PARAMS, GPUPartition, SchedulingPolicy
+from gputwin.api.workloads import search_vocabulary
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import ranked_table, sweep_progress
 from gputwin.core.model import ClusterSpec, PolicySpec
-from gputwin.core.plugins import known
 from gputwin.sim.run import RunError
 from gputwin.sim.space import OBJECTIVES, Space, SpaceError, default_space, parse_space
 
 if TYPE_CHECKING:
     from gputwin.sim.tune import TuneResult
 
-# Names a trial may choose: registered in the core AND expressible in a SchedulingPolicy.
-_API_NAMES = {
-    "queue": get_args(QueuePolicy),
-    "placement": get_args(PlacementPolicy),
-    "sizing": get_args(SizingPolicy),
-}
-VOCABULARY = {kind: [n for n in names if n in _API_NAMES[kind]] for kind, names in known().items()}
+# Names a trial may choose: registered in the core AND expressible in a SchedulingPolicy (the same
+# vocabulary as a TraceReplay's spec.search).
+VOCABULARY = search_vocabulary()
 TABLE_ROWS = 10
 
 
@@ -58,10 +56,24 @@ def read_space(path: Path | None) -> Space:
     return parse_space(data, str(path), VOCABULARY)
 
 
-def shared_checkpoint(cluster: ClusterSpec) -> float | None:
-    """The partitions' checkpoint cost when they all agree (the simulation kept each one's own)."""
-    costs = {p.policy.checkpoint_seconds for p in cluster.partitions}
+def shared_checkpoint(cluster: ClusterSpec, partition: str | None = None) -> float | None:
+    """The checkpoint cost of `partition`, else the partitions' when they all agree (the simulation
+    kept each one's own)."""
+    costs = {p.policy.checkpoint_seconds for p in cluster.partitions if partition in (None, p.name)}
     return costs.pop() if len(costs) == 1 else None
+
+
+def default_name(cluster_path: Path, partition: str | None) -> str:
+    """The written policy's name without --name: with --partition, the SchedulingPolicy that partition
+    alone references (applying the YAML then changes that partition and no other), else PARTITION-tuned."""
+    if partition is None:
+        return "tuned"
+    users: dict[str, list[str]] = {}
+    if cluster_path.suffix.lower() != ".csv":  # a VC table names no policies
+        for resource in load_documents(cluster_path):
+            if isinstance(resource, GPUPartition) and resource.spec.policy is not None:
+                users.setdefault(resource.spec.policy, []).append(resource.metadata.name)
+    return next((policy for policy, names in users.items() if names == [partition]), f"{partition}-tuned")
 
 
 def scheduling_policy(policy: PolicySpec, name: str, checkpoint: float | None) -> dict[str, Any]:
@@ -103,10 +115,14 @@ def print_result(result: TuneResult, data: Mapping[str, Any], title: str) -> Non
             rows.append({"rank": len(rows) + 1, "candidate": label, **row.metrics})
     ranked_table(rows, (), title)
     o, best, base = data["objective"], data["best"], data["baseline"]
+    jobs = f"{data['split']['tune_jobs']:,} jobs"
+    if data["partition"] is not None:  # judged on that partition's jobs alone
+        jobs = f"{best['metrics']['jobs']:,} jobs of partition {data['partition']}"
     click.echo(f"{o} ({data['direction']}): best {best['tune']:,.3f} vs baseline {base['tune']:,.3f} "
-               f"on the tuning part ({data['split']['tune_jobs']:,} jobs)")  # fmt: skip
+               f"on the tuning part ({jobs})")  # fmt: skip
     if best["holdout"] is not None:
-        click.echo(f"{o} on the hold-out ({data['split']['holdout_jobs']:,} jobs submitted from "
+        held = data["split"]["holdout_jobs"] if data["partition"] is None else best["holdout_metrics"]["jobs"]
+        click.echo(f"{o} on the hold-out ({held:,} jobs submitted from "
                    f"{data['split']['cut']:,.0f} s): best {best['holdout']:,.3f} vs baseline {base['holdout']:,.3f}")  # fmt: skip
 
 
@@ -147,7 +163,14 @@ def print_result(result: TuneResult, data: Mapping[str, Any], title: str) -> Non
     help="Trials run in parallel, one process each.",
 )
 @click.option(
-    "--name", default="tuned", show_default=True, help="metadata.name of the SchedulingPolicy written."
+    "--partition",
+    metavar="NAME",
+    help="Tune only this partition's policy (the others keep theirs), judged on its jobs alone.",
+)
+@click.option(
+    "--name",
+    help="metadata.name of the SchedulingPolicy written [default: tuned; with --partition, the policy "
+    "only that partition references, else NAME-tuned].",
 )
 @click.option(
     "--out",
@@ -162,30 +185,37 @@ def print_result(result: TuneResult, data: Mapping[str, Any], title: str) -> Non
 )
 def tune(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, skip_invalid: bool,
          space_path: Path | None, objective: str, budget: int, seed: int, holdout: float | None, workers: int,
-         name: str, out_dir: Path, quiet: bool, as_json: bool) -> None:  # fmt: skip
+         partition: str | None, name: str | None, out_dir: Path, quiet: bool, as_json: bool) -> None:  # fmt: skip
     """Search queue, placement, backfill, sizing and their knobs for the best policy on one trace."""
+    from gputwin.sim.tune import check_partition
     from gputwin.sim.tune import tune as run_tune  # optuna loads only when tune runs
 
     space = read_space(space_path)
     cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid)
+    check_partition(cluster, partition)
+    name = name or default_name(cluster_path, partition)
+    checkpoint = shared_checkpoint(cluster, partition)
     scheduling_policy(PolicySpec(params={"max_wait": 300.0, "max_factor": 2.0, "allowed_gpus": ()}),
-                      name, shared_checkpoint(cluster))  # a bad --name fails now, not after the search  # fmt: skip
+                      name, checkpoint)  # a bad --name fails now, not after the search  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     with sweep_progress(budget, not quiet, "tuning", "trials") as advance:
         progress = (lambda done, label: advance(label, done)) if advance is not None else None
         result = run_tune(cluster, trace.jobs, space, storage=out_dir / "study.db", objective=objective,
-                          budget=budget, seed=seed, holdout=holdout, workers=workers, progress=progress)  # fmt: skip
-    document = scheduling_policy(result.best.policy, name, shared_checkpoint(cluster))
+                          budget=budget, seed=seed, holdout=holdout, workers=workers, partition=partition,
+                          progress=progress)  # fmt: skip
+    document = scheduling_policy(result.best.policy, name, checkpoint)
     data = {"trace": {"path": str(trace_path), "format": trace.format, "jobs": len(trace.jobs),
                       "skipped": dict(trace.skipped)},
-            "seed": seed, "budget": budget, "holdout": holdout, "space": space.to_json(),
+            "seed": seed, "budget": budget, "holdout": holdout, "partition": partition, "space": space.to_json(),
             "schedulingpolicy": document, **result.to_json()}  # fmt: skip
     (out_dir / "schedulingpolicy.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     (out_dir / "tune.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     if as_json:
         click.echo(json.dumps(data, sort_keys=True))
         return
-    print_result(result, data, f"gputwin tune — {len(result.split.tune):,} jobs, {len(result.trials)} trials")
+    scope = "" if partition is None else f", partition {partition}"
+    title = f"gputwin tune — {len(result.split.tune):,} jobs{scope}, {len(result.trials)} trials"
+    print_result(result, data, title)
     if not quiet:
         click.echo(
             f"wrote {out_dir / 'schedulingpolicy.yaml'}, {out_dir / 'tune.json'}, {out_dir / 'study.db'}"

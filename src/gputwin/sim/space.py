@@ -17,7 +17,10 @@ a trial never samples a knob its policy ignores:
 
 (LAS gets two levels: the first threshold in attained GPU-seconds, the second that many times
 later.) Not searched: the preemption checkpoint cost is a fact of the cluster, not a choice, and
-the QSSF estimator has no settings a SchedulingPolicy can carry.
+the QSSF estimator: its one setting, the prior (the run time predicted before any job of the
+group has finished, `gputwin.core.history.HistoryEstimator(prior=3600)`), is fixed when the
+Scheduler builds one estimator for all partitions, and no policy param reaches it. Searching it
+needs the core to read a param (e.g. `qssf_prior`) per partition first.
 
 A space file (YAML, read by the CLI; this module sees the parsed mapping) overrides the default
 knob by knob; a knob it leaves out keeps its default dimension. Each value is one of:

@@ -12,6 +12,10 @@ then the best policy and the baseline (the cluster's own policies) run on the la
 winner that only fits the tuning part shows. Each part replays from an empty cluster with no
 history, for the baseline as for the winner, so the two are judged alike. The search space is
 `gputwin.sim.space`.
+
+With `partition` only that partition's policy changes and only its jobs are measured (the
+others' numbers do not depend on it). Without `storage` the study lives in memory: a
+TraceReplay's search (`operator/replay.py`) runs once per generation and keeps nothing on disk.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
@@ -112,35 +116,62 @@ def describe(policy: PolicySpec) -> str:
     return " ".join([label, *extra])
 
 
-def with_policy(cluster: ClusterSpec, policy: PolicySpec | None) -> ClusterSpec:
-    """Every partition under `policy` (None: as declared); each keeps its own checkpoint cost."""
+def with_policy(cluster: ClusterSpec, policy: PolicySpec | None, partition: str | None = None) -> ClusterSpec:
+    """Every partition (only `partition`, when given) under `policy` (None: as declared); each keeps
+    its own checkpoint cost."""
     if policy is None:
         return cluster
     parts = tuple(
         dataclasses.replace(
             p, policy=dataclasses.replace(policy, checkpoint_seconds=p.policy.checkpoint_seconds)
         )
+        if partition is None or p.name == partition
+        else p
         for p in cluster.partitions
     )
     return dataclasses.replace(cluster, partitions=parts)
 
 
-def evaluate(cluster: ClusterSpec, jobs: Sequence[JobSpec], policy: PolicySpec | None, seed: int) -> Metrics:
-    summary, _ = run(with_policy(cluster, policy), jobs, seed=seed)
-    return {k: summary[k] for k in METRICS}
+def check_partition(cluster: ClusterSpec, partition: str | None) -> None:
+    """RunError unless `partition` is None or one of the cluster's partitions."""
+    names = [p.name for p in cluster.partitions]
+    if partition is not None and partition not in names:
+        raise RunError(f"--partition: unknown partition {partition!r}; known: {', '.join(names)}")
+
+
+def evaluate(
+    cluster: ClusterSpec,
+    jobs: Sequence[JobSpec],
+    policy: PolicySpec | None,
+    seed: int,
+    partition: str | None = None,
+) -> Metrics:
+    """The run's METRICS: the whole cluster's, or `partition`'s alone (the policy changed only there;
+    the other partitions' numbers do not depend on it and would only blur a p99 or a makespan)."""
+    summary, outcome = run(with_policy(cluster, policy, partition), jobs, seed=seed)
+    if partition is None:
+        return {k: summary[k] for k in METRICS}
+    # The run summary's per-partition metrics have no makespan: computed the same way from its jobs.
+    ran = [j for j in outcome.finished if j.partition == partition]
+    first = min((j.spec.submit for j in ran), default=0.0)
+    last = max((j.end for j in ran if j.end is not None), default=first)
+    metrics = {**summary["partitions"][partition], "makespan": round(last - first, 3)}
+    return {k: metrics[k] for k in METRICS}
 
 
 # Worker-process state, set once per worker: the trace parts travel once, not once per trial.
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(cluster: ClusterSpec, parts: Mapping[str, Sequence[JobSpec]], seed: int) -> None:
-    _WORKER.update(cluster=cluster, parts=parts, seed=seed)
+def _init_worker(
+    cluster: ClusterSpec, parts: Mapping[str, Sequence[JobSpec]], seed: int, partition: str | None
+) -> None:
+    _WORKER.update(cluster=cluster, parts=parts, seed=seed, partition=partition)
 
 
 def _evaluate_in_worker(task: tuple[str, PolicySpec | None]) -> Metrics:
     part, policy = task
-    return evaluate(_WORKER["cluster"], _WORKER["parts"][part], policy, _WORKER["seed"])
+    return evaluate(_WORKER["cluster"], _WORKER["parts"][part], policy, _WORKER["seed"], _WORKER["partition"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,14 +215,18 @@ class TuneResult:
 class Evaluator:
     """Runs (part, policy) tasks in order, inline or in a pool of worker processes."""
 
-    def __init__(self, cluster: ClusterSpec, parts: Mapping[str, Sequence[JobSpec]], seed: int, workers: int):
-        self.cluster, self.parts, self.seed = cluster, parts, seed
-        self.pool = ProcessPoolExecutor(workers, initializer=_init_worker,
-                                        initargs=(cluster, parts, seed)) if workers > 1 else None  # fmt: skip
+    def __init__(self, cluster: ClusterSpec, parts: Mapping[str, Sequence[JobSpec]], seed: int, workers: int,
+                 partition: str | None = None):  # fmt: skip
+        self.cluster, self.parts, self.seed, self.partition = cluster, parts, seed, partition
+        initargs = (cluster, parts, seed, partition)
+        self.pool = (
+            ProcessPoolExecutor(workers, initializer=_init_worker, initargs=initargs) if workers > 1 else None
+        )
 
     def __call__(self, tasks: Sequence[tuple[str, PolicySpec | None]]) -> list[Metrics]:
         if self.pool is None:
-            return [evaluate(self.cluster, self.parts[part], policy, self.seed) for part, policy in tasks]
+            return [evaluate(self.cluster, self.parts[part], policy, self.seed, self.partition)
+                    for part, policy in tasks]  # fmt: skip
         return list(self.pool.map(_evaluate_in_worker, tasks))
 
     def close(self) -> None:
@@ -199,11 +234,13 @@ class Evaluator:
             self.pool.shutdown()
 
 
-def open_study(storage: Path, objective: str, config: Mapping[str, Any]) -> optuna.Study:
-    """The study in `storage` (created if new); RunError if it was made for another tune."""
+def open_study(storage: Path | None, objective: str, config: Mapping[str, Any]) -> optuna.Study:
+    """The study in `storage` (created if new; None: in memory, gone when done); RunError if it was
+    made for another tune."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(storage=f"sqlite:///{storage}", study_name=STUDY_NAME,
-                                direction=OBJECTIVES[objective], load_if_exists=True)  # fmt: skip
+    url = None if storage is None else f"sqlite:///{storage}"
+    study = optuna.create_study(storage=url, study_name=STUDY_NAME, direction=OBJECTIVES[objective],
+                                load_if_exists=True)  # fmt: skip
     saved = study.user_attrs.get("gputwin")
     if saved is None:
         study.set_user_attr("gputwin", dict(config))
@@ -226,22 +263,30 @@ def tune(
     jobs: Sequence[JobSpec],
     space: Space,
     *,
-    storage: Path,
+    storage: Path | None,
     objective: str = "avg_jct",
     budget: int = 30,
     seed: int = 0,
     holdout: float | None = None,
     workers: int = 1,
+    partition: str | None = None,
     progress: Callable[[int, str], None] | None = None,
 ) -> TuneResult:
-    """Search `space` for the policy with the best `objective` until `budget` trials have finished."""
+    """Search `space` for the policy with the best `objective` until `budget` trials have finished.
+
+    `storage`: the study's SQLite file (None: an in-memory study, for one-shot searches such as a
+    TraceReplay's). `partition`: trials change only that partition's policy and are judged on its
+    jobs alone; the other partitions keep their own policies."""
     if objective not in OBJECTIVES:
         raise RunError(f"unknown objective {objective!r}; known: {', '.join(OBJECTIVES)}")
+    check_partition(cluster, partition)
     parts = split(jobs, holdout)
     config = {"objective": objective, "holdout": holdout, "space": space.to_json(),
               "trace": fingerprint(parts.tune), "cluster": fingerprint(cluster)}  # fmt: skip
+    if partition is not None:  # only then: studies written before --partition existed still resume
+        config["partition"] = partition
     study = open_study(storage, objective, config)
-    evaluator = Evaluator(cluster, {"tune": parts.tune, "holdout": parts.holdout}, seed, workers)
+    evaluator = Evaluator(cluster, {"tune": parts.tune, "holdout": parts.holdout}, seed, workers, partition)
     try:
         _search(study, space, evaluator, budget, seed, workers, progress)
         rows = _rows(study)
