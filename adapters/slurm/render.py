@@ -26,7 +26,8 @@ What SLURM cannot take from an include + reconfigure is NOT written; it is retur
 ``JobSubmitPlugins=lua`` — both need a slurmctld restart to change. ``SelectTypeParameters`` (node
 packing) also needs a restart of every daemon, so consolidate relies on cons_tres' best fit plus a
 one-switch request instead. ``MaxTRESPerJob`` is a QOS limit, not a partition option (22.05's parser
-rejects it), so ``maxGPUsPerJob`` is enforced in the Lua script.
+rejects it), so ``maxGPUsPerJob`` is enforced in the Lua script. SLURM has no random placement:
+a `random` partition (a simulation baseline) gets SLURM's own node order, as first-fit does.
 
 Every string from a resource (partition, node, switch, task type, user and job names) passes the
 strict name pattern of `checks` before it is put in any file; Lua strings are additionally limited

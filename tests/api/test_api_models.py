@@ -218,7 +218,7 @@ def test_the_search_vocabulary_is_what_a_schedulingpolicy_can_say() -> None:
     vocabulary = search_vocabulary()
     assert set(vocabulary) == {"queue", "placement", "sizing"}
     assert sorted(vocabulary["queue"]) == ["fifo", "las", "priority", "qssf", "sjf", "srtf"]
-    assert "random" not in vocabulary["placement"]  # registered in the core, not deployable
+    assert sorted(vocabulary["placement"]) == ["consolidate", "first-fit", "random", "topology-aware"]
     for name in vocabulary["placement"]:
         policy = SchedulingPolicy.model_validate(doc("SchedulingPolicy", {"placement": {"policy": name}}))
         assert policy.spec.placement.policy == name

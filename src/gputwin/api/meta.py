@@ -25,7 +25,7 @@ DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 # The policy vocabulary: SchedulingPolicy uses it, TraceReplay candidates search over it.
 QueuePolicy = Literal["fifo", "sjf", "srtf", "las", "qssf", "priority"]
-PlacementPolicy = Literal["first-fit", "consolidate", "topology-aware"]
+PlacementPolicy = Literal["first-fit", "consolidate", "topology-aware", "random"]
 SizingPolicy = Literal["as-requested", "history"]
 
 # Switch and node names end up as Kubernetes label values and SLURM names: same character set.

@@ -210,7 +210,9 @@ class PlacementSpec(ApiModel):
     policy: PlacementPolicy = Field(
         default="first-fit",
         description="first-fit: any free GPUs in node order; consolidate: fewest nodes; "
-        "topology-aware: fewest switch tiers, waiting up to maxWaitSeconds for a one-switch slot.",
+        "topology-aware: fewest switch tiers, waiting up to maxWaitSeconds for a one-switch slot; "
+        "random: idle GPUs drawn by a seeded generator (a baseline to compare against; SLURM has no "
+        "random placement and runs it as first-fit).",
     )
     max_wait_seconds: float = Field(
         default=300.0,
