@@ -10,7 +10,7 @@ Every method takes the time it is asked about: a backend reads no clock of its o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -151,14 +151,56 @@ class SimBackend:
         return dict(self._ends)
 
 
+# --- optional: a backend whose own scheduler runs the jobs reports their occupancy -------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCounts:
+    """One partition as the backend's own scheduler sees it (the GPUPartition status counts)."""
+
+    nodes: int
+    total_gpus: int
+    free_gpus: int
+    queued: int
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
+class Occupancy:
+    """Partition name -> counts, read at `as_of`. `error` set: the latest read failed, so these are
+    the last good read's (`as_of` None: there was none) and the statuses say they are stale."""
+
+    partitions: Mapping[str, PartitionCounts]
+    as_of: float | None
+    error: str = ""
+
+
+@runtime_checkable
+class ReportsOccupancy(Protocol):
+    """A backend that runs jobs itself (SLURM): its counts replace the operator's idle ledger."""
+
+    def occupancy(self, now: float) -> Occupancy:
+        """The occupancy now; never raises (a failed read keeps the last counts, with `error`)."""
+        ...
+
+
+def occupancy_of(backend: Backend, now: float) -> Occupancy | None:
+    """The backend's own occupancy; None where the operator's scheduler runs the jobs (sim, kubernetes)."""
+    return backend.occupancy(now) if isinstance(backend, ReportsOccupancy) else None
+
+
 __all__ = [
     "POD_PREFIX",
     "Backend",
     "BackingOff",
     "Failure",
     "LiveBackend",
+    "Occupancy",
+    "PartitionCounts",
     "PodJobs",
+    "ReportsOccupancy",
     "SimBackend",
     "StartRefused",
     "is_pod_job",
+    "occupancy_of",
 ]

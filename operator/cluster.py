@@ -6,13 +6,15 @@ and files every problem under the object it is about, with a condition reason a 
 on. When nothing stands in the way it also builds the core's `ClusterSpec`.
 
 `write_cluster_statuses` turns that view, plus what the scheduler knows right now (free GPUs,
-queue lengths), into the three kinds' statuses and their `Ready` condition.
+queue lengths), into the three kinds' statuses and their `Ready` condition. A backend that runs
+jobs itself (SLURM) reports its own `Occupancy`; the partitions it knows show those counts instead
+of the operator's idle ledger, and say so in `Ready` when the last read of them failed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TypeVar
 
 from pydantic import ValidationError
@@ -32,6 +34,7 @@ from gputwin.api.v1alpha1 import KINDS, GPUPartition, Resource, SchedulingPolicy
 from gputwin.api.validate import Document, check_cluster
 from gputwin.core.model import ClusterSpec
 from gputwin.core.scheduler import Scheduler
+from gputwin.operator.backends import Occupancy
 from gputwin.operator.deploy import DeployOutcome
 from gputwin.operator.metrics import record_partitions
 from gputwin.operator.statuses import StatusBook, condition, updated
@@ -202,27 +205,30 @@ def _spec(view: ClusterView) -> ClusterSpec:
 # --- statuses -------------------------------------------------------------------------------------
 
 
-def _ready(status: S, issues: tuple[Issue, ...], ok: str, now: float, generation: int | None) -> S:
+def _ready(
+    status: S, issues: tuple[Issue, ...], ok: str, now: float, generation: int | None, reason: str = "Valid"
+) -> S:
     if issues:
         message = "; ".join(i.message for i in issues)
         conditions = condition(status.conditions, READY, "False", issues[0].reason, message, now, generation)
     else:
-        conditions = condition(status.conditions, READY, "True", "Valid", ok, now, generation)
+        conditions = condition(status.conditions, READY, "True", reason, ok, now, generation)
     return updated(status, conditions=conditions, observed_generation=generation)
 
 
 def write_cluster_statuses(
     store: Store, view: ClusterView, scheduler: Scheduler | None, backend: BackendName, now: float,
-    installed: bool = False, deployed: DeployOutcome | None = None,
+    installed: bool = False, deployed: DeployOutcome | None = None, occupancy: Occupancy | None = None,
 ) -> None:  # fmt: skip
     """Status and Ready condition of every declared topology, partition and policy.
 
     `installed`: the scheduler was just rebuilt, so a policy edited since its last status write
     has now been deployed to the backend (its `lastDeploy` moves to `now`). `deployed`: what a
     backend's deployer said of that deployment (None: the scheduler is the deployment, it worked).
+    `occupancy`: the backend's own partition counts (None: the scheduler's ledger is the truth).
     """
     _topologies(store, view, now)
-    _partitions(store, view, scheduler, now)
+    _partitions(store, view, scheduler, now, occupancy)
     _policies(store, view, scheduler, backend, now, installed, deployed)
 
 
@@ -245,18 +251,24 @@ def _topologies(store: Store, view: ClusterView, now: float) -> None:
     book.flush()
 
 
-def _partitions(store: Store, view: ClusterView, scheduler: Scheduler | None, now: float) -> None:
+def _partitions(
+    store: Store, view: ClusterView, scheduler: Scheduler | None, now: float, occupancy: Occupancy | None
+) -> None:
     book = StatusBook(store, "GPUPartition", GPUPartitionStatus)
     topology = next((d.model for d in view.of("SwitchTopology") if isinstance(d.model, SwitchTopology)), None)
     for obj in store.list("GPUPartition"):  # fresh: the view's copies may predate this pass's writes
         book.prime(obj)
     for d in view.of("GPUPartition"):
-        status = updated(book.get(None, d.name), **_partition_counts(d, topology, scheduler))
+        counts = _partition_counts(d, topology, scheduler)
+        if occupancy is not None and d.name in occupancy.partitions:
+            counts = asdict(occupancy.partitions[d.name])
+        status = updated(book.get(None, d.name), **counts)
         ok = "scheduling" if scheduler and d.name in scheduler.partitions else "valid"
+        reason, ok = _occupancy_note(d.name, occupancy, ok)
         book.set(
             None,
             d.name,
-            _ready(status, view.issues_of(d.kind, d.name), ok, now, book.generation(None, d.name)),
+            _ready(status, view.issues_of(d.kind, d.name), ok, now, book.generation(None, d.name), reason),
         )
     record_partitions({d.name: book.get(None, d.name) for d in view.of("GPUPartition")})  # /metrics gauges
     book.flush()
@@ -277,6 +289,18 @@ def _partition_counts(
         selected = [n for n in select_nodes(d.model.spec, nodes) if n in gpus]
         counts.update(nodes=len(selected), total_gpus=sum(gpus[n] for n in selected))
     return counts
+
+
+def _occupancy_note(name: str, occupancy: Occupancy | None, ok: str) -> tuple[str, str]:
+    """The Ready reason and message of a valid partition, given where its counts came from."""
+    if occupancy is None:
+        return "Valid", ok
+    if occupancy.error:  # counts kept from the last good read: say how old, and why
+        since = f"as of {rfc3339(occupancy.as_of)}" if occupancy.as_of is not None else "never read"
+        return "OccupancyStale", f"{ok}; occupancy is stale ({since}): {occupancy.error}"
+    if name not in occupancy.partitions:  # not (yet) deployed: only the declared capacity is known
+        return "NotInBackend", f"{ok}; the backend has no partition {name!r}: counts are the declared ones"
+    return "Valid", ok
 
 
 def _policies(

@@ -24,7 +24,7 @@ from gputwin.api.status import TraceReplayStatus
 from gputwin.api.v1alpha1 import TraceReplay, TraceReplaySpec
 from gputwin.core.model import ClusterSpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
-from gputwin.operator.backends import Backend
+from gputwin.operator.backends import Backend, occupancy_of
 from gputwin.operator.cluster import ClusterView, read_cluster, write_cluster_statuses
 from gputwin.operator.deploy import Deployer, DeployOutcome
 from gputwin.operator.jobs import JobControl
@@ -86,8 +86,9 @@ class Controller:
     def _cluster_statuses(self, now: float, installed: bool = False) -> None:
         assert self.view is not None
         write_cluster_statuses(
-            self.store, self.view, self.scheduler, self.backend.name, now, installed, self.deployed
-        )
+            self.store, self.view, self.scheduler, self.backend.name, now, installed, self.deployed,
+            occupancy_of(self.backend, now),  # SLURM's own counts; None under sim and kubernetes
+        )  # fmt: skip
 
     # --- GPUJobs ------------------------------------------------------------------------------
 

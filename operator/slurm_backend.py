@@ -18,20 +18,29 @@ job_submit.lua routes them. The Lua tables (GPU sizes, qssf/srtf estimates) come
 a function of the cluster: `from_sacct(start)` reads the finished jobs of the window from the live
 cluster's accounting at every deployment (the operator sets it from `GPUTWIN_SLURM_HISTORY`, e.g.
 `now-30days`); without it the tables are empty and requests are kept as asked.
+
+Because SLURM runs the jobs, the operator's own scheduler stays idle: `SlurmBackend.occupancy`
+reads SLURM's real occupancy (`gputwin.adapters.slurm.occupancy`: GPUs allocated per partition,
+jobs pending and running) once per pass, and the GPUPartition statuses and /metrics gauges show
+that instead. A failed read (slurmctld down) keeps the last counts, marked stale, and is tried
+again `RETRY_SECONDS` later, so a dead controller does not cost every pass sinfo's retries.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from gputwin.adapters.slurm import SlurmError, check_time, slurm_version
 from gputwin.adapters.slurm.apply import AfterWrite, SlurmApplyError, apply
+from gputwin.adapters.slurm.occupancy import READ_TIMEOUT, PartitionOccupancy, live_occupancy
 from gputwin.adapters.slurm.render import SUPPORTED_VERSIONS, LuaTables, render
 from gputwin.adapters.slurm.tables import tables_from_sacct
 from gputwin.api.status import Backend as BackendName
 from gputwin.core.decision import Start
 from gputwin.core.model import ClusterSpec
+from gputwin.operator.backends import Occupancy, PartitionCounts
 from gputwin.operator.deploy import DeployOutcome
 
 JOBS_BLOCKER = (
@@ -39,6 +48,8 @@ JOBS_BLOCKER = (
     "submit with sbatch --comment=task:<type>"
 )
 TablesFor = Callable[[ClusterSpec], LuaTables]
+RETRY_SECONDS = 30.0  # after a failed occupancy read, passes before this keep the stale counts
+log = logging.getLogger(__name__)
 
 
 def from_sacct(start: str) -> TablesFor:
@@ -57,9 +68,31 @@ def live_version() -> str:
 
 
 class SlurmBackend:
-    """The job side of the slurm backend: it runs nothing (GPUJobs are held, see `JOBS_BLOCKER`)."""
+    """The job side of the slurm backend: it runs nothing (GPUJobs are held, see `JOBS_BLOCKER`), and
+    reports what SLURM runs (`occupancy`). `timeout` bounds each sinfo/squeue call of a read."""
 
     name: BackendName = "slurm"
+
+    def __init__(self, *, timeout: float = READ_TIMEOUT) -> None:
+        self.timeout = timeout
+        self._last = Occupancy({}, None)
+        self._read_at: float | None = None  # when the last read was tried, good or not
+
+    def occupancy(self, now: float) -> Occupancy:
+        """SLURM's occupancy: read once per `now`; after a failure, kept stale for `RETRY_SECONDS`."""
+        tried = self._read_at
+        if tried is not None and (now == tried or (self._last.error and now < tried + RETRY_SECONDS)):
+            return self._last
+        self._read_at = now
+        try:
+            read = live_occupancy(self.timeout)
+        except SlurmError as exc:
+            if not self._last.error:  # log the change, not every pass of an outage
+                log.warning("SLURM occupancy read failed; statuses keep the last counts: %s", exc)
+            self._last = Occupancy(self._last.partitions, self._last.as_of, _one_line(exc) or "read failed")
+        else:
+            self._last = Occupancy({name: _counts(p) for name, p in read.items()}, now)
+        return self._last
 
     def start(self, job_id: str, start: Start, node_names: Sequence[str], now: float) -> None:
         raise SlurmError(JOBS_BLOCKER)  # never reached: the Controller holds GPUJobs under slurm
@@ -109,8 +142,13 @@ class SlurmDeployer:
         return DeployOutcome("Succeeded", f"SLURM {version} in {result.conf_dir}: changed {changed}; verified")
 
 
+def _counts(part: PartitionOccupancy) -> PartitionCounts:
+    return PartitionCounts(nodes=part.nodes, total_gpus=part.total_gpus, free_gpus=part.free_gpus,
+                           queued=part.pending, running=part.running)  # fmt: skip
+
+
 def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
 
-__all__ = ["JOBS_BLOCKER", "SlurmBackend", "SlurmDeployer", "from_sacct", "live_version"]
+__all__ = ["JOBS_BLOCKER", "RETRY_SECONDS", "SlurmBackend", "SlurmDeployer", "from_sacct", "live_version"]

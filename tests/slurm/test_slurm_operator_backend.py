@@ -1,6 +1,7 @@
 """The operator's `slurm` backend on the real test cluster: a change of the cluster objects is
 compiled and applied to slurmctld, and each used SchedulingPolicy's `status.lastDeploy` says how it
-went (Succeeded, Failed with the old config untouched, RolledBack after a failing reconfigure).
+went (Succeeded, Failed with the old config untouched, RolledBack after a failing reconfigure);
+the GPUPartition statuses and /metrics gauges show SLURM's own occupancy, stale while it cannot be read.
 
 The Controller runs over the in-memory store (the same reconcilers the kopf operator runs over
 the API server); SLURM is real. The module restores the managed files it changed at the end.
@@ -9,6 +10,9 @@ the API server); SLURM is real. The module restores the managed files it changed
 from __future__ import annotations
 
 import copy
+import itertools
+import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +21,11 @@ import yaml
 from gputwin.adapters.slurm.apply import live_config, live_partitions
 from gputwin.adapters.slurm.render import PARTITIONS
 from gputwin.operator.config import ConfigError
+from gputwin.operator.backends import Occupancy, PartitionCounts, ReportsOccupancy, SimBackend, occupancy_of
 from gputwin.operator.controller import Controller
+from gputwin.operator.metrics import METRICS
 from gputwin.operator.service import build_backend, build_deployer
-from gputwin.operator.slurm_backend import JOBS_BLOCKER, SlurmBackend, SlurmDeployer
+from gputwin.operator.slurm_backend import JOBS_BLOCKER, RETRY_SECONDS, SlurmBackend, SlurmDeployer
 from gputwin.operator.store import MemoryStore
 from slurm_testcluster import Cluster, managed_snapshot  # tests/slurm/ helpers
 
@@ -33,8 +39,10 @@ def cluster_objects() -> list[Obj]:
     return [d for d in yaml.safe_load_all(TWO_LEAF.read_text()) if d]
 
 
-def controller(store: MemoryStore, conf_dir: Path, **deployer: Any) -> Controller:
-    return Controller(store, SlurmBackend(), deployer=SlurmDeployer(conf_dir, **deployer))
+def controller(
+    store: MemoryStore, conf_dir: Path, backend: SlurmBackend | None = None, **deployer: Any
+) -> Controller:
+    return Controller(store, backend or SlurmBackend(), deployer=SlurmDeployer(conf_dir, **deployer))
 
 
 def last_deploy(store: MemoryStore, policy: str) -> Obj:
@@ -56,6 +64,8 @@ def edited(store: MemoryStore, kind: str, name: str, path: tuple[str, ...], valu
 
 def test_operator_builds_the_slurm_backend() -> None:
     assert isinstance(build_backend("slurm"), SlurmBackend)
+    assert isinstance(build_backend("slurm"), ReportsOccupancy)
+    assert occupancy_of(build_backend("sim"), T0) is None  # sim keeps the scheduler's ledger
     assert isinstance(build_deployer("slurm"), SlurmDeployer)
     assert build_deployer("sim") is None
 
@@ -191,3 +201,118 @@ def test_history_window_fills_the_lua_tables(slurm_cluster: Cluster, conf_dir: P
 def test_a_bad_history_window_fails_at_start_up() -> None:
     with pytest.raises(ConfigError, match="GPUTWIN_SLURM_HISTORY"):
         build_deployer("slurm", {"GPUTWIN_SLURM_HISTORY": "last tuesday; rm -rf /"})
+
+
+# --- SLURM's occupancy in the GPUPartition statuses and the /metrics gauges --------------------------
+
+COUNTS = ("nodes", "totalGPUs", "freeGPUs", "running", "queued")
+
+
+def partition_status(store: MemoryStore, name: str) -> Obj:
+    obj = store.get("GPUPartition", None, name)
+    assert obj is not None
+    return dict(obj["status"])
+
+
+def counts(store: MemoryStore, name: str) -> tuple[int, ...]:
+    status = partition_status(store, name)
+    return tuple(int(status[key]) for key in COUNTS)
+
+
+def ready(store: MemoryStore, name: str) -> Obj:
+    return dict(next(c for c in partition_status(store, name)["conditions"] if c["type"] == "Ready"))
+
+
+def poll_passes(ctl: Controller, store: MemoryStore, want: tuple[int, ...], timeout: float = 60) -> None:
+    """Reconcile, as the operator's periodic pass does (a fresh `now` each), until infer's counts are `want`."""
+    deadline = time.monotonic() + timeout
+    for now in itertools.count(T0, 5.0):
+        ctl.reconcile(now)
+        if counts(store, "infer") == want:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"infer's {COUNTS} never were {want}: {counts(store, 'infer')}")
+        time.sleep(0.2)
+
+
+def gauge(name: str, partition: str) -> float | None:
+    return METRICS.registry.get_sample_value(name, {"partition": partition})
+
+
+def test_partition_statuses_show_slurms_occupancy(slurm_cluster: Cluster, conf_dir: Path) -> None:
+    store = MemoryStore(cluster_objects())
+    ctl = controller(store, conf_dir)
+    poll_passes(ctl, store, (2, 16, 16, 0, 0))  # deployed, idle
+    assert ready(store, "infer")["reason"] == "Valid"
+    running = slurm_cluster.submit("--comment=task:infer", "--gres=gpu:8", command="sleep 120")
+    held = slurm_cluster.submit("--comment=task:infer", "--gres=gpu:8", "--hold", command="true")
+    try:
+        poll_passes(ctl, store, (2, 16, 8, 1, 1))
+        assert gauge("gputwin_gpus_used", "infer") == 8 and gauge("gputwin_gpus_free", "infer") == 8
+        assert gauge("gputwin_queue_length", "infer") == 1
+        assert counts(store, "train") == (6, 48, 48, 0, 0)  # other nodes: the job is not theirs
+        slurm_cluster.run("scancel", running, held)
+        poll_passes(ctl, store, (2, 16, 16, 0, 0))
+        assert gauge("gputwin_gpus_used", "infer") == 0 and gauge("gputwin_queue_length", "infer") == 0
+    finally:
+        slurm_cluster.run("scancel", running, held, check=False)
+
+
+def test_a_failed_read_keeps_the_counts_and_says_they_are_stale(
+    slurm_cluster: Cluster, conf_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MemoryStore(cluster_objects())
+    # A slurmctld that refuses connections: the live config with the controller on a closed port.
+    dead = tmp_path / "slurm.conf"
+    dead.write_text(re.sub(r"(?m)^SlurmctldPort=\d+", "SlurmctldPort=1", (conf_dir / "slurm.conf").read_text()))
+    ctl = controller(store, conf_dir, SlurmBackend(timeout=3))
+    ctl.reconcile(T0)
+    assert counts(store, "infer") == (2, 16, 16, 0, 0) and ready(store, "infer")["reason"] == "Valid"
+
+    monkeypatch.setenv("SLURM_CONF", str(dead))
+    ctl.reconcile(T0 + 10)  # the pass does not fail
+    cond = ready(store, "infer")
+    assert (cond["status"], cond["reason"]) == ("True", "OccupancyStale"), cond
+    assert "as of 2026-01-01T00:00:00Z" in cond["message"] and "sinfo" in cond["message"], cond
+    assert counts(store, "infer") == (2, 16, 16, 0, 0)  # the last good read's
+
+    monkeypatch.setenv("SLURM_CONF", str(conf_dir / "slurm.conf"))
+    ctl.reconcile(T0 + 10 + RETRY_SECONDS / 2)  # too soon to try again: still stale
+    assert ready(store, "infer")["reason"] == "OccupancyStale"
+    ctl.reconcile(T0 + 10 + RETRY_SECONDS)
+    assert ready(store, "infer")["reason"] == "Valid"
+
+
+class MockOccupancyBackend(SimBackend):
+    """The sim backend reporting a fixed occupancy: the cases a live slurmctld cannot be made to show."""
+
+    def __init__(self, occupancy: Occupancy) -> None:
+        super().__init__()
+        self.fixed = occupancy
+
+    def occupancy(self, now: float) -> Occupancy:
+        return self.fixed
+
+
+TRAIN_BUSY = {"train": PartitionCounts(nodes=6, total_gpus=48, free_gpus=40, queued=2, running=1)}
+
+
+@pytest.mark.parametrize(
+    ("occupancy", "infer_reason", "infer_counts", "message"),
+    [
+        (Occupancy(TRAIN_BUSY, T0), "NotInBackend", (2, 16, 16, 0, 0), "the backend has no partition 'infer'"),
+        (Occupancy({}, None, "sinfo: no answer within 15 s"), "OccupancyStale", (2, 16, 16, 0, 0),
+         "occupancy is stale (never read): sinfo: no answer within 15 s"),
+    ],
+    ids=["partition-not-in-slurm", "never-read"],
+)  # fmt: skip
+def test_mock_occupancy_reasons(
+    occupancy: Occupancy, infer_reason: str, infer_counts: tuple[int, ...], message: str
+) -> None:
+    store = MemoryStore(cluster_objects())
+    Controller(store, MockOccupancyBackend(occupancy)).reconcile(T0)
+    cond = ready(store, "infer")
+    assert (cond["status"], cond["reason"]) == ("True", infer_reason) and message in cond["message"], cond
+    assert counts(store, "infer") == infer_counts  # the declared capacity, from the idle ledger
+    if occupancy.partitions:
+        assert counts(store, "train") == (6, 48, 40, 1, 2) and ready(store, "train")["reason"] == "Valid"
