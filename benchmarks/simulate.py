@@ -9,6 +9,9 @@ Two benchmarks (see benchmarks/README.md for what they measure and how to read t
 * synthetic - `gputwin.sim.synthetic` jobs on a 2,000-node x 8-GPU fat tree with QSSF and
   topology-aware placement, overhead on: 100k, 300k and then N jobs, each in a fresh Python
   process so its peak RSS is its own.
+* grid (`--grid`) - issue 6's target: `gputwin compare` of the 36-candidate grid (6 queue policies x
+  3 placers x backfill on/off, 30 run) on mix1 with `--jobs 2` and the plots, as a user runs it (a
+  fresh process): wall and CPU seconds (its own and its workers'), and the load average around it.
 
 Wall times are of the simulation alone (the summary's `wall_seconds`): loading the trace and
 generating the jobs are timed separately. With `--json` the tables go to stderr and stdout holds
@@ -20,7 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
+import shutil
+import tempfile
 import subprocess
 import sys
 import time
@@ -38,6 +44,7 @@ DEFAULT_TRACE_DIR = "../shared/traces/philly_mix1"  # relative to the repo root
 REFERENCE_WALL = (3.0, 5.0)
 SCALING_SIZES = (100_000, 300_000)
 SYNTHETIC_POLICY = Overrides(queue="qssf", placement="topology-aware")
+GRID_PLACEMENTS = "consolidate,topology-aware,random"  # issue 6's 3 placers: first-fit is the 4th
 
 
 # --- command line ---------------------------------------------------------------------------------
@@ -97,6 +104,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=_positive,
         metavar="N",
         help="also cProfile a synthetic run of N jobs (own subprocess) and print its top functions",
+    )
+    parser.add_argument(
+        "--grid", action="store_true",
+        help="also time `gputwin compare` of the 36-candidate grid on mix1 (issue 6: <= 30 s on 2 cores)",
+    )  # fmt: skip
+    parser.add_argument("--grid-workers", type=_positive, default=2, help="compare --jobs for --grid (default 2)")
+    parser.add_argument(
+        "--no-plots", action="store_true", help="--grid without the report's plots (they are in by default)"
     )
     parser.add_argument(
         "--json", action="store_true", help="tables to stderr; one JSON object as stdout's last line"
@@ -203,6 +218,61 @@ def _print_mix1(
         ref = f"{r.reference_jct:.3f}" if r.reference_jct is not None else "-"
         print(f"{r.policy:<9}{r.mode:<8}{r.wall_s:>8.3f}{f'{lo:g}-{hi:g}':>12}{speedup:>12}"
               f"{r.avg_jct:>12.3f}{ref:>12}", file=out)  # fmt: skip
+
+
+# --- grid: issue 6's 36 candidates, as a user runs them -------------------------------------------
+
+
+def bench_grid(trace_dir: Path, workers: int, plots: bool, repeat: int, out: TextIO) -> dict[str, Any]:
+    """`gputwin compare` of 6 queue policies x 3 placers x backfill on/off in a fresh process (the
+    fastest of `repeat` by wall time). CPU seconds are the process's and its workers' (what a quiet
+    machine's wall time would be bounded by: CPU / workers); the load average says how quiet it was."""
+    runs = []
+    for _ in range(repeat):
+        print("  grid: gputwin compare, 36 candidates ...", file=sys.stderr, flush=True)
+        runs.append(_grid_once(trace_dir, workers, plots))
+    best = min(runs, key=lambda r: r["wall_s"])
+    best["runs_wall_s"] = [r["wall_s"] for r in runs]
+    print(f"\ngrid: gputwin compare, {best['candidates']} candidates run ({best['skipped']} skipped), "
+          f"--jobs {workers}, plots {'on' if plots else 'off'}", file=out)  # fmt: skip
+    walls = ", ".join(f"{w:.1f}" for w in best["runs_wall_s"])
+    print(f"wall {best['wall_s']:.1f} s (target <= 30 s; runs: {walls}), "
+          f"CPU {best['cpu_s']:.1f} s (the candidates' simulation walls sum to {best['sim_s']:.1f} s), "
+          f"load average {best['load_before']:.2f} before / {best['load_after']:.2f} after", file=out)  # fmt: skip
+    return {"grid": best}
+
+
+def _grid_once(trace_dir: Path, workers: int, plots: bool) -> dict[str, Any]:
+    out_dir = Path(tempfile.mkdtemp(prefix="gputwin-grid-"))
+    command = [sys.executable, "-m", "gputwin", "compare", "--trace", str(trace_dir / "jobs.csv"),
+               "--cluster", str(trace_dir / "cluster.csv"), "--policies", ",".join(known()["queue"]),
+               "--placements", GRID_PLACEMENTS, "--backfill", "on,off", "--jobs", str(workers),
+               "--out", str(out_dir), "--quiet", "--json", *([] if plots else ["--no-plots"])]  # fmt: skip
+    try:
+        load_before = os.getloadavg()[0]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            raise SystemExit(f"gputwin compare failed with exit code {done.returncode}")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "sim_s": round(sum(c["wall_seconds"] for c in result["candidates"]), 2),  # per-candidate walls
+        "candidates": len(result["candidates"]),
+        "skipped": len(result["skipped"]),
+        "workers": workers,
+        "plots": plots,
+        "load_before": round(load_before, 2),
+        "load_after": round(os.getloadavg()[0], 2),
+        "best_candidate": result["candidates"][0]["candidate"],
+    }
 
 
 # --- synthetic: the parent side -------------------------------------------------------------------
@@ -351,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"core: {report['core']} ({'GPUTWIN_COMPILE=1 build' if report['core'] == 'compiled' else 'pure Python'})",
           file=out)
     trace_dir = args.trace_dir.resolve()
-    if not args.skip_mix1 and not (
+    if (args.grid or not args.skip_mix1) and not (
         (trace_dir / "jobs.csv").is_file() and (trace_dir / "cluster.csv").is_file()
     ):
         print(
@@ -364,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     # loaded its trace would report this process's size for small runs.
     if not args.skip_synthetic:
         report.update(bench_synthetic(args.jobs, args.seed, out))
+    if args.grid:  # after the synthetic runs, whose peak RSS is read from RUSAGE_CHILDREN
+        report.update(bench_grid(trace_dir, args.grid_workers, not args.no_plots, args.repeat, out))
     if not args.skip_mix1:
         report.update(bench_mix1(trace_dir, args.policies, args.placement, args.seed, args.repeat, out))
     if args.profile:

@@ -17,6 +17,7 @@ none. A result already present is not run again (`pending`), so an interrupted s
 from __future__ import annotations
 
 import dataclasses
+import filecmp
 import json
 import os
 import shutil
@@ -107,6 +108,21 @@ def load_inputs(folder: Path, plan: SweepPlan) -> tuple[ClusterSpec, tuple[JobSp
     return cluster, tuple(trace.jobs)
 
 
+def same_inputs(folder: Path, plan: SweepPlan, trace: Path, cluster: Path) -> bool:
+    """Whether the sweep's copies of its inputs are these files, byte for byte. A resumed sweep
+    keeps the copies made when it started, and the originals may have changed since: only then
+    may inputs loaded from the originals stand in for the copies."""
+    ours_trace, ours_cluster = folder / INPUTS / "trace" / plan.trace, folder / INPUTS / "cluster" / plan.cluster
+    if not (ours_trace.is_file() and filecmp.cmp(trace, ours_trace, shallow=False)):
+        return False
+    if cluster.is_file():
+        return ours_cluster.is_file() and filecmp.cmp(cluster, ours_cluster, shallow=False)
+    theirs = sorted(p.relative_to(cluster) for p in cluster.rglob("*") if p.is_file())
+    ours = sorted(p.relative_to(ours_cluster) for p in ours_cluster.rglob("*") if p.is_file())
+    match, _, _ = filecmp.cmpfiles(cluster, ours_cluster, [str(p) for p in theirs], shallow=False)
+    return ours == theirs and len(match) == len(theirs)
+
+
 def run_task(folder: Path, index: int, inputs: tuple[ClusterSpec, tuple[JobSpec, ...]] | None = None) -> Path:
     """Run candidate `index` of the sweep in `folder` and write its result file; returns that file."""
     plan = read_plan(folder)
@@ -194,5 +210,6 @@ __all__ = [
     "read_plan",
     "result_path",
     "run_task",
+    "same_inputs",
     "write_plan",
 ]

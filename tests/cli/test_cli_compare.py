@@ -113,3 +113,24 @@ def test_bad_trace_is_a_one_line_error(tmp_path: Path) -> None:
                              str(tmp_path / "out"), "--policies", "fifo", "--placements", "consolidate")  # fmt: skip
     assert code == 2
     assert stderr.count("\n") == 1 and ":2: gpu_num: " in stderr
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_resumed_sweep_runs_on_its_own_copy_of_the_trace_not_the_edited_original(
+    tmp_path: Path, workers: str
+) -> None:
+    # compare loads the trace once and hands it to the local workers, but only while the sweep's
+    # copy is that same file: an edit made before resuming must not mix two traces in one report.
+    trace = tmp_path / "jobs.csv"
+    trace.write_bytes(demo_trace_path().read_bytes())
+    args = ["--trace", str(trace), "--cluster", str(demo_cluster_path()), "--out", str(tmp_path / "out"),
+            "--policies", "fifo,sjf", "--placements", "consolidate", "--jobs", workers, "--no-plots", "--json"]
+    code, stdout, stderr = invoke(*args)
+    assert code == 0, stderr
+    first = {c["candidate"]: c["avg_jct"] for c in json.loads(stdout)["candidates"]}
+    (tmp_path / "out" / "sweep" / "results" / "1.json").unlink()  # as if interrupted before sjf ended
+    lines = trace.read_text().splitlines(keepends=True)
+    trace.write_text("".join(lines[: len(lines) // 2]))  # the original changes meanwhile
+    code, stdout, stderr = invoke(*args)
+    assert code == 0, stderr
+    assert {c["candidate"]: c["avg_jct"] for c in json.loads(stdout)["candidates"]} == first

@@ -122,3 +122,52 @@ def test_a_job_needing_more_than_what_is_left_waits(cluster) -> None:
     assert sched.run_cycle(0).starts == ()
     sched.set_external_use({"n0": 4})
     assert [s.slots for s in sched.run_cycle(1).starts] == [((0, 4),)]
+
+
+# The preemptive re-rank counts only GPUs that can be used: GPUs others hold are not among them.
+# Two 8-GPU nodes, srtf: `held` GPUs per node are held by others before `running` starts (8 GPUs
+# each, in order), then S (8 GPUs, 10 s, the shortest) arrives.
+@pytest.mark.parametrize(
+    ("held", "running", "preempted", "started"),
+    [
+        # n0 is all others': only B's n1 can go to S, so B (longer) yields. Counting n0 (the total)
+        # kept B and left S waiting for GPUs it can never get.
+        pytest.param({"n0": 8}, [("B", 500)], ["B"], [("S", 1)], id="other-node-held"),
+        # n0 half held: S (8) cannot fit there; B yields n1.
+        pytest.param({"n0": 4}, [("B", 500)], ["B"], [("S", 1)], id="other-node-half-held"),
+        # Nothing held: B took n0, S starts on the free n1, nobody is preempted.
+        pytest.param({}, [("B", 500)], [], [("S", 1)], id="nothing-held"),
+        # Both nodes ours and busy: the longest running job yields to S.
+        pytest.param({}, [("A", 1000), ("B", 500)], ["A"], [("S", 0)], id="both-ours-longest-yields"),
+    ],
+)
+def test_preemptive_rerank_counts_only_gpus_that_can_be_used(cluster, held, running, preempted, started) -> None:
+    sched = Scheduler(cluster({"l0": [8, 8]}, PolicySpec(queue="srtf", placement="consolidate")))
+    sched.set_external_use(held)
+    for t, (name, duration) in enumerate(running):
+        sched.submit(JobSpec(name, t, duration, 8, "x"), t)
+        assert [s.job_id for s in sched.run_cycle(t).starts] == [name]
+    sched.submit(JobSpec("S", 5, 10, 8, "x"), 5)
+    decision = sched.run_cycle(5)
+    assert [p.job_id for p in decision.preempts] == preempted
+    assert [(s.job_id, s.slots[0][0]) for s in decision.starts] == started
+
+
+@pytest.mark.parametrize(
+    ("held", "out", "allocated", "usable", "in_service"),
+    [
+        pytest.param({}, [], [], 22, 0, id="idle"),
+        pytest.param({}, [], [(1, 5), (3, 8)], 22, 13, id="ours-count"),
+        pytest.param({1: 3}, [], [], 19, 0, id="theirs-do-not"),
+        pytest.param({1: 3}, [], [(1, 5)], 19, 5, id="ours-and-theirs-on-one-node"),
+        pytest.param({}, [1], [(1, 5)], 14, 0, id="ours-on-a-node-out"),
+        pytest.param({3: 2}, [1], [(1, 5), (3, 4)], 12, 4, id="all-three"),  # 4 + 0 + 2 + (8 - 2)
+    ],
+)
+def test_usable_gpus_are_visible_free_plus_ours_in_service(ledger, held, out, allocated, usable, in_service) -> None:
+    led = ledger(LAYOUT, allocated)
+    led.set_external_use(held)
+    led.set_out_of_service(out)
+    assert led.usable_gpus() == usable
+    assert led.held_in_service(allocated) == in_service
+    assert led.held_gpus == sum(g for _, g in allocated)

@@ -111,3 +111,39 @@ def test_a_running_job_on_a_node_going_out_completes_normally(cluster) -> None:
     assert sched.run_cycle(10).starts == ()
     sched.set_out_of_service([])
     assert [s.job_id for s in sched.run_cycle(11).starts] == ["b"]
+
+
+# The preemptive re-rank counts only GPUs that can be used: free ones placers see, and those running
+# jobs hold on nodes in service. A job on a node taken out of service keeps its GPUs (nobody else
+# could use them, so preempting it frees nothing). Two 8-GPU nodes, srtf: `running` jobs start in
+# order (consolidate: n0 first unless it is out), then `out` goes out of service and S (8 GPUs,
+# 10 s, the shortest) arrives.
+@pytest.mark.parametrize(
+    ("out_before", "running", "out", "preempted", "started"),
+    [
+        # Only n1 is usable and B holds it: S is shorter, so B yields. Counting n0's idle 8 GPUs
+        # (the total) kept B and left S waiting for a node it can never get.
+        pytest.param(["n0"], [("B", 500)], ["n0"], ["B"], [("S", 1)], id="idle-node-out"),
+        # A keeps n0 while it is out; only B's n1 can go to S. Counting A's GPUs as everyone's
+        # ranked B (shorter) ahead of A and preempted A, whose GPUs nobody can use.
+        pytest.param([], [("A", 1000), ("B", 500)], ["n0"], ["B"], [("S", 1)], id="busy-node-out"),
+        # Nothing S could use (n1 too is out): A keeps running, nothing is preempted for nothing.
+        pytest.param([], [("A", 1000)], ["n0", "n1"], [], [], id="all-out"),
+        # The longest job is the one on the node that is out: it still keeps its GPUs, and the
+        # job that yields is the one whose GPUs S can use.
+        pytest.param([], [("A", 1000), ("B", 2000)], ["n0"], ["B"], [("S", 1)], id="longer-job-on-the-out-node"),
+    ],
+)
+def test_preemptive_rerank_counts_only_gpus_that_can_be_used(cluster, out_before, running, out, preempted,
+                                                               started) -> None:  # fmt: skip
+    sched = Scheduler(cluster({"l0": [8, 8]}, PolicySpec(queue="srtf", placement="consolidate")))
+    sched.set_out_of_service(out_before)
+    for t, (name, duration) in enumerate(running):
+        sched.submit(JobSpec(name, t, duration, 8, "x"), t)
+        assert [s.job_id for s in sched.run_cycle(t).starts] == [name]
+    sched.set_out_of_service(out)
+    sched.submit(JobSpec("S", 5, 10, 8, "x"), 5)
+    decision = sched.run_cycle(5)
+    assert [p.job_id for p in decision.preempts] == preempted
+    assert [(s.job_id, s.slots[0][0]) for s in decision.starts] == started
+    assert all(sched.jobs[name].phase.value == "Running" for name, _ in running if name not in preempted)

@@ -3,7 +3,11 @@ allocating, then asks for GPUs; slots are (global node index, GPUs)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gputwin.core.compat import HeliosConsolidate
 from gputwin.core.placement import Consolidate, FirstFit, RandomPlacer, TopologyAware
@@ -124,6 +128,38 @@ def test_random_placer_is_reproducible_for_a_seed(ledger) -> None:
     assert run(7) == run(7)
     # Different seeds give different placements (checked over a handful of fixed seeds).
     assert len({repr(run(seed)) for seed in range(6)}) > 1
+
+
+def _pool_sample(led, rng: random.Random, gpus: int) -> tuple:
+    """The random placer as first written: sample the list of every free GPU (a node once per free
+    GPU, nodes in index order). The placer now samples positions instead; the draws must not change."""
+    pool = [node for node in led.avail_nodes() for _ in range(led.free_of(node))]
+    counts: dict[int, int] = {}
+    for node in sorted(rng.sample(pool, gpus)):
+        counts[node] = counts.get(node, 0) + 1
+    return tuple(sorted(counts.items()))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    ops=st.lists(st.tuples(st.booleans(), st.integers(1, 12), st.sampled_from([(), (1,), (2, 5)])), max_size=25),
+)
+def test_random_placer_draws_what_sampling_the_list_of_free_gpus_draws(ledger, seed, ops) -> None:
+    led = ledger(TWO_SPINES)
+    placer, naive = RandomPlacer(seed), random.Random(seed)
+    held: list[tuple] = []
+    for place, gpus, out in ops:
+        led.set_out_of_service(out)  # hidden GPUs are not in the list either
+        if place:
+            expected = _pool_sample(led, naive, gpus) if gpus <= led.free_gpus else None
+            slots = placer.place(led, gpus, 0.0)
+            assert slots == expected
+            if slots is not None:
+                led.allocate(slots)
+                held.append(slots)
+        elif held:
+            led.release(held.pop(0))
 
 
 def test_random_placer_refuses_more_than_is_free(ledger) -> None:

@@ -4,14 +4,18 @@ the Scheduler directly."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gputwin.core.decision import Preempt
 from gputwin.core.history import HistoryEstimator
 from gputwin.core.model import JobSpec, OverheadModel, PolicySpec
-from gputwin.core.policies import Las, make_policy
+from gputwin.core.policies import NEVER, Las, make_policy
 from gputwin.core.scheduler import Scheduler
-from gputwin.core.state import Phase
+from gputwin.core.state import JobState, Phase
 from gputwin.sim.engine import simulate
 
 ONE_NODE = {"l0": [8]}
@@ -244,3 +248,36 @@ def test_las_wake_matches_the_key_change_under_overhead(cluster) -> None:
     # Whatever "attained" means, the wake must fall where the job's level changes.
     assert policy.key(job, wake - 1e-6)[0] == 0.0
     assert policy.key(job, wake)[0] == 1.0
+
+
+def _running(order: int, seg_start: float, attained: float, gpus: int) -> JobState:
+    job = JobState(JobSpec(f"j{order}", 0.0, 1e9, gpus, "x"), "p", gpus, 1e9, 1e9)
+    job.phase, job.order, job.seg_start, job.attained = Phase.RUNNING, order, seg_start, attained
+    return job
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    thresholds=st.lists(st.floats(1.0, 1e6), min_size=1, max_size=3),
+    segments=st.lists(st.tuples(st.floats(0.0, 1e7), st.floats(0.0, 2e6), st.integers(1, 64)), min_size=1, max_size=6),
+    steps=st.lists(st.tuples(st.integers(0, 5), st.integers(-2, 2), st.floats(-1e4, 1e5)), max_size=12),
+)
+def test_las_cached_levels_give_the_exact_keys_and_soonest_change(thresholds, segments, steps) -> None:
+    """Las.running_entries reuses a running job's level until shortly before its next threshold
+    crossing, and soonest_change refines estimates: both must equal key / next_change exactly, also
+    a float's width either side of a crossing (where the cache must not be trusted)."""
+    policy = Las(thresholds)
+    jobs = [_running(i, start, attained, gpus) for i, (start, attained, gpus) in enumerate(segments)]
+    now = max(j.seg_start for j in jobs)
+    for pick, ulps, jump in steps:
+        target = policy.next_change(jobs[pick % len(jobs)], now)
+        if target is not None and ulps:  # land next to a crossing
+            now = max(now, target)
+            for _ in range(abs(ulps)):
+                now = math.nextafter(now, math.inf if ulps > 0 else -math.inf)
+        else:
+            now += jump  # sometimes back: a driver's wall clock may step back
+        entries = policy.running_entries(jobs, now)
+        assert [e[0] for e in entries] == [policy.key(j, now) for j in jobs]
+        changes = [c for c in (policy.next_change(j, now) for j in jobs) if c is not None]
+        assert policy.soonest_change(entries, now) == min(changes, default=NEVER)

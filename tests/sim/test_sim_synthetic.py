@@ -175,3 +175,19 @@ def test_benchmark_smoke_run_prints_json_last() -> None:
     assert report["synthetic_1m"]["wall_s"] > 0 and report["synthetic_1m"]["peak_rss_mb"] > 0
     if "--skip-mix1" not in command:
         assert set(report["mix1"]) == {"fifo"} and report["mix1"]["fifo"] > 0
+
+
+@pytest.mark.skipif(not (MIX1 / "jobs.csv").is_file(), reason="shared traces not found")
+def test_benchmark_grid_times_the_36_candidate_compare(tmp_path: Path) -> None:
+    # The first 400 jobs of mix1 on its cluster: the same 36-candidate grid, in seconds.
+    lines = (MIX1 / "jobs.csv").read_text().splitlines(keepends=True)[:401]
+    (tmp_path / "jobs.csv").write_text("".join(lines))
+    (tmp_path / "cluster.csv").write_text((MIX1 / "cluster.csv").read_text())
+    command = [sys.executable, str(ROOT / "benchmarks" / "simulate.py"), "--skip-synthetic", "--skip-mix1",
+               "--grid", "--trace-dir", str(tmp_path), "--json"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    grid = json.loads(done.stdout.strip().splitlines()[-1])["grid"]
+    assert (grid["candidates"], grid["skipped"], grid["workers"], grid["plots"]) == (30, 6, 2, True)
+    assert grid["wall_s"] > 0 and grid["cpu_s"] > 0 and grid["sim_s"] > 0
+    assert "grid: gputwin compare, 30 candidates run (6 skipped)" in done.stderr

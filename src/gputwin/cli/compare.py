@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import threading
 from pathlib import Path
 
 import click
 
 from gputwin.adapters.sweeps import run_sweep, write_plan
+from gputwin.adapters.sweeps.local import LocalExecutor
+from gputwin.adapters.sweeps.plan import same_inputs
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import ranked_table, sweep_progress
 from gputwin.cli.sweep import executor_options, make_executor
@@ -71,12 +75,20 @@ def compare(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, 
     )  # fmt: skip
     cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid)  # errors first
     folder = out_dir / "sweep"
-    write_plan(folder, trace_path, trace.format, cluster_path, gpus_per_node=gpus_per_node,
-               skip_invalid=skip_invalid, seed=seed, candidates=tuple(candidates))  # fmt: skip
+    plan = write_plan(folder, trace_path, trace.format, cluster_path, gpus_per_node=gpus_per_node,
+                      skip_invalid=skip_invalid, seed=seed, candidates=tuple(candidates))  # fmt: skip
     runner = make_executor(executor, workers, partition, namespace, image, volume_claim, sweep_timeout)
+    if isinstance(runner, LocalExecutor) and same_inputs(folder, plan, trace_path, cluster_path):
+        runner.inputs = (cluster, tuple(trace.jobs))  # loaded above: the workers need not parse them again
+    # Once fewer candidates are left than workers, a core is idle until the last one ends: import
+    # matplotlib (about a second) there rather than after the sweep.
+    preload_at, finished = max(1, len(candidates) - workers + 1), [0]
     with sweep_progress(len(candidates), enabled=not quiet) as advance:
 
         def done(index: int) -> None:
+            finished[0] += 1
+            if plots and finished[0] == preload_at:
+                threading.Thread(target=importlib.import_module, args=("gputwin.sim.plots",), daemon=True).start()
             if advance is not None:
                 advance(candidates[index].name)
 
@@ -85,9 +97,10 @@ def compare(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, 
                        "skipped": dict(trace.skipped)}, "seed": seed, "executor": executor}  # fmt: skip
     written = write_report(out_dir, comparison, extra)
     if plots:
-        from gputwin.sim.plots import write_plots  # matplotlib takes a while to import
+        from gputwin.sim.plots import write_plots  # matplotlib takes a while to import (see `done`)
 
-        written += write_plots(out_dir, comparison)
+        # The figures are drawn in parallel on this machine, whatever ran the candidates.
+        written += write_plots(out_dir, comparison, workers=min(workers, os.cpu_count() or 1))
     if as_json:
         click.echo(json.dumps({**extra, **comparison.to_json()}, sort_keys=True))
         return

@@ -24,7 +24,7 @@ job adopted after a restart is accounted wherever it runs.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from itertools import accumulate
 from typing import Iterable, Iterator, Mapping, Sequence
 
@@ -70,6 +70,8 @@ class Ledger:
         self._capacity_prefix = list(accumulate(sorted(self.capacity, reverse=True)))
         self._out = 0  # bitset of nodes out of service: their free GPUs are hidden from placers
         self._external: list[int] = [0] * len(self.nodes)  # GPUs held by others, per local node
+        self._shown: list[int] = list(self.capacity)  # free GPUs placers see, per local node (`_visible`)
+        self.held_gpus = 0  # GPUs this ledger has allocated (to running jobs), on any node
 
     # --- reads ------------------------------------------------------------------------------------
 
@@ -124,6 +126,34 @@ class Ledger:
     def avail_nodes(self) -> Iterator[int]:
         """Nodes with any free GPU, by index."""
         return (self.nodes[i] for i in _bits(self._avail))
+
+    def nodes_of_free_gpus(self, positions: Sequence[int]) -> list[int]:
+        """The node of each position (ascending) in the list of free GPUs that placers see, node
+        by node in index order (a node with f free GPUs fills f places). Maps a random sample of
+        `range(free_gpus)` to nodes without building that list: one prefix sum, then bisects."""
+        ends = list(accumulate(self._shown))
+        return [self.nodes[bisect_right(ends, p)] for p in positions]
+
+    @property
+    def has_out_of_service(self) -> bool:
+        return self._out != 0
+
+    def held_in_service(self, slots: Iterable[tuple[int, int]]) -> int:
+        """How many of these allocated GPUs are on nodes in service (the rest are on nodes taken out
+        of service: the job holding them keeps them, but nobody else could use them)."""
+        if not self._out:
+            return sum(gpus for _, gpus in slots)
+        local, out = self._local, self._out
+        return sum(gpus for node, gpus in slots if not out >> local[node] & 1)
+
+    def usable_gpus(self) -> int:
+        """GPUs this partition's jobs can use now: the free ones placers see plus the ones its
+        running jobs hold on nodes in service. Not `total_gpus`: out-of-service nodes and GPUs
+        held by others count only while (and as far as) a running job of ours holds them."""
+        if not self._out:
+            return self.free_gpus + self.held_gpus
+        held_out = sum(self.capacity[i] - self._free[i] for i in _bits(self._out))
+        return self.free_gpus + self.held_gpus - held_out
 
     def mask_of(self, nodes: Iterable[int]) -> int:
         """A bitset of these (global) nodes, for `best_fit_node(exclude=...)`."""
@@ -206,6 +236,12 @@ class Ledger:
         return free if free > 0 else 0
 
     def _change(self, i: int, delta: int) -> None:
+        self.held_gpus -= delta
+        if not self._out and not self._external[i]:  # the common case: what placers see is the count
+            before = self._free[i]
+            self._free[i] = before + delta
+            self._index(i, before, before + delta)
+            return
         before = self._visible(i)
         self._free[i] += delta
         after = self._visible(i)
@@ -230,3 +266,4 @@ class Ledger:
             self._idle &= ~bit
         self.free_gpus += delta
         self._leaf_free[self._leaf_of[i]] += delta
+        self._shown[i] = after

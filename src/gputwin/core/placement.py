@@ -92,10 +92,12 @@ class RandomPlacer:
     def place(self, ledger: Ledger, gpus: int, waited: float) -> Slots | None:
         if ledger.free_gpus < gpus:
             return None
-        pool = [node for node in ledger.avail_nodes() for _ in range(ledger.free_of(node))]
-        picked = sorted(self._rng.sample(pool, gpus))
+        # The same draws as sampling the list of every free GPU (node repeated once per free GPU,
+        # nodes in index order): `sample` picks positions from the length alone, so sampling the
+        # positions and mapping them to nodes gives the same GPUs without building that list.
+        positions = sorted(self._rng.sample(range(ledger.free_gpus), gpus))
         counts: dict[int, int] = {}
-        for node in picked:
+        for node in ledger.nodes_of_free_gpus(positions):
             counts[node] = counts.get(node, 0) + 1
         return tuple(sorted(counts.items()))
 

@@ -8,18 +8,26 @@ scheduler appends a deterministic tie-break (queued before running, then arrival
 
 Keys of queued jobs never change while they wait, so the queue can stay sorted; only running
 jobs' keys move with time (`next_change` tells the scheduler when a running job's key will next
-cross a boundary that can reorder it, so it can wake up then).
+cross a boundary that can reorder it, so it can wake up then). Preemptive policies rank all their
+running jobs every cycle, so they also give the keys and changes of many jobs at once
+(`running_entries`, `soonest_change`): the same values, computed without a call per job and,
+for LAS, reused until a job nears its next threshold.
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from operator import itemgetter
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol, Sequence
 
 if TYPE_CHECKING:
     from gputwin.core.state import JobState
 
 Key = tuple[float, ...]
+# A running job as a preemptive policy ranks it: (key, order, job, when its key next changes or
+# NEVER). Orders are unique, so sorting these never compares jobs.
+RunningEntry = tuple[Key, int, "JobState", float]
+NEVER = float("inf")
 
 
 class QueuePolicy(Protocol):
@@ -32,6 +40,29 @@ class QueuePolicy(Protocol):
     def next_change(self, job: JobState, now: float) -> float | None:
         """For a running job: when its key next changes the ranking (None: never by itself)."""
         ...
+
+    def running_entries(self, jobs: Iterable[JobState], now: float) -> list[RunningEntry]:
+        """Running jobs' entries, unsorted: the keys `key` gives, and when each next changes
+        (`next_change`, or a value close enough for `soonest_change` to find the exact soonest)."""
+        ...
+
+    def soonest_change(self, entries: Sequence[RunningEntry], now: float) -> float:
+        """Exactly the soonest `next_change` of these entries' jobs now (NEVER if none)."""
+        ...
+
+
+def _soonest(entries: Sequence[RunningEntry]) -> float:
+    """`soonest_change` for entries that hold exact change times."""
+    return min(map(itemgetter(3), entries), default=NEVER)
+
+
+def _entries(policy: QueuePolicy, jobs: Iterable[JobState], now: float) -> list[RunningEntry]:
+    """`running_entries` from `key` and `next_change`, for policies with no faster way."""
+    out = []
+    for job in jobs:
+        change = policy.next_change(job, now)
+        out.append((policy.key(job, now), job.order, job, NEVER if change is None else change))
+    return out
 
 
 class _Static:
@@ -49,6 +80,12 @@ class _Static:
 
     def next_change(self, job: JobState, now: float) -> float | None:
         return None
+
+    def running_entries(self, jobs: Iterable[JobState], now: float) -> list[RunningEntry]:
+        return _entries(self, jobs, now)
+
+    def soonest_change(self, entries: Sequence[RunningEntry], now: float) -> float:
+        return _soonest(entries)
 
 
 def fifo() -> QueuePolicy:
@@ -83,6 +120,17 @@ class Srtf:
     def next_change(self, job: JobState, now: float) -> float | None:
         return None  # a running job's remaining time only shrinks: it can only move ahead
 
+    def running_entries(self, jobs: Iterable[JobState], now: float) -> list[RunningEntry]:
+        # `remaining` inlined (the jobs run): this runs for every running job in every cycle.
+        out: list[RunningEntry] = []
+        for job in jobs:
+            left = job.work_left - (now - job.seg_start) / job.slowdown
+            out.append(((left if left > 0.0 else 0.0,), job.order, job, NEVER))
+        return out
+
+    def soonest_change(self, entries: Sequence[RunningEntry], now: float) -> float:
+        return NEVER
+
 
 class Las:
     """Least attained service (Tiresias' discretised 2D-LAS), preemptive.
@@ -98,6 +146,8 @@ class Las:
 
     def __init__(self, thresholds: Sequence[float] = (3600.0, 36000.0)) -> None:
         self.thresholds = tuple(sorted(thresholds))
+        # Run segment (job order) -> (key, valid from, valid until before, estimated next change).
+        self._cache: dict[int, tuple[Key, float, float, float]] = {}
 
     def level(self, attained: float) -> int:
         return bisect.bisect_right(self.thresholds, attained)  # thresholds passed (>=); hot: every cycle
@@ -111,6 +161,52 @@ class Las:
             if t > attained:
                 return now + (t - attained) / job.gpus  # attained counts wall-clock GPU-seconds
         return None
+
+    def running_entries(self, jobs: Iterable[JobState], now: float) -> list[RunningEntry]:
+        # Every cycle ranks every running job, but a running job's level only changes when its
+        # attained service crosses the next threshold, at about seg_start + (threshold -
+        # attained) / gpus: until shortly before then (`_margin`, far above float rounding) its
+        # key is the one computed last time. The change time in an entry is that estimate;
+        # `soonest_change` turns the estimates into the exact `next_change` of the soonest job.
+        thresholds, top, cache = self.thresholds, len(self.thresholds), self._cache
+        out: list[RunningEntry] = []
+        for job in jobs:
+            order = job.order  # unique to this run segment of this job
+            cached = cache.get(order)
+            if cached is not None and cached[1] <= now < cached[2]:  # a clock may step back
+                out.append((cached[0], order, job, cached[3]))
+                continue
+            attained = job.attained + (now - job.seg_start) * job.gpus  # `attained_at`: it runs
+            level = bisect.bisect_right(thresholds, attained)
+            key = (float(level), job.spec.submit)
+            crossing = job.seg_start + (thresholds[level] - job.attained) / job.gpus if level < top else NEVER
+            cache[order] = (key, now, crossing - self._margin(crossing, now), crossing)
+            out.append((key, order, job, crossing))
+        if len(cache) > 2 * len(out) + 64:  # ended segments: keep the cache as small as the running set
+            self._cache = {entry[1]: cache[entry[1]] for entry in out}
+        return out
+
+    def soonest_change(self, entries: Sequence[RunningEntry], now: float) -> float:
+        # Every estimate is within `_margin` of its job's exact change time, so the soonest exact
+        # one is among the jobs whose estimate is within two margins of the smallest estimate.
+        estimate = _soonest(entries)
+        if estimate == NEVER:
+            return NEVER
+        bound = estimate + 2.0 * self._margin(estimate, now)
+        soonest = NEVER
+        for _, _, job, crossing in entries:
+            if crossing <= bound:
+                change = self.next_change(job, now)
+                if change is not None and change < soonest:
+                    soonest = change
+        return soonest
+
+    def _margin(self, when: float, now: float) -> float:
+        """A bound, a million times over, on how far float rounding can move a threshold crossing
+        computed at `now` (rounding errors are ~1e-16 of the magnitudes involved)."""
+        if when == NEVER:
+            return 0.0
+        return 1e-9 * (abs(when) + abs(now) + self.thresholds[-1] + 1.0)
 
 
 QUEUE_POLICIES: dict[str, Callable[..., QueuePolicy]] = {

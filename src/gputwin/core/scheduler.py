@@ -15,7 +15,6 @@ backfill) and `_preemptive` (rank queued and running jobs together, preempt what
 
 from __future__ import annotations
 
-import heapq
 import zlib
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
@@ -27,7 +26,7 @@ from gputwin.core.ledger import Ledger
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec
 from gputwin.core.placement import Slots
 from gputwin.core.plugins import make_placer, make_sizer
-from gputwin.core.policies import make_policy
+from gputwin.core.policies import NEVER, RunningEntry, make_policy
 from gputwin.core.state import JobState, PartitionState, Phase
 from gputwin.core.topology import Span, Topology
 
@@ -254,8 +253,15 @@ class Scheduler:
 
     def _backfill(self, part: PartitionState, head: JobState, now: float, out: DecisionBuilder) -> None:
         """EASY backfill: a later job may start now only if it cannot delay the head's reservation."""
+        ledger = part.ledger
+        if not ledger.free_gpus:
+            return  # nothing can start (the common case on a busy cluster): skip the reservation too
         shadow, extra = _reservation(part, head, now)
         for job in part.queued_jobs(1 + self.options.backfill_depth)[1:]:
+            if job.gpus > ledger.free_gpus:
+                if not ledger.free_gpus:
+                    return  # every later job needs a GPU too
+                continue  # `_place` would refuse it as well, before asking the placer
             if now + job.work_left > shadow and job.gpus > extra:
                 continue  # cannot end in time even without overhead, nor fit beside the head
             slots = self._place(part, job, now, out)
@@ -271,38 +277,70 @@ class Scheduler:
 
     def _preemptive(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
         """Rank queued and running jobs together; whatever no longer fits the quota is preempted."""
-        changed = bool(part.queued) and self._rerank(part, now, out)
-        if changed and self.options.wake_after_change:
-            out.wake(now + 1.0, part.name)
-        if part.policy.timed:
-            changes = [part.policy.next_change(job, now) for job in part.running.values()]
-            out.wake(min((t for t in changes if t is not None), default=None), part.name)
+        policy = part.policy
+        if not part.queued and not policy.timed:
+            return
+        # One pass over the running jobs gives their keys and (timed policies) when each key next
+        # changes: both are needed every cycle, and this pass is most of a preemptive cycle's cost.
+        running = policy.running_entries(part.running.values(), now)
+        started: list[JobState] = []
+        preempted = False
+        if part.queued:
+            running.sort()  # orders are unique: jobs and change times are never compared
+            preempted, started = self._rerank(part, running, now, out)
+            if (preempted or started) and self.options.wake_after_change:
+                out.wake(now + 1.0, part.name)
+        if policy.timed:
+            # The jobs running after the re-rank: those kept (victims are queued now) and those started.
+            if preempted:
+                running = [entry for entry in running if entry[2].phase is Phase.RUNNING]
+            soonest = policy.soonest_change(running, now)
+            for job in started:
+                change = policy.next_change(job, now)
+                if change is not None and change < soonest:
+                    soonest = change
+            out.wake(soonest if soonest != NEVER else None, part.name)
 
-    def _rerank(self, part: PartitionState, now: float, out: DecisionBuilder) -> bool:
-        key = part.policy.key
-        # (key, 0 = queued / 1 = running, order, job): orders are unique, so jobs never compare.
-        # The queue is kept in key order already; only running jobs (their keys move with time)
-        # are sorted, and the walk stops once every GPU is spoken for: what is left of the queue
-        # cannot run, and every running job not yet kept is a victim.
-        running = sorted((key(j, now), 1, j.order, j) for j in part.running.values())
-        queued = ((k, 0, order, part.queued[order]) for k, order in part.order)
-        quota = part.ledger.total_gpus
+    def _rerank(self, part: PartitionState, running: list[RunningEntry], now: float, out: DecisionBuilder
+                ) -> tuple[bool, list[JobState]]:  # fmt: skip
+        """Walk queued (already in key order) and running jobs (`running`, sorted) in key order,
+        queued first on equal keys, then arrival order; keep or start each job that still fits the
+        quota. The walk stops once every GPU is spoken for: what is left of the queue cannot run,
+        and every running job not yet kept is a victim. Returns (any job preempted, jobs started)."""
+        ledger = part.ledger
+        quota = ledger.usable_gpus()
+        # With nodes out of service a running job needs from the quota only the GPUs it holds on
+        # nodes in service (it keeps the others, which nobody else could use); one that needs
+        # nothing is kept even when the quota is spent, so the walk cannot stop early.
+        partial = ledger.has_out_of_service
         to_run: list[JobState] = []
-        kept: set[int] = set()
-        for _, is_running, order, job in heapq.merge(queued, running):
-            if job.gpus <= quota:
+        victims: list[JobState] = []
+        queued, jobs = iter(part.order), part.queued
+        entry = next(queued, None)
+        count, r = len(running), 0
+        while entry is not None or r < count:
+            if entry is not None and (r == count or entry[0] <= running[r][0]):
+                job = jobs[entry[1]]
+                entry = next(queued, None)
+                if job.gpus > quota:
+                    continue
                 quota -= job.gpus
-                if is_running:
-                    kept.add(order)
-                else:
-                    to_run.append(job)
-                if quota == 0:
-                    break
-        victims = [job for _, _, order, job in running if order not in kept]
+                to_run.append(job)
+            else:
+                job = running[r][2]
+                r += 1
+                need = ledger.held_in_service(job.slots) if partial else job.gpus
+                if need > quota:
+                    victims.append(job)
+                    continue
+                quota -= need
+            if quota == 0 and not partial:
+                victims.extend(e[2] for e in running[r:])
+                break
         for job in victims:
             self._preempt(part, job, now, out)
-        started = [self._try_start(part, job, now, out) for job in to_run]
-        return bool(victims) or any(started)
+        started = [job for job in to_run if self._try_start(part, job, now, out)]
+        return bool(victims), started
 
     # --- commits ----------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from gputwin.core.decision import Decision, Reject
+from gputwin.core.decision import EMPTY, Decision, Reject
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.core.state import JobState, Phase
@@ -67,9 +67,13 @@ class Simulator:
                 now = heap[0][0]
             self._pop_events(now)
             while i < n and jobs[i].submit == now:
-                self._apply(sched.submit(jobs[i], now), now)
+                decision = sched.submit(jobs[i], now)
+                if decision is not EMPTY:  # most submits only queue the job
+                    self._apply(decision, now)
                 i += 1
-            self._apply(sched.run_cycle(now), now)
+            decision = sched.run_cycle(now)
+            if decision is not EMPTY:
+                self._apply(decision, now)
             if progress is not None:
                 progress(i)
         return SimOutcome(self.finished, self.rejected, self.resized, self.busy, self.events, dict(self.busy.totals))
