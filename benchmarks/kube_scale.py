@@ -48,7 +48,7 @@ import traceback
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +57,11 @@ from kube_scale_lib import (
     Kube,
     ProcStats,
     Tracker,
+    breakdown,
     free_port,
     percentile,
     proc_stats,
+    read_trace,
     request_counts,
 )
 
@@ -310,6 +312,7 @@ class Operator:
         self.plane, self.kubeconfig = plane, kubeconfig
         self.port = free_port()
         self.log_path = plane.state / "logs" / "gputwin-operator.log"
+        self.trace_path = plane.state / "logs" / "gputwin-bind-trace.jsonl"  # both processes of a --restart
         self.proc: subprocess.Popen[bytes] | None = None
         self.cpu_s, self.rss_mb, self.restarts = 0.0, 0.0, 0
         self._last: ProcStats | None = None  # the running process's latest /proc reading
@@ -318,7 +321,8 @@ class Operator:
         # The pods it makes or binds tolerate KWOK's taint, as the benchmark's own pods do.
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "GPUTWIN_BACKEND": "kubernetes",
                "GPUTWIN_HEALTH_PORT": str(self.port),
-               "GPUTWIN_TOLERATED_TAINTS": "nvidia.com/gpu,kwok.x-k8s.io/node"}  # fmt: skip
+               "GPUTWIN_TOLERATED_TAINTS": "nvidia.com/gpu,kwok.x-k8s.io/node",
+               "GPUTWIN_BIND_TRACE": str(self.trace_path)}  # fmt: skip
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen([*gputwin_command(), "operator", "--all-namespaces"], env=env,
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
@@ -394,6 +398,8 @@ class PhaseResult:
     p50_bind_s: float | None = None
     p99_bind_s: float | None = None
     p99_after_room_s: float | None = None  # binding - max(creation, since when its node had room for it)
+    p99_after_freed_s: float | None = None  # the same, of the pods that waited for capacity to free
+    waited: int = 0  # pods whose node's room came after their creation
     create_s: float | None = None
     phase_s: float | None = None
     api_requests_per_job: float | None = None
@@ -410,6 +416,13 @@ class PhaseResult:
     restarts: int = 0
     ended: str = ""
     watch_error: str = ""  # the last error of the pod watch (it resumes from the last version seen)
+    # Where the wait once its node had room went (gputwin only; kube_scale_lib.breakdown says what
+    # each part is): p50 and p99 per part, and the pods the operator's bind trace covered.
+    p99_scheduler_s: float | None = None  # loop + pass + bind: the scheduler's own latency
+    p99_scheduler_freed_s: float | None = None  # the same, of the pods that waited for capacity to free
+    breakdown_p50_s: dict[str, float | None] | None = None
+    breakdown_p99_s: dict[str, float | None] | None = None
+    traced: int = 0
 
 
 def wait_for_bindings(tracker: Tracker, phase: str, total: int, args: argparse.Namespace,
@@ -459,8 +472,24 @@ def run_phase(plane: Plane, tracker: Tracker, jobs: list[Job], phase: str, args:
         cpu1 = proc_stats(plane.scheduler_pid)
         cpu, rss = cpu1.cpu_s - cpu0.cpu_s, cpu1.peak_rss_mb
     log(f"  {ended} after {phase_s:.1f} s")
-    return summarize(tracker, phase, scheduler, len(jobs), before, after, create_s, phase_s, cpu, rss,
-                     ended, operator.restarts if operator else 0)  # fmt: skip
+    result = summarize(tracker, phase, scheduler, len(jobs), before, after, create_s, phase_s, cpu, rss,
+                       ended, operator.restarts if operator else 0)  # fmt: skip
+    return with_breakdown(result, tracker, phase, operator.trace_path) if operator else result
+
+
+def with_breakdown(result: PhaseResult, tracker: Tracker, phase: str, trace: Path) -> PhaseResult:
+    """The phase's figures plus where each pod's wait once its node had room went."""
+    snaps, binds = read_trace(trace)
+    ready = tracker.ready_and_bound(phase)
+    parts = breakdown(ready, snaps, binds)
+    if not parts["scheduler"]:
+        return result
+    freed = breakdown(ready, snaps, binds, waited_only=True)["scheduler"]
+    return replace(result, p99_scheduler_s=_round(percentile(parts["scheduler"], 99)),
+                   p99_scheduler_freed_s=_round(percentile(freed, 99)),
+                   breakdown_p50_s={p: _round(percentile(v, 50)) for p, v in parts.items()},
+                   breakdown_p99_s={p: _round(percentile(v, 99)) for p, v in parts.items()},
+                   traced=len(parts["scheduler"]))  # fmt: skip
 
 
 def summarize(tracker: Tracker, phase: str, scheduler: str, total: int, before: dict[str, float],
@@ -479,7 +508,8 @@ def summarize(tracker: Tracker, phase: str, scheduler: str, total: int, before: 
         scheduler=scheduler, available=True, pods=total, bound=len(latencies),
         pods_per_s=round(len(latencies) / span, 2) if span else None,
         p50_bind_s=_round(percentile(latencies, 50)), p99_bind_s=_round(percentile(latencies, 99)),
-        p99_after_room_s=_round(percentile(after_room, 99)), create_s=round(create_s, 2), phase_s=round(phase_s, 2),
+        p99_after_room_s=_round(percentile(after_room, 99)),
+        p99_after_freed_s=_round(percentile(sorted(seen.after_freed), 99)), waited=len(seen.after_freed), create_s=round(create_s, 2), phase_s=round(phase_s, 2),
         api_requests_per_job=round(requests / total, 2), api_requests_top=top,
         scheduler_requests_per_job=round(own / total, 2) if own is not None else None,
         cpu_s=round(cpu, 2), peak_rss_mb=round(rss, 1), peak_gpus_used=seen.peak_gpus_used,
@@ -533,6 +563,10 @@ ROWS = (
     ("p50 creation->binding s", "p50_bind_s"),
     ("p99 creation->binding s", "p99_bind_s"),
     ("p99 once its node had room s", "p99_after_room_s"),
+    ("  of it the scheduler's (p99) s", "p99_scheduler_s"),
+    ("pods that waited for capacity", "waited"),
+    ("p99 of those once capacity freed s", "p99_after_freed_s"),
+    ("  of it the scheduler's (p99) s", "p99_scheduler_freed_s"),
     ("creating the burst s", "create_s"),
     ("phase wall s", "phase_s"),
     ("API requests per job (all clients)", "api_requests_per_job"),
@@ -563,6 +597,9 @@ def table(results: dict[str, PhaseResult]) -> str:
     for n, r in results.items():
         if not r.available:
             lines.append(f"{n}: not run: {r.note}")
+        elif r.breakdown_p50_s and r.breakdown_p99_s:
+            parts = ", ".join(f"{p} {r.breakdown_p50_s[p]} / {r.breakdown_p99_s[p]}" for p in r.breakdown_p50_s)
+            lines.append(f"{n}: once its node had room, p50 / p99 s ({r.traced} pods): {parts}")
     return "\n".join(lines)
 
 
@@ -578,6 +615,13 @@ def summary(args: argparse.Namespace, results: dict[str, PhaseResult]) -> dict[s
         "ratio": round(b_rate / a_rate, 3) if a_rate and b_rate else None,
         "p99_bind_s": b.p99_bind_s if b and b.available else None,
         "kube_scheduler_p99_bind_s": a.p99_bind_s if a and a.available else None,
+        "p99_after_room_s": b.p99_after_room_s if b and b.available else None,
+        "kube_scheduler_p99_after_room_s": a.p99_after_room_s if a and a.available else None,
+        "p99_scheduler_latency_s": b.p99_scheduler_s if b and b.available else None,
+        "p99_after_freed_s": b.p99_after_freed_s if b and b.available else None,
+        "kube_scheduler_p99_after_freed_s": a.p99_after_freed_s if a and a.available else None,
+        "p99_scheduler_latency_freed_s": b.p99_scheduler_freed_s if b and b.available else None,
+        "breakdown_p99_s": b.breakdown_p99_s if b and b.available else None,
         "overallocated_gpus": sum(r.overallocated_gpus for r in ran),
         "lost_jobs": sum(r.lost_jobs for r in ran), "double_bound": sum(r.double_bound for r in ran),
         "gputwin_available": bool(b and b.available), "gputwin_note": b.note if b else "not run (--phases)",

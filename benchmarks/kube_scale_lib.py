@@ -8,6 +8,7 @@ part of what it measures.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -170,12 +171,14 @@ class PodSeen:
     room: float | None = None  # since when its node had room for it, continuously, when it was bound
     released: bool = False
     deleted: bool = False
+    name: str = ""  # namespace/name
 
 
 @dataclass(frozen=True)
 class PhaseView:
     latencies: list[float]
     after_room: list[float]  # binding - max(creation, since when its node had room for it)
+    after_freed: list[float]  # the same, of the pods whose room came after their creation
     first_added: float
     last_bind: float | None
     double_bound: int
@@ -277,7 +280,7 @@ class Tracker:
                 int(c.get("resources", {}).get("limits", {}).get(GPU, 0)) for c in spec.get("containers", [])
             )
             seen = PodSeen(labels.get("bench.gputwin.io/phase", "?"), labels.get("bench.gputwin.io/job", "?"),
-                           gpus, now)  # fmt: skip
+                           gpus, now, name=f"{meta.get('namespace')}/{meta.get('name')}")  # fmt: skip
             self.pods[uid] = seen
             phase = self.phases.setdefault(seen.phase, _Phase())
             phase.first_added = phase.first_added if phase.first_added is not None else now
@@ -348,6 +351,13 @@ class Tracker:
         with self.lock:
             return sum(1 for p in self.pods.values() if p.phase == phase and p.node and not p.released)
 
+    def ready_and_bound(self, phase: str) -> dict[str, tuple[float, float, bool]]:
+        """namespace/name -> (max(creation, since when its node had room for it), binding seen, whether
+        that room came after its creation: it waited for capacity to free)."""
+        with self.lock:
+            return {p.name: (max(p.added, p.room), p.bound, p.room > p.added) for p in self.pods.values()
+                    if p.phase == phase and p.bound is not None and p.room is not None}  # fmt: skip
+
     def overallocated_gpus(self, phase: str, own: bool = False) -> int:
         """Sum over nodes of the peak excess over capacity at this phase's bindings (`own`: its pods only)."""
         with self.lock:
@@ -363,6 +373,62 @@ class Tracker:
             return PhaseView(
                 latencies=[p.bound - p.added for p in bound if p.bound is not None],
                 after_room=[p.bound - max(p.added, p.room) for p in bound if p.bound is not None and p.room is not None],
+                after_freed=[p.bound - p.room for p in bound
+                             if p.bound is not None and p.room is not None and p.room > p.added],
                 first_added=state.first_added or 0.0, last_bind=state.last_bind,
                 double_bound=state.double_bound, lost=lost, peak_gpus_used=state.peak_gpus_used,
             )  # fmt: skip
+
+
+# --- where the wait "once its node had room" goes (the operator's GPUTWIN_BIND_TRACE) --------------------
+
+PARTS = ("loop", "policy", "pass", "bind", "watch", "scheduler")
+
+
+def read_trace(path: Path) -> tuple[list[float], dict[str, dict[str, Any]]]:
+    """The snapshots' times (sorted) and each pod's successful bind, from a bind trace file."""
+    snaps: list[float] = []
+    binds: dict[str, dict[str, Any]] = {}
+    if not path.is_file():
+        return snaps, binds
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by SIGKILL
+        if "pod" in record and record.get("ok"):
+            binds.setdefault(record["pod"], record)
+        elif "snap" in record and "pod" not in record:
+            snaps.append(float(record["snap"]))
+    return sorted(snaps), binds
+
+
+def breakdown(ready_bound: dict[str, tuple[float, float, bool]], snaps: list[float],
+              binds: dict[str, dict[str, Any]], waited_only: bool = False) -> dict[str, list[float]]:  # fmt: skip
+    """Per part, the sorted seconds of every traced pod (times are CLOCK_MONOTONIC in both processes):
+
+    loop: room (as the benchmark's watch saw it) -> the first pass snapshot after it;
+    policy: that snapshot -> the snapshot of the pass that chose the pod (it had room, but the
+      policy started others first, or the operator's copy did not show the room yet);
+    pass: that snapshot -> the pass handed the pod to the bind pool (the pass's own work);
+    bind: -> the Binding call returned (bind pool backlog and the call);
+    watch: -> the benchmark's watch saw the binding;
+    scheduler: loop + pass + bind, the scheduler's latency without the policy's choice.
+    A pod decided from a snapshot taken before the benchmark saw its room counts 0 loop and policy.
+    `waited_only`: only the pods that waited for capacity to free (room after their creation).
+    """
+    parts: dict[str, list[float]] = {p: [] for p in PARTS}
+    for name, (ready, seen, waited) in ready_bound.items():
+        record = binds.get(name)
+        if record is None or (waited_only and not waited):
+            continue
+        snap, decided, bound = float(record["snap"]), float(record["decided"]), float(record["bound"])
+        i = bisect.bisect_left(snaps, ready)
+        first = snaps[i] if i < len(snaps) and snaps[i] <= snap else snap
+        loop, policy = (first - ready, snap - first) if snap >= ready else (0.0, 0.0)
+        values = {"loop": loop, "policy": policy, "pass": decided - snap, "bind": bound - decided,
+                  "watch": seen - bound}  # fmt: skip
+        values["scheduler"] = values["loop"] + values["pass"] + values["bind"]
+        for part, value in values.items():
+            parts[part].append(value)
+    return {p: sorted(v) for p, v in parts.items()}

@@ -24,9 +24,14 @@ asyncio plumbing is `OperatorService`'s (`gputwin.operator.service`). Here:
   being deleted; a node was cordoned, tainted, relabelled, went NotReady) pokes the loop from the
   watch thread (`on_cluster_change`). kopf would handle every pod event as a cause for handlers,
   which at 10,000 pods was a fifth of the operator's CPU, and only to poke;
-- for each of the five kinds: `resume`, `create`, `update` and (optional) `delete` handlers, plus
-  an `event` handler for DELETED — all of them only `poke()` the loop, which reads everything
-  anyway. The DELETED spy is needed because without finalizers kopf calls no `delete` handler
+- the five gputwin kinds are read from a watched copy too (`gputwin.adapters.kube.watch.
+  ObjectWatches`, handed to the `KubeStore`; one per process, so a Controller rebuilt after an
+  error keeps it): a pass lists none of them, and a change to one (created, deleted, spec edited)
+  pokes the loop from its watch thread, so a pass never runs on a copy that lacks the change that
+  woke it for long. Our own status writes go into the copy as the API server returns them;
+- for each of the five kinds kopf keeps `resume`, `create`, `update` and (optional) `delete`
+  handlers, plus an `event` handler for DELETED — all of them only `poke()` the loop, which reads
+  everything anyway. The DELETED spy is needed because without finalizers kopf calls no `delete` handler
   for an object deleted outright; the Controller forgets it (and frees its GPUs) on the next pass.
 
 Kopf settings, and why:
@@ -53,18 +58,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 import kopf
 
 from gputwin.adapters.kube import COMPONENT, KubeStore
+from gputwin.adapters.kube.watch import ObjectWatches
 from gputwin.api.crdgen import NAMES
 from gputwin.api.meta import GROUP, VERSION
 from gputwin.operator.config import ConfigError, OperatorConfig
 from gputwin.operator.controller import Controller
 from gputwin.operator.kube_backend import on_cluster_change
 from gputwin.operator.probes import serve_probes
-from gputwin.operator.service import OperatorService, build_backend, build_deployer
+from gputwin.operator.service import Closable, OperatorService, build_backend, build_deployer
 
 PLURALS = tuple(names.plural for names in NAMES.values())
 ANNOTATIONS = "gputwin.io"
@@ -86,9 +93,28 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.watching.connect_timeout = 10
 
 
-def make_controller(config: OperatorConfig) -> Controller:
-    """A fresh Controller on the API server; it adopts whatever the statuses say is running."""
-    store = KubeStore.connect(config.namespace or None)
+class SharedObjects:
+    """The process's watched copy of the gputwin objects, made by the first Controller that needs it
+    (on the reconcile thread: no credentials is then a failed pass, like the store's own)."""
+
+    def __init__(self, namespace: str | None, wake: Callable[[], None] | None = None) -> None:
+        self.namespace, self.wake = namespace, wake
+        self.watches: ObjectWatches | None = None
+
+    def get(self) -> ObjectWatches:
+        if self.watches is None:
+            self.watches = ObjectWatches.connect(self.namespace, self.wake)
+        return self.watches
+
+    def stop(self) -> None:
+        if self.watches is not None:
+            self.watches.stop()
+
+
+def make_controller(config: OperatorConfig, objects: SharedObjects | None = None) -> Controller:
+    """A fresh Controller on the API server; it adopts whatever the statuses say is running.
+    `objects`: the process's watched copy of the gputwin objects (None: list them every pass)."""
+    store = KubeStore.connect(config.namespace or None, cache=objects.get() if objects else None)
     return Controller(store, build_backend(config.backend), deployer=build_deployer(config.backend))
 
 
@@ -97,11 +123,21 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     configure(settings)
     try:
         config = OperatorConfig.from_env()
-        build_backend(config.backend)  # fail now, with its message, if a setting is wrong
+        checked = build_backend(config.backend)  # fail now, with its message, if a setting is wrong
+        if isinstance(checked, Closable):
+            checked.close()
         build_deployer(config.backend)
     except ConfigError as exc:
         raise kopf.PermanentError(str(exc)) from exc  # a setting is wrong: retrying will not help
-    service = OperatorService(lambda: make_controller(config))
+    loop = asyncio.get_running_loop()
+
+    def wake() -> None:  # from a watch thread
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(service.poke)
+
+    objects = SharedObjects(config.namespace or None, wake)
+    memo["objects"] = objects
+    service = OperatorService(lambda: make_controller(config, objects))
     memo["probes"] = await serve_probes(service, config.health_port)
     memo["service"] = service
     await service.start()
@@ -115,6 +151,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         await memo["service"].stop()
     if "probes" in memo:
         await memo["probes"].cleanup()
+    if "objects" in memo:
+        memo["objects"].stop()
 
 
 @kopf.on.login()

@@ -33,14 +33,12 @@ One reconcile pass, as JobControl drives it:
    raises; JobControl gives the GPUs back. Never half-bound.
 5. `stop`: the run's pods are deleted with the partition policy's `checkpointSeconds` as grace.
 
-Plain Pods (`pod_jobs`): an unbound pod with `schedulerName: gputwin` is a job `pod:<ns>/<name>`
-routed by its label `gputwin.io/task-type` (or that annotation; neither: task type "default"),
-with `nvidia.com/gpu` limits as its GPUs and an optional annotation `gputwin.io/duration-seconds`
-for duration-aware policies. It is bound as it is (one pod cannot span nodes: a placement over
-several nodes is refused and retried later). No status is written for it: its `Scheduled` event is
-posted after the bind, off the pass (as kube-scheduler's event broadcaster does), failures as
-Warning events. Binds of one pass go through a `BindPool`, one API client per thread. The copy may
-lag a bind by a moment: a pod bound by us that still shows unbound is not queued again.
+Plain Pods (`pod_jobs`, `start_batch`, `pod_event`): `gputwin.operator.kube_plain_pods`, which
+shares this backend's snapshot and runs; their binds are made off the pass, and one that failed
+is among the next pass's `failures` (`retry=True`: the pod is queued again). `close()` stops the bind threads: a Controller rebuilt
+after a failed pass gets a new backend, and the old one's threads must not linger.
+With `GPUTWIN_BIND_TRACE=FILE` every pass's snapshot and every bind are timed into FILE
+(`gputwin.operator.kube_trace`), for the scale benchmark's latency breakdown.
 """
 
 from __future__ import annotations
@@ -49,8 +47,7 @@ import logging
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import ConfigException
@@ -58,11 +55,9 @@ from kubernetes.config import ConfigException
 from gputwin.adapters.kube.nodes import Expected, held_by_others, out_of_service
 from gputwin.adapters.kube.pods import (
     ATTEMPT_LABEL,
-    JOB_ID,
     JOB_LABEL,
     SCHEDULER,
     BindPool,
-    BindResult,
     PodApi,
     PodPlan,
     gpus_of,
@@ -72,40 +67,25 @@ from gputwin.adapters.kube.pods import (
 )
 from gputwin.adapters.kube.watch import ClusterWatch
 from gputwin.api.status import Backend as BackendName
-from gputwin.api.status import epoch_seconds
 from gputwin.core.decision import Start
-from gputwin.core.model import ClusterSpec, JobSpec
-from gputwin.operator.backends import (
-    POD_PREFIX,
-    BackingOff,
-    Failure,
-    LiveBackend,
-    PodJobs,
-    StartRefused,
-    is_pod_job,
-)
+from gputwin.core.model import ClusterSpec
+from gputwin.operator.backends import BackingOff, Failure, LiveBackend, PodJobs, StartRefused, is_pod_job
 from gputwin.operator.config import ConfigError
-from gputwin.operator.metrics import record_binding_error, record_preemption, record_schedule_latency
+from gputwin.operator.kube_plain_pods import Metrics, PlainPods, Run, epoch, job_id_of, key_of, phase_of
+from gputwin.operator.kube_trace import BindTrace
+from gputwin.operator.metrics import (
+    record_binding_error,
+    record_event_dropped,
+    record_preemption,
+    record_schedule_latency,
+)
 
-TASK_TYPE = "gputwin.io/task-type"
-DURATION = "gputwin.io/duration-seconds"
-DEFAULT_TASK_TYPE = "default"
 TOLERATED = ("nvidia.com/gpu",)
 DONE = ("Succeeded", "Failed")
 ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
-
-
-class Metrics(Protocol):
-    """What the backend reports to a metrics registry (a seam, so tests can pass their own)."""
-
-    def binding_error(self, partition: str) -> None: ...
-
-    def preemption(self, partition: str) -> None: ...
-
-    def schedule_latency(self, seconds: float) -> None: ...
 
 
 class OperatorMetricsHooks:
@@ -122,6 +102,10 @@ class OperatorMetricsHooks:
 
 
 BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+# A bind is a round trip that mostly waits for the API server: on the benchmark's burst 16 threads
+# bound the first wave (capacity free, hundreds of pods at once) in a fifth of the time 8 took,
+# 32 a little faster still (kube-scheduler binds in as many goroutines as pods wait).
+BIND_THREADS = 32
 SYNC_SECONDS = 60.0  # the watches' first list (10,000 pods take a few seconds)
 UNSEEN_SECONDS = 30.0  # a pod we made that the watch has not shown by then is read once
 
@@ -148,28 +132,6 @@ def _wake() -> None:
         wake()
 
 
-@dataclass(frozen=True, slots=True)
-class Run:
-    """A job's current run: its pods (namespace, names) and the partition it runs in."""
-
-    namespace: str
-    pods: tuple[str, ...]
-    partition: str
-
-
-def _key(pod: Obj) -> tuple[str, str]:
-    return (pod["metadata"]["namespace"], pod["metadata"]["name"])
-
-
-def _phase(pod: Obj) -> str:
-    return str((pod.get("status") or {}).get("phase") or "Pending")
-
-
-def _job_id_of(pod: Obj) -> str | None:
-    found = (pod["metadata"].get("annotations") or {}).get(JOB_ID)
-    return str(found) if found else None
-
-
 class KubernetesBackend:
     """Runs the scheduler's decisions as pods bound to nodes; reports their ends from pod phases."""
 
@@ -185,21 +147,19 @@ class KubernetesBackend:
         metrics: Metrics | None = None,
         pod_events: bool = True,
         watch: ClusterWatch | None = None,
+        trace: BindTrace | None = None,
     ) -> None:
         self.api, self.namespace, self.tolerated = api, namespace or None, tuple(tolerated)
         self.watch = watch  # None: list pods and nodes at every pass instead
-        self.metrics, self.pod_events = metrics, pod_events
-        self._make_binder = binder
-        self._binder: BindPool | None = None
+        self.metrics, self.trace = metrics, trace
+        self.plain = PlainPods(api, binder=binder, metrics=metrics, events=pod_events, trace=trace)
         self._cluster: ClusterSpec | None = None
         self._pods: dict[tuple[str, str], Obj] = {}  # this pass's snapshot
         self._runs: dict[str, Run] = {}
-        self._queued_pods: set[str] = set()  # plain-Pod jobs handed to the scheduler, not yet bound
         self._failures: list[Failure] = []
         self._out: dict[str, str] = {}
         self._held: dict[str, int] = {}  # declared node -> GPUs other schedulers' pods hold there
         self._retry: dict[str, tuple[int, float]] = {}  # job id -> (failed starts, not before)
-        self._unplaceable: set[str] = set()  # plain Pods larger than any node (reported once)
         self._terminal: dict[tuple[str, str], Obj] = {}  # ended pods of runs still tracked
         self._gone: set[tuple[str, str]] = set()  # pods of tracked runs deleted before they ended
         self._unseen: dict[tuple[str, str], float] = {}  # pods of tracked runs not in the copy yet: since
@@ -207,20 +167,28 @@ class KubernetesBackend:
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> KubernetesBackend:
         """`GPUTWIN_NAMESPACE` (pods of that namespace only), `GPUTWIN_TOLERATED_TAINTS` (comma-separated
-        taint keys our pods tolerate, default nvidia.com/gpu), `GPUTWIN_BIND_THREADS` (default 8),
-        `GPUTWIN_POD_EVENTS` (`off`: no Scheduled/FailedScheduling events on plain Pods)."""
+        taint keys our pods tolerate, default nvidia.com/gpu), `GPUTWIN_BIND_THREADS` (default 32),
+        `GPUTWIN_POD_EVENTS` (`off`: no Scheduled/FailedScheduling events on plain Pods),
+        `GPUTWIN_BIND_TRACE` (a file: time every pass and bind into it, `gputwin.operator.kube_trace`)."""
         env = dict(os.environ) if env is None else env
         keys = [k.strip() for k in env.get("GPUTWIN_TOLERATED_TAINTS", ",".join(TOLERATED)).split(",")]
-        threads = env.get("GPUTWIN_BIND_THREADS", "8")
-        count = int(threads) if threads.isdigit() and int(threads) > 0 else 8
+        threads = env.get("GPUTWIN_BIND_THREADS", str(BIND_THREADS))
+        count = int(threads) if threads.isdigit() and int(threads) > 0 else BIND_THREADS
         try:
             api = PodApi.connect()
         except ConfigException as exc:  # no kubeconfig, no service account: say so in one line
             raise ConfigError(f"GPUTWIN_BACKEND=kubernetes: no cluster credentials ({exc})") from None
         return cls(api, namespace=env.get("GPUTWIN_NAMESPACE") or None,
-                   tolerated=[k for k in keys if k], binder=lambda: BindPool(PodApi.connect, count),
+                   tolerated=[k for k in keys if k],
+                   binder=lambda: BindPool(PodApi.connect, count, on_event_drop=record_event_dropped),
                    metrics=OperatorMetricsHooks(), pod_events=env.get("GPUTWIN_POD_EVENTS", "on") != "off",
-                   watch=shared_watch())  # fmt: skip
+                   watch=shared_watch(), trace=BindTrace.from_env(env))  # fmt: skip
+
+    def close(self) -> None:
+        """Stop the bind threads and the trace (the shared watches stay: the next backend uses them)."""
+        self.plain.close()
+        if self.trace is not None:
+            self.trace.close()
 
     # --- each pass ----------------------------------------------------------------------------
 
@@ -231,13 +199,16 @@ class KubernetesBackend:
             if 0 < not_before <= now:  # due: may start again, and is no longer a wake-up (count kept)
                 self._retry[job_id] = (failed, 0.0)
         pods, nodes = self._read()
+        self.plain.snapshot_at = BindTrace.now()
+        if self.trace is not None:
+            self.trace.snapshot(self.plain.snapshot_at)
         self._pods = {}
         foreign: dict[str, int] = {}
         for pod in pods:
             spec = pod.get("spec") or {}
             if spec.get("schedulerName") == SCHEDULER:
                 if self.namespace is None or pod["metadata"]["namespace"] == self.namespace:
-                    self._pods[_key(pod)] = pod
+                    self._pods[key_of(pod)] = pod
             elif spec.get("nodeName"):  # bound, not ended; still holding while being deleted
                 foreign[spec["nodeName"]] = foreign.get(spec["nodeName"], 0) + gpus_of(pod)
         partition_of = {n: p.name for p in cluster.partitions for n in p.nodes}
@@ -315,7 +286,7 @@ class KubernetesBackend:
         self._place_gang(namespace, list(zip(pods, node_names)), start.partition)
         self._runs[job_id] = Run(namespace, tuple(p["metadata"]["name"] for p in pods), start.partition)
         if self.metrics is not None and status.get("submitTime"):
-            self.metrics.schedule_latency(now - _epoch(status["submitTime"], now))
+            self.metrics.schedule_latency(now - epoch(status["submitTime"], now))
 
     def adopt(self, job_id: str, start: Start, node_names: Sequence[str], since: float) -> None:
         """A Running GPUJob after a restart: its run is the newest attempt of its pods (none: lost,
@@ -323,7 +294,7 @@ class KubernetesBackend:
         namespace, name = job_id.split("/", 1)
         # Its pods may have ended while the operator was down: ask for all of them, ended or not.
         found = self.api.pods(label_selector=f"{JOB_LABEL}={label_value(name)}", namespace=namespace)
-        mine = [p for p in found if _job_id_of(p) == job_id and not p["metadata"].get("deletionTimestamp")]
+        mine = [p for p in found if job_id_of(p) == job_id and not p["metadata"].get("deletionTimestamp")]
         newest = max((int(p["metadata"].get("labels", {}).get(ATTEMPT_LABEL, 0)) for p in mine), default=0)
         names = tuple(sorted(p["metadata"]["name"] for p in mine
                              if int(p["metadata"].get("labels", {}).get(ATTEMPT_LABEL, 0)) == newest))  # fmt: skip
@@ -333,14 +304,14 @@ class KubernetesBackend:
         if sorted(node_names) != nodes:
             names = ()  # not where the status says it runs: lost (its pods are orphans, deleted)
         for pod in mine:  # ended while we were down (the watch reports no end of a pod it never saw live)
-            if pod["metadata"]["name"] in names and _phase(pod) in DONE:
-                self._terminal[_key(pod)] = pod
+            if pod["metadata"]["name"] in names and phase_of(pod) in DONE:
+                self._terminal[key_of(pod)] = pod
         self._runs[job_id] = Run(namespace, names, start.partition)
 
     def stop(self, job_id: str) -> None:
         self._retry.pop(job_id, None)
         run = self._runs.pop(job_id, None)
-        self._queued_pods.discard(job_id)
+        self.plain.queued.discard(job_id)
         if run is None:
             return
         grace = self._grace(run.partition)
@@ -353,7 +324,7 @@ class KubernetesBackend:
 
     def finished(self, now: float) -> list[str]:
         done: list[str] = []
-        self._failures = []
+        self._failures = self.plain.collect(self._runs)  # plain Pods whose bind failed since the last pass
         for job_id, run in list(self._runs.items()):
             pods = [self._pods.get((run.namespace, n)) or self._ended(run.namespace, n, now)
                     for n in run.pods]  # fmt: skip
@@ -362,10 +333,10 @@ class KubernetesBackend:
                 del self._runs[job_id]
                 self._failures.append(Failure(job_id, "PodsLost", "its pods were deleted outside the scheduler",
                                               retry=not is_pod_job(job_id)))  # fmt: skip
-                self.stop_pods(run, [p for p in live if _phase(p) not in DONE])
-            elif any(_phase(p) == "Failed" for p in live):
+                self.stop_pods(run, [p for p in live if phase_of(p) not in DONE])
+            elif any(phase_of(p) == "Failed" for p in live):
                 del self._runs[job_id]
-                failed = next(p for p in live if _phase(p) == "Failed")
+                failed = next(p for p in live if phase_of(p) == "Failed")
                 why = (
                     (failed.get("status") or {}).get("message")
                     or (failed.get("status") or {}).get("reason")
@@ -373,8 +344,8 @@ class KubernetesBackend:
                 )
                 message = f"pod {failed['metadata']['name']} failed{': ' + why if why else ''}"
                 self._failures.append(Failure(job_id, "PodFailed", message, retry=False))
-                self.stop_pods(run, [p for p in live if _phase(p) not in DONE])
-            elif all(_phase(p) == "Succeeded" for p in live):
+                self.stop_pods(run, [p for p in live if phase_of(p) not in DONE])
+            elif all(phase_of(p) == "Succeeded" for p in live):
                 del self._runs[job_id]
                 done.append(job_id)
         tracked = self._tracked()
@@ -394,81 +365,21 @@ class KubernetesBackend:
         watch wakes the loop then)."""
         return min((t for _, t in self._retry.values() if t > 0), default=None)
 
-    # --- plain Pods -----------------------------------------------------------------------------
+    # --- plain Pods (gputwin.operator.kube_plain_pods) ----------------------------------------------
 
     def pod_jobs(self, now: float) -> PodJobs:
         """Pods with `schedulerName: gputwin` and no GPUJob, from this pass's snapshot."""
-        new: list[JobSpec] = []
-        running = []
-        seen: set[str] = set()
-        for pod in self._pods.values():
-            if _job_id_of(pod) is not None:
-                continue
-            meta, node = pod["metadata"], (pod.get("spec") or {}).get("nodeName")
-            job_id = f"{POD_PREFIX}{meta['namespace']}/{meta['name']}"
-            if meta.get("deletionTimestamp") or _phase(pod) in DONE:
-                continue
-            if job_id in self._runs and job_id not in self._queued_pods:
-                continue  # bound by us; the copy may not show the binding yet
-            if node:
-                if job_id not in self._runs and job_id not in self._queued_pods:
-                    spec = self._pod_spec(job_id, pod, now)  # bound before a restart: account it again
-                    since = _epoch((pod.get("status") or {}).get("startTime"), now)
-                    running.append((spec, ((str(node), spec.gpus),), since))
-                    self._runs[job_id] = Run(meta["namespace"], (meta["name"],), "")
-                continue  # queued here but bound by someone else: gone from our queue (below)
-            seen.add(job_id)
-            if job_id not in self._queued_pods:
-                self._queued_pods.add(job_id)
-                spec = self._pod_spec(job_id, pod, now)
-                if spec.gpus > self._largest_node():  # one pod, one node: it can never be placed
-                    if job_id not in self._unplaceable:
-                        self._unplaceable.add(job_id)
-                        self.pod_event(
-                            job_id, "Rejected", f"asks for {spec.gpus} GPUs; no node has that many", "Warning"
-                        )
-                    continue
-                new.append(spec)
-        gone = tuple(sorted(self._queued_pods - seen))
-        self._queued_pods.difference_update(gone)
-        return PodJobs(tuple(new), tuple(running), gone)
+        return self.plain.jobs(self._pods, self._runs, self._largest_node(), now)
 
     def start_batch(
         self, starts: Sequence[tuple[Start, Sequence[str]]], now: float
     ) -> list[tuple[str, str | None]]:
-        """Bind plain Pods (one node each) through the bind pool; (job id, error or None) each."""
-        results: list[tuple[str, str | None]] = []
-        binds: list[tuple[str, str, str]] = []
-        by_pod: dict[tuple[str, str], Start] = {}
-        for start, names in starts:
-            namespace, name = start.job_id[len(POD_PREFIX) :].split("/", 1)
-            if len(names) != 1:
-                results.append((start.job_id, f"a pod cannot span {len(names)} nodes; waiting for one node"))
-                continue
-            binds.append((namespace, name, names[0]))
-            by_pod[(namespace, name)] = start
-        for bound in self._bind_all(binds):
-            start = by_pod[(bound.namespace, bound.name)]
-            results.append((start.job_id, bound.error))
-            if bound.error is None:
-                self._queued_pods.discard(start.job_id)
-                self._runs[start.job_id] = Run(bound.namespace, (bound.name,), start.partition)
-                if self.metrics is not None:
-                    created = (self._pods.get((bound.namespace, bound.name)) or {}).get("metadata", {})
-                    self.metrics.schedule_latency(now - _epoch(created.get("creationTimestamp"), now))
-            elif self.metrics is not None:
-                self.metrics.binding_error(start.partition)
-        return results
+        """Hand plain Pods (one node each) to the bind pool; a bind that fails is a later `Failure`."""
+        return self.plain.start_batch(starts, self._pods, self._runs, now)
 
     def pod_event(self, job_id: str, reason: str, message: str, type: str = "Normal") -> None:
-        """An event about a plain Pod's job: warnings only (Scheduled comes from the bind thread)."""
-        if type != "Warning" or not self.pod_events:
-            return
-        namespace, name = job_id[len(POD_PREFIX) :].split("/", 1)
-        pod = self._pods.get((namespace, name)) or {"metadata": {"namespace": namespace, "name": name}}
-        self.api.event(
-            pod, "FailedScheduling" if reason in ("Rejected", "FailedStart") else reason, message, type
-        )
+        """An event about a plain Pod's job: warnings only (Scheduled comes from the bind pool)."""
+        self.plain.event(self._pods, job_id, reason, message, type)
 
     # --- helpers ----------------------------------------------------------------------------------
 
@@ -481,7 +392,7 @@ class KubernetesBackend:
                 name = pod["metadata"]["name"]
                 there = (got.get("spec") or {}).get("nodeName")
                 if not created and (
-                    _job_id_of(got) != _job_id_of(pod)  # someone else's pod: never ours to adopt or delete
+                    job_id_of(got) != job_id_of(pod)  # someone else's pod: never ours to adopt or delete
                     or got["metadata"].get("deletionTimestamp")
                     or (there and there != node)
                 ):
@@ -498,40 +409,12 @@ class KubernetesBackend:
                 raise StartRefused(f"its pod is invalid: {reason_of(exc)}") from exc
             raise
 
-    def _bind_all(self, binds: list[tuple[str, str, str]]) -> list[BindResult]:
-        if not binds:
-            return []
-        if self._binder is None and self._make_binder is not None:
-            self._binder = self._make_binder()
-        after = self._bound_event if self.pod_events else None
-        if self._binder is None:  # no pool configured: bind on this thread
-            out = []
-            for namespace, name, node in binds:
-                try:
-                    self.api.bind(namespace, name, node)
-                    out.append(BindResult(namespace, name, node))
-                except Exception as exc:  # noqa: BLE001 - reported per pod
-                    out.append(BindResult(namespace, name, node, str(exc)))
-            return out
-        return self._binder.bind_all(binds, after)
-
-    def _bound_event(self, api: PodApi, result: BindResult) -> None:
-        pod = self._pods.get((result.namespace, result.name)) or {
-            "metadata": {"namespace": result.namespace, "name": result.name}
-        }
-        if result.error is None:
-            api.event(
-                pod, "Scheduled", f"Successfully assigned {result.namespace}/{result.name} to {result.node}"
-            )
-        else:
-            api.event(pod, "FailedScheduling", f"binding to {result.node} failed: {result.error}", "Warning")
-
     def _delete_orphans(self) -> None:
         tracked = {(run.namespace, n) for run in self._runs.values() for n in run.pods}
         for key, pod in self._pods.items():
-            if _job_id_of(pod) is None or key in tracked or pod["metadata"].get("deletionTimestamp"):
+            if job_id_of(pod) is None or key in tracked or pod["metadata"].get("deletionTimestamp"):
                 continue
-            if _phase(pod) not in DONE:
+            if phase_of(pod) not in DONE:
                 log.info("deleting pod %s/%s: no run of its GPUJob accounts for it", *key)
                 self.api.delete(key[0], key[1], 0)
 
@@ -549,7 +432,7 @@ class KubernetesBackend:
                 return {"metadata": {"namespace": namespace, "name": name}, "status": {"phase": "Pending"}}
         if key not in self._terminal:
             pod = self.api.pod(namespace, name)
-            if pod is None or _phase(pod) not in DONE:
+            if pod is None or phase_of(pod) not in DONE:
                 return pod
             self._terminal[key] = pod
         return self._terminal[key]
@@ -571,24 +454,6 @@ class KubernetesBackend:
     def _leaves(self, node_names: Sequence[str]) -> list[str]:
         switch = {n.name: n.switch for n in self._cluster.topology.nodes} if self._cluster else {}
         return sorted({switch.get(n, "?") for n in node_names})
-
-    def _pod_spec(self, job_id: str, pod: Obj, now: float) -> JobSpec:
-        meta = pod["metadata"]
-        labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
-        task = str(labels.get(TASK_TYPE) or notes.get(TASK_TYPE) or DEFAULT_TASK_TYPE)
-        try:
-            duration = max(float(notes.get(DURATION, 0) or 0), 0.0)
-        except ValueError:
-            duration = 0.0  # unreadable: duration-aware policies see an unknown (0 s) job
-        submit = _epoch(meta.get("creationTimestamp"), now)
-        return JobSpec(job_id, submit, duration, gpus_of(pod), task, name=str(meta["name"]))
-
-
-def _epoch(timestamp: object, default: float) -> float:
-    try:
-        return epoch_seconds(str(timestamp).replace("Z", "+00:00")) if timestamp else default
-    except ValueError:
-        return default
 
 
 __all__ = ["KubernetesBackend", "Metrics", "OperatorMetricsHooks"]

@@ -10,6 +10,7 @@ Served as `/metrics` (text exposition format) by `gputwin.operator.probes`, on t
 | `gputwin_schedule_latency_seconds` | histogram | | `record_schedule_latency`, submit -> bind |
 | `gputwin_preemptions_total` | counter | partition | `record_preemption` |
 | `gputwin_binding_errors_total` | counter | | `record_binding_error` |
+| `gputwin_events_dropped_total` | counter | | `record_event_dropped`: pod events not posted, the poster being behind |
 
 A process has one registry (`METRICS`), not prometheus_client's global default one: the default
 one also carries the interpreter's own collectors, and tests need fresh registries (`new_metrics`)
@@ -42,6 +43,7 @@ class OperatorMetrics:
     schedule_latency: Histogram
     preemptions: Counter
     binding_errors: Counter
+    events_dropped: Counter
 
 
 def new_metrics() -> OperatorMetrics:
@@ -63,6 +65,9 @@ def new_metrics() -> OperatorMetrics:
                             by_partition, registry=registry),  # fmt: skip
         binding_errors=Counter("gputwin_binding_errors_total",
                                "Binding subresource calls the API server refused or that failed.",
+                               registry=registry),  # fmt: skip
+        events_dropped=Counter("gputwin_events_dropped_total",
+                               "Pod events dropped because too many were waiting to be posted.",
                                registry=registry),  # fmt: skip
     )
 
@@ -95,6 +100,10 @@ def record_binding_error(metrics: OperatorMetrics = METRICS) -> None:
     metrics.binding_errors.inc()
 
 
+def record_event_dropped(metrics: OperatorMetrics = METRICS) -> None:
+    metrics.events_dropped.inc()
+
+
 def exposition(metrics: OperatorMetrics = METRICS) -> tuple[bytes, str]:
     """The registry in Prometheus' text format, and the Content-Type to serve it with."""
     return generate_latest(metrics.registry), CONTENT_TYPE_LATEST
@@ -111,6 +120,7 @@ __all__ = [
     "exposition",
     "new_metrics",
     "record_binding_error",
+    "record_event_dropped",
     "record_partitions",
     "record_preemption",
     "record_schedule_latency",

@@ -20,7 +20,9 @@ call `OperatorService.poke()`. One `OperatorService` per process:
   spec. A promoted winner pokes a pass, which rebuilds the scheduler.
 - **Failures.** A pass that raises (the API server is down, a bug) is logged; the Controller is
   thrown away and the next pass builds a new one from the API server, exactly as after a
-  restart (`Scheduler.adopt` via the statuses), after a backoff of 1, 2, 4 … 30 s.
+  restart (`Scheduler.adopt` via the statuses), after a backoff of 1, 2, 4 … 30 s. A backend
+  with threads of its own (`Closable`: the Kubernetes backend's bind pool) is closed with the
+  Controller that is thrown away, and on `stop`.
 - **Health.** `liveness()`: the loop is running and no pass has been stuck for `stuck` seconds.
   `readiness()`: the last pass succeeded. `gputwin.operator.probes` serves both over HTTP.
 
@@ -37,7 +39,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from gputwin.adapters.slurm import SlurmError
 from gputwin.api.v1alpha1 import TraceReplaySpec
@@ -87,6 +89,23 @@ def build_backend(name: str) -> Backend:
     if name == "kubernetes":
         return KubernetesBackend.from_env()
     raise ConfigError(f"GPUTWIN_BACKEND={name}: not a backend; want sim, kubernetes or slurm")
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """A backend that holds threads or files until it is closed."""
+
+    def close(self) -> None: ...
+
+
+def close_backend(controller: Controller | None) -> None:
+    """Close the controller's backend if it needs it (a failure here must not hide the first one)."""
+    backend = controller.backend if controller is not None else None
+    if isinstance(backend, Closable):
+        try:
+            backend.close()
+        except Exception:  # noqa: BLE001 - closing is cleanup; the operator goes on without it
+            log.exception("closing the backend failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +162,8 @@ class OperatorService:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._replayer.shutdown(wait=False, cancel_futures=True)
         await asyncio.to_thread(self._worker.shutdown, True)
+        await asyncio.to_thread(close_backend, self._controller)  # binds in flight finish: off the loop
+        self._controller = None
 
     def liveness(self) -> Probe:
         running = self._task is not None and not self._task.done()
@@ -221,6 +242,7 @@ class OperatorService:
             controller.reconcile_jobs(now)
         except BaseException:
             self._controller = None  # half a pass in memory: start over from the statuses
+            close_backend(controller)
             raise
         return controller.next_event()
 

@@ -3,8 +3,10 @@
 `PodApi` is what `gputwin.operator.kube_backend.KubernetesBackend` talks through: create a pod
 (a 409 on its deterministic name returns the pod that exists, so a retry after a crash adopts it),
 bind it to a node with the Binding subresource, delete it, list pods and nodes, read a GPUJob.
-`BindPool` binds many pods at once from a few threads, each with its OWN `ApiClient` (the
-python client is not thread-safe per client), for the plain-Pod path where throughput matters.
+`BindPool` binds many pods from a few threads without making its caller wait, each thread with
+its OWN `ApiClient` (the python client is not thread-safe per client), for the plain-Pod path
+where throughput matters; its `EventPoster` posts the pods' events afterwards, from one more
+thread, only while no bind waits, and drops them (counted) when too many queue up.
 
 Lists are read as raw JSON (`_preload_content=False`): the client's model deserialization costs
 milliseconds per pod, which at 10,000 pods is most of a reconcile pass. For the same reason and
@@ -22,6 +24,7 @@ import copy
 import hashlib
 import json
 import logging
+import queue
 import re
 import threading
 import time
@@ -58,6 +61,7 @@ class BindResult:
     name: str
     node: str
     error: str | None = None
+    at: float = 0.0  # time.monotonic() when the call returned (for the backend's timing trace)
 
 
 def _retried(request: Callable[[], T], retry: Retry, sleep: Callable[[float], None] = time.sleep) -> T:
@@ -227,17 +231,85 @@ class PodApi:
             )
 
 
-class BindPool:
-    """Binds batches of pods from `threads` threads, one `PodApi` (and ApiClient) per thread."""
+EventNote = tuple[Obj, str, str, str]  # the pod, reason, message, type: what `PodApi.event` posts
+EVENT_QUEUE = 1000  # kube-scheduler's event broadcaster queues at most 1,000 events and drops the rest
+IDLE_POLL = 0.05  # seconds between looks at the bind pool while binds wait
 
-    def __init__(self, make_api: Callable[[], PodApi], threads: int = 4, event_threads: int = 2) -> None:
+
+class EventPoster:
+    """Posts pod events from ONE thread of its own, in order, best effort.
+
+    An event is news about a bind, not the bind: under a burst the binds must not wait behind
+    their events for the API server (on the benchmark's burst the events slowed the first wave of
+    binds by a third). So events are posted only while `idle()` says no bind is waiting, and, as
+    kube-scheduler's event broadcaster does, at most `limit` events wait; one more is dropped
+    (`dropped` counts them, `on_drop` is told).
+    """
+
+    def __init__(self, make_api: Callable[[], PodApi], limit: int = EVENT_QUEUE,
+                 on_drop: Callable[[], None] | None = None, idle: Callable[[], bool] = lambda: True) -> None:  # fmt: skip
+        self._make, self._on_drop, self._idle = make_api, on_drop, idle
+        self._closing = threading.Event()
+        self._queue: queue.Queue[EventNote | None] = queue.Queue(limit)
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.dropped = self.posted = 0
+
+    @property
+    def waiting(self) -> int:
+        """Events queued, not yet taken by the thread."""
+        return self._queue.qsize()
+
+    def post(self, note: EventNote) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="gputwin-events", daemon=True)
+                self._thread.start()
+        try:
+            self._queue.put_nowait(note)
+        except queue.Full:
+            self.dropped += 1
+            if self._on_drop is not None:
+                self._on_drop()
+
+    def _run(self) -> None:
+        api = self._make()
+        while (note := self._queue.get()) is not None:
+            while not self._idle() and not self._closing.wait(IDLE_POLL):
+                pass  # binds first
+            api.event(*note)  # never raises: a failed event is logged
+            self.posted += 1
+
+    def close(self) -> None:
+        """Drop what still waits and end the thread (an event in flight is finished)."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        self._closing.set()
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+        self._queue.put(None)
+        thread.join(timeout=10)
+
+
+class BindPool:
+    """Binds pods from `threads` threads, one `PodApi` (and ApiClient) per thread, without making
+    the caller wait (kube-scheduler's binding cycle: the scheduling pass goes on while the binds
+    are made); the events about the binds go to an `EventPoster`."""
+
+    def __init__(self, make_api: Callable[[], PodApi], threads: int = 4,
+                 on_event_drop: Callable[[], None] | None = None) -> None:  # fmt: skip
         self._make = make_api
         self._local = threading.local()
         self._apis: list[PodApi] = []
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="gputwin-bind")
-        # `after` (an event per bind) runs here, so a batch is done once its pods are bound.
-        self._after = ThreadPoolExecutor(event_threads, thread_name_prefix="gputwin-bind-event")
+        self._pending = 0  # binds submitted and not done
+        self.events = EventPoster(make_api, on_drop=on_event_drop, idle=lambda: self._pending == 0)
 
     def _api(self) -> PodApi:
         api: PodApi | None = getattr(self._local, "api", None)
@@ -252,33 +324,36 @@ class BindPool:
         with self._lock:
             return sum(api.requests for api in self._apis)
 
-    def bind_all(
-        self, binds: Iterable[tuple[str, str, str]], after: Callable[[PodApi, BindResult], None] | None = None
-    ) -> list[BindResult]:
-        """Bind every (namespace, name, node); one result each, in order. `after` runs once a bind
-        is done (e.g. to post its event), later, on a thread of its own with that thread's API:
-        the batch does not wait for it."""
-        return list(self._pool.map(lambda b: self._bind(b, after), list(binds)))
+    def submit(self, binds: Iterable[tuple[str, str, str]], done: Callable[[BindResult], None]) -> None:
+        """Bind every (namespace, name, node) in order, on the pool's threads; `done` gets each
+        result on the thread that made it, as soon as it is made."""
+        for bind in binds:
+            with self._lock:
+                self._pending += 1
+            self._pool.submit(self._bind, bind, done)
 
-    def _bind(
-        self, bind: tuple[str, str, str], after: Callable[[PodApi, BindResult], None] | None
-    ) -> BindResult:
+    def _bind(self, bind: tuple[str, str, str], done: Callable[[BindResult], None]) -> None:
         namespace, name, node = bind
-        api = self._api()
         try:
-            api.bind(namespace, name, node)
-            result = BindResult(namespace, name, node)
+            self._api().bind(namespace, name, node)
+            result = BindResult(namespace, name, node, at=time.monotonic())
         except ApiException as exc:
-            result = BindResult(namespace, name, node, reason_of(exc))
-        except (BindConflict, OSError) as exc:
-            result = BindResult(namespace, name, node, str(exc))
-        if after is not None:
-            self._after.submit(lambda: after(self._api(), result))
-        return result
+            result = BindResult(namespace, name, node, reason_of(exc), at=time.monotonic())
+        except Exception as exc:  # noqa: BLE001 - BindConflict, a broken connection, ...: this pod's failure
+            result = BindResult(namespace, name, node, str(exc), at=time.monotonic())
+        finally:
+            with self._lock:
+                self._pending -= 1
+        try:
+            done(result)
+        except Exception:  # a callback that fails must not kill the pool's thread
+            log.exception("handling the bind of %s/%s failed", namespace, name)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
-        self._after.shutdown(wait=True)
+        """End the threads: a bind in flight finishes, binds not started and events still waiting
+        are dropped (their pods stay unbound: whoever schedules next queues them again)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self.events.close()
 
 
 # --- the pods of a GPUJob ----------------------------------------------------------------------
@@ -421,6 +496,7 @@ __all__ = [
     "pod_name",
     "BindConflict",
     "BindPool",
+    "EventPoster",
     "BindResult",
     "PodApi",
     "bound_gpus",

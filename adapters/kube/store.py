@@ -24,6 +24,12 @@ the same merge patch is safe because applying it twice gives the same object. An
 404, 422, a connection error) is raised at once: 404 as `ObjectNotFound`/None, and a missing CRD
 as `MissingCRD`, whose message says what to apply.
 
+A watched copy (`cache`, an `ObjectCache` such as `gputwin.adapters.kube.watch.ObjectWatches`):
+`list` reads it instead of the API server whenever it is usable (it answers None while it is not
+listed yet or its watch is resuming: then the store lists), and every object the API server
+returns to a `get` or a patch goes into it, so a pass reads its own writes. Without one, every
+`list` is a LIST.
+
 Threads: a `KubeStore` is meant for ONE thread. The operator calls it only from its single
 reconcile worker thread (`gputwin.operator.service`); the uid cache it keeps for events is a
 plain dict with no lock. The underlying `ApiClient` (urllib3 pool) could be shared, the store
@@ -32,6 +38,7 @@ object should not.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import functools
 import json
@@ -41,7 +48,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -89,6 +96,20 @@ class Retry:
             delay *= 2
 
 
+class ObjectCache(Protocol):
+    """A copy of the gputwin objects kept current by watches (`gputwin.adapters.kube.watch`)."""
+
+    def objects(self, kind: str) -> Objs | None:
+        """Every object of `kind` (not to be changed by the reader), or None: list the API server."""
+        ...
+
+    def find(self, kind: str, namespace: str | None, name: str) -> Obj | None: ...
+
+    def written(self, kind: str, obj: Obj) -> None:
+        """The object as the API server just returned it (kept unless the copy has a newer one)."""
+        ...
+
+
 def api_client() -> client.ApiClient:
     """An API client from the pod's service account, else from the kubeconfig (`$KUBECONFIG`)."""
     configuration = client.Configuration()
@@ -115,8 +136,10 @@ class KubeStore:
         component: str = COMPONENT,
         instance: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        cache: ObjectCache | None = None,
     ) -> None:
         self.namespace = namespace or None
+        self.cache = cache
         self.retry, self.component, self._sleep = retry, component, sleep
         self.instance = instance or socket.gethostname()
         self._objects = client.CustomObjectsApi(api)
@@ -124,13 +147,16 @@ class KubeStore:
         self._uids: dict[tuple[str, str | None, str], str] = {}
 
     @classmethod
-    def connect(cls, namespace: str | None = None) -> KubeStore:
+    def connect(cls, namespace: str | None = None, cache: ObjectCache | None = None) -> KubeStore:
         """A store on the cluster this process is configured for (in-cluster or kubeconfig)."""
-        return cls(api_client(), namespace)
+        return cls(api_client(), namespace, cache=cache)
 
     # --- the Store protocol -------------------------------------------------------------------
 
     def list(self, kind: str) -> Objs:
+        copied = self.cache.objects(kind) if self.cache is not None else None
+        if copied is not None:  # the objects are the copy's own: readers do not change them
+            return sorted(copied, key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
         plural, namespaced = _plural(kind), _namespaced(kind)
         found: Objs = []
         token: str | None = None
@@ -147,6 +173,7 @@ class KubeStore:
             got = self._object_call(kind, namespace, name, "get_{}_custom_object")
         except ObjectNotFound:
             return None
+        self._written(kind, copy.deepcopy(got))  # the caller's object is its own to change
         return self._keep(kind, cast(Obj, got))
 
     def get_configmap(self, namespace: str, name: str) -> dict[str, str] | None:
@@ -160,12 +187,18 @@ class KubeStore:
         return {str(k): str(v) for k, v in (got.data or {}).items()}
 
     def patch_status(self, kind: str, namespace: str | None, name: str, status: Obj) -> None:
-        self._object_call(kind, namespace, name, "patch_{}_custom_object_status", {"status": status},
-                          _content_type=MERGE_PATCH)  # fmt: skip
+        got = self._object_call(kind, namespace, name, "patch_{}_custom_object_status", {"status": status},
+                                _content_type=MERGE_PATCH)  # fmt: skip
+        self._written(kind, got)
 
     def patch_spec(self, kind: str, namespace: str | None, name: str, spec: Obj) -> None:
-        self._object_call(kind, namespace, name, "patch_{}_custom_object", {"spec": spec},
-                          _content_type=MERGE_PATCH)  # fmt: skip
+        got = self._object_call(kind, namespace, name, "patch_{}_custom_object", {"spec": spec},
+                                _content_type=MERGE_PATCH)  # fmt: skip
+        self._written(kind, got)
+
+    def _written(self, kind: str, got: object) -> None:
+        if self.cache is not None and isinstance(got, dict):
+            self.cache.written(kind, cast(Obj, got))
 
     def event(
         self,
@@ -247,6 +280,9 @@ class KubeStore:
 
     def _uid(self, kind: str, namespace: str | None, name: str) -> str | None:
         key = (kind, namespace, name)
+        copied = self.cache.find(kind, namespace, name) if self.cache is not None else None
+        if copied is not None and key not in self._uids:
+            self._keep(kind, copied)
         if key not in self._uids:
             self.get(kind, namespace, name)  # fills the cache when the object exists
         return self._uids.get(key)
@@ -300,4 +336,4 @@ def _not_found(kind: str, exc: ApiException) -> Exception:
     )
 
 
-__all__ = ["COMPONENT", "KubeStore", "MissingCRD", "ObjectNotFound", "Retry", "api_client"]
+__all__ = ["COMPONENT", "KubeStore", "MissingCRD", "ObjectCache", "ObjectNotFound", "Retry", "api_client"]

@@ -1,4 +1,4 @@
-"""A live copy of the cluster's pods or nodes, kept by list + watch on a thread of its own.
+"""A live copy of the cluster's pods, nodes or gputwin objects, kept by list + watch on a thread of its own.
 
 What an informer is to kube-scheduler, `Watched` is to the Kubernetes backend: instead of listing
 every pod and node at each reconcile pass (10,000 pods are megabytes of JSON for the API server to
@@ -14,10 +14,19 @@ The watch resumes from the last resourceVersion it saw (bookmarks keep that fres
 server no longer has that version (410 Gone) the kind is listed again, and whatever the new list
 lacks is reported as deleted: nothing is missed, only late. Replies are parsed as plain JSON:
 the client's model deserialization costs milliseconds per object.
+
+gputwin objects (`ObjectWatches`: SwitchTopology, GPUPartition, SchedulingPolicy, GPUJob,
+TraceReplay) are copied the same way, so a reconcile pass lists none of them
+(`gputwin.adapters.kube.store.KubeStore` reads the copy). The operator writes their statuses, and
+its next pass must see its own writes: the object a write returns goes into the copy at once
+(`written`), and the copy never takes an older version of an object than the one it has. Versions
+are compared as the API server defines them since Kubernetes 1.35 (resourceVersions are decimal
+integers that grow with every write; anything else is taken as newer, as before).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -26,9 +35,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes.client import CoreV1Api
+from kubernetes.client import CoreV1Api, CustomObjectsApi
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
+
+from gputwin.api.crdgen import NAMES
+from gputwin.api.meta import GROUP, VERSION
+from gputwin.api.v1alpha1 import KINDS
 
 from .pods import PAGE
 from .store import TIMEOUT, api_client
@@ -76,8 +89,11 @@ class Watched:
         matters: Callable[[Obj | None, Obj | None], bool] | None = None,
         changed: Callable[[], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        name: str = "",
     ) -> None:
         self._list, self.pods, self.matters, self.changed = lister, pods, matters, changed
+        self.name = name or ("pods" if pods else "nodes")
+        self.behind = False  # the watch broke and has not resumed yet: the copy may miss changes
         self._sleep = sleep
         self._lock = threading.Lock()
         self._objects: dict[Key, Obj] = {}
@@ -110,14 +126,19 @@ class Watched:
             return dict(self._objects), ended
 
     def stop(self) -> None:
-        """Stop following (the thread ends; a stream it reads is closed)."""
+        """Stop following: the thread ends at once, also when blocked reading a quiet stream.
+
+        The stream is shut down, not closed: `close()` from this thread waits for the reader's
+        lock, i.e. until the API server next sends something (up to minutes), which held an
+        operator's exit on SIGTERM. urllib3's `shutdown()` wakes the reader, which closes it."""
         self._stopped.set()
         response = self._response
-        if response is not None:
+        shutdown = getattr(response, "shutdown", None)  # urllib3 >= 2.3
+        if shutdown is not None:
             try:
-                response.close()
-            except Exception:  # closing a stream that is already broken
-                log.debug("closing the watch stream failed", exc_info=True)
+                shutdown()
+            except Exception:  # a stream that is already broken
+                log.debug("shutting the watch stream down failed", exc_info=True)
 
     # --- the watch thread -----------------------------------------------------------------------
 
@@ -133,6 +154,7 @@ class Watched:
                 if self._stopped.is_set():
                     return
                 self.error = f"{type(exc).__name__}: {exc}"[:300]
+                self.behind = True
                 if isinstance(exc, ApiException) and exc.status == 410:
                     self._version = None
                 else:
@@ -141,7 +163,27 @@ class Watched:
                 failed += 1
 
     def _kind(self) -> str:
-        return "pods" if self.pods else "nodes"
+        return self.name
+
+    def written(self, obj: Obj) -> None:
+        """An object as the API server returned it after our write (or read): into the copy unless
+        the copy already has a newer version, so a read after a write never goes back in time."""
+        with self._lock:
+            key = key_of(obj)
+            if _newer(obj, self._objects.get(key)):
+                self._put(key, _lean(obj), True)
+
+    def objects(self) -> list[Obj] | None:
+        """The objects now (the copy's own: do not change them), None while the copy may be behind
+        (not listed yet, or its watch broke and is resuming): then read the API server."""
+        if not self._synced.is_set() or self.behind:
+            return None
+        with self._lock:
+            return list(self._objects.values())
+
+    def find(self, namespace: str, name: str) -> Obj | None:
+        with self._lock:
+            return self._objects.get((namespace, name))
 
     def _relist(self) -> None:
         items: list[Obj] = []
@@ -160,15 +202,20 @@ class Watched:
             token = meta.get("continue") or None
             if token is None:
                 break
-        fresh = {key_of(o): o for o in items}
+        fresh = {key_of(o): _lean(o) for o in items}
+        listed = {"metadata": {"resourceVersion": version}}
         with self._lock:
             old = self._objects
-            for key in set(old) - set(fresh):  # deleted while we were not watching
-                self._leave(key, old[key], gone=True)
+            for key in set(old) - set(fresh):
+                if _newer(old[key], listed):  # our own write, after the list: keep it
+                    fresh[key] = old[key]
+                else:  # deleted while we were not watching
+                    self._leave(key, old[key], gone=True)
             self._objects = {}
             for key, obj in fresh.items():
-                self._put(key, obj, key in old)
+                self._put(key, obj if _newer(obj, old.get(key)) else old[key], key in old)
         self._version = version
+        self.behind = False
         self.lists += 1
         self._synced.set()
         self._wake(True)
@@ -178,6 +225,7 @@ class Watched:
                               timeout_seconds=SERVER_TIMEOUT, _preload_content=False,
                               _request_timeout=(TIMEOUT[0], SERVER_TIMEOUT + 30))  # fmt: skip
         self._response = response
+        self.behind = False
         try:
             for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
                 if self._stopped.is_set():
@@ -203,6 +251,9 @@ class Watched:
         key = key_of(obj)
         with self._lock:
             old = self._objects.get(key)
+            if not _newer(obj, old):  # we wrote a newer version already (`written`)
+                return False
+            obj = _lean(obj)
             if kind == "DELETED":
                 if old is not None or not self.pods or not _ended(obj):
                     self._leave(key, obj, gone=not _ended(obj))
@@ -236,6 +287,25 @@ class Watched:
                 log.debug("wake-up failed", exc_info=True)
 
 
+def _version(obj: Obj | None) -> int | None:
+    found = str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+    return int(found) if found.isdigit() else None
+
+
+def _newer(obj: Obj, than: Obj | None) -> bool:
+    """`obj` is not older than `than` (None, or versions that are no integers: taken as newer)."""
+    mine, theirs = _version(obj), _version(than)
+    return mine is None or theirs is None or mine >= theirs
+
+
+def _lean(obj: Obj) -> Obj:
+    """Without managedFields: nobody here reads them, and they are most of a small object's size."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        meta.pop("managedFields")
+    return obj
+
+
 def pod_matters(old: Obj | None, new: Obj | None) -> bool:
     """A pod change that can change scheduling: it appeared or left, was bound, ended, or is being
     deleted (status updates of a running pod do not)."""
@@ -246,6 +316,18 @@ def pod_matters(old: Obj | None, new: Obj | None) -> bool:
         o_spec.get("nodeName") != n_spec.get("nodeName")
         or (old.get("status") or {}).get("phase") != (new.get("status") or {}).get("phase")
         or bool(old["metadata"].get("deletionTimestamp")) != bool(new["metadata"].get("deletionTimestamp"))
+    )
+
+
+def object_matters(old: Obj | None, new: Obj | None) -> bool:
+    """A gputwin object change the reconciler must act on: it appeared or left, its spec changed
+    (generation), or it is being deleted. Status writes (ours, every pass) do not wake the loop,
+    nor does a write of ours whose answer reached the copy before its watch event (`written`)."""
+    if old is None or new is None:
+        return True
+    o_meta, n_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    return o_meta.get("generation") != n_meta.get("generation") or bool(o_meta.get("deletionTimestamp")) != bool(
+        n_meta.get("deletionTimestamp")
     )
 
 
@@ -264,7 +346,7 @@ def _node_view(node: Obj) -> tuple[Any, ...]:
             status.get("allocatable"), ready)  # fmt: skip
 
 
-__all__ = ["Ended", "Watched", "key_of", "node_matters", "pod_matters"]
+__all__ = ["Ended", "Watched", "key_of", "node_matters", "object_matters", "pod_matters"]
 
 
 class ClusterWatch:
@@ -292,3 +374,57 @@ class ClusterWatch:
 
 
 __all__ += ["ClusterWatch"]
+
+
+class ObjectWatches:
+    """Watched copies of the gputwin kinds, for `KubeStore` (its `ObjectCache`).
+
+    Namespaced kinds are watched in `namespace` when one is given (as the store lists them), else
+    in every namespace; cluster-scoped kinds cluster-wide. Each kind has its own thread and
+    `ApiClient`. `changed` is called (on a watch thread) when a change matters (`object_matters`).
+    """
+
+    def __init__(self, watches: dict[str, Watched], sync_seconds: float = 30.0) -> None:
+        self.watches, self.sync_seconds = watches, sync_seconds
+        self._waited: set[str] = set()  # kinds whose first list was waited for (once: a missing CRD
+        # must not hold every pass for sync_seconds; the store's own list then says what is wrong)
+
+    @classmethod
+    def connect(cls, namespace: str | None = None, changed: Callable[[], None] | None = None) -> ObjectWatches:
+        watches = {}
+        for kind, names in NAMES.items():
+            objects = CustomObjectsApi(api_client())
+            if namespace and KINDS[kind].scope == "Namespaced":
+                lister = functools.partial(objects.list_namespaced_custom_object, GROUP, VERSION, namespace,
+                                           names.plural)  # fmt: skip
+            else:
+                lister = functools.partial(objects.list_cluster_custom_object, GROUP, VERSION, names.plural)
+            watches[kind] = Watched(lister, matters=object_matters, changed=changed, name=names.plural)
+        return cls(watches)
+
+    def objects(self, kind: str) -> list[Obj] | None:
+        """Every object of `kind` in the copy; None when there is no usable copy (read the API server)."""
+        watch = self.watches.get(kind)
+        if watch is None:
+            return None
+        first = kind not in self._waited
+        self._waited.add(kind)
+        if not watch.wait_synced(self.sync_seconds if first else 0.0):
+            return None
+        return watch.objects()
+
+    def find(self, kind: str, namespace: str | None, name: str) -> Obj | None:
+        watch = self.watches.get(kind)
+        return watch.find(namespace or "", name) if watch is not None else None
+
+    def written(self, kind: str, obj: Obj) -> None:
+        watch = self.watches.get(kind)
+        if watch is not None and isinstance(obj, dict) and obj.get("metadata"):
+            watch.written(obj)
+
+    def stop(self) -> None:
+        for watch in self.watches.values():
+            watch.stop()
+
+
+__all__ += ["ObjectWatches"]

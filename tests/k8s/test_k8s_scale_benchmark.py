@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from kube_scale import cluster_objects, leaf_of, workload
-from kube_scale_lib import Tracker, percentile
+from kube_scale_lib import Tracker, breakdown, percentile, read_trace
 
 KEYS = {"gputwin_pods_per_s", "kube_scheduler_pods_per_s", "ratio", "p99_bind_s", "overallocated_gpus",
         "lost_jobs", "double_bound"}  # fmt: skip
@@ -103,6 +103,7 @@ def test_tracker_latency_room_and_lost() -> None:
     tracker.feed(pod_event("MODIFIED", "small", 1, "n0", "Running"), now=10.5)
     view = tracker.phase_view("a")
     assert view.latencies == [2.0, 10.0] and view.after_room == [2.0, 0.5]
+    assert view.after_freed == [0.5]  # only "small" waited for capacity to free (room from t=10)
     assert tracker.bound_count("a") == 2 and tracker.live_count("a") == 3 and view.lost == 1
 
 
@@ -150,3 +151,33 @@ def test_tiny_run_on_a_real_control_plane(k8s_bin: Path) -> None:
     else:  # the backend is missing: phase B says why instead of inventing figures
         assert report["gputwin_note"] and report["gputwin_pods_per_s"] is None and report["ratio"] is None
     assert "pods bound per second" in done.stderr  # the table goes to stderr with --json
+
+
+# pod -> (ready, binding seen, waited for capacity), its trace record (snap, decided, bound), expected parts
+BREAKDOWN = {
+    "ns/first-pass-after-room": ((1.5, 3.3, True), (2.0, 2.1, 3.2),
+                                 {"loop": 0.5, "policy": 0.0, "pass": 0.1, "bind": 1.1, "watch": 0.1, "scheduler": 1.7}),
+    "ns/passed-over-by-the-policy": ((0.5, 5.6, False), (5.0, 5.2, 5.5),
+                                     {"loop": 0.5, "policy": 4.0, "pass": 0.2, "bind": 0.3, "watch": 0.1, "scheduler": 1.0}),
+    "ns/decided-before-the-benchmark-saw-room": ((4.0, 4.5, True), (3.0, 3.1, 4.4),
+                                                 {"loop": 0.0, "policy": 0.0, "pass": 0.1, "bind": 1.3, "watch": 0.1,
+                                                  "scheduler": 1.4}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(BREAKDOWN))
+def test_breakdown_splits_the_wait_once_the_node_had_room(name: str) -> None:
+    ready, (snap, decided, bound), expected = BREAKDOWN[name]
+    record = {"pod": name, "snap": snap, "decided": decided, "bound": bound, "ok": True}
+    parts = breakdown({name: ready}, [1.0, 2.0, 3.0, 5.0], {name: record})
+    assert {p: v[0] for p, v in parts.items()} == pytest.approx(expected)
+    assert len(breakdown({name: ready}, [1.0], {name: record}, waited_only=True)["scheduler"]) == int(ready[2])
+
+
+def test_read_trace_keeps_successful_binds_and_skips_a_torn_line(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    lines = [{"snap": 2.0}, {"snap": 1.0}, {"pod": "ns/a", "snap": 1.0, "decided": 1.1, "bound": 1.2, "ok": False},
+             {"pod": "ns/a", "snap": 2.0, "decided": 2.1, "bound": 2.2, "ok": True}]  # fmt: skip
+    trace.write_text("\n".join(json.dumps(line) for line in lines) + '\n{"pod": "ns/b", "sn')
+    snaps, binds = read_trace(trace)
+    assert snaps == [1.0, 2.0] and list(binds) == ["ns/a"] and binds["ns/a"]["snap"] == 2.0

@@ -18,6 +18,7 @@ from gputwin.operator.metrics import (
     OperatorMetrics,
     new_metrics,
     record_binding_error,
+    record_event_dropped,
     record_partitions,
     record_preemption,
     record_schedule_latency,
@@ -134,6 +135,8 @@ def test_metrics_endpoint_serves_every_metric_in_text_format(
     record_schedule_latency(0.7, metrics)
     record_preemption("train", metrics)
     record_binding_error(metrics)
+    record_event_dropped(metrics)
+    record_event_dropped(metrics)
     status, content_type, body = get(f"{url}/metrics", loop)
     assert status == 200
     assert content_type == CONTENT_TYPE_LATEST  # Prometheus' text format, with its version
@@ -144,6 +147,7 @@ def test_metrics_endpoint_serves_every_metric_in_text_format(
     assert found[("gputwin_gpus_used", train)] == 28
     assert found[("gputwin_preemptions_total", train)] == 1
     assert found[("gputwin_binding_errors_total", frozenset())] == 1
+    assert found[("gputwin_events_dropped_total", frozenset())] == 2
     assert found[("gputwin_schedule_latency_seconds_count", frozenset())] == 1
     assert found[("gputwin_schedule_latency_seconds_bucket", frozenset({("le", "1.0")}))] == 1
     assert found[("gputwin_schedule_latency_seconds_bucket", frozenset({("le", "0.5")}))] == 0
@@ -153,7 +157,7 @@ def test_metrics_endpoint_serves_every_metric_in_text_format(
         for n in ("queue_length", "gpus_free", "gpus_used", "preemptions_total", "preemptions_created",
                   "binding_errors_total", "binding_errors_created", "schedule_latency_seconds_count",
                   "schedule_latency_seconds_sum", "schedule_latency_seconds_bucket",
-                  "schedule_latency_seconds_created")  # fmt: skip
+                  "schedule_latency_seconds_created", "events_dropped_total", "events_dropped_created")  # fmt: skip
     }
 
 
