@@ -152,7 +152,7 @@ def test_listed_candidates_and_search_trials_are_ranked_together() -> None:
     [
         ({"qeueu": ["sjf"]}, "spec.search.space: qeueu: unknown knob; known: queue, placement, backfill"),
         ({"queue": ["sjf", "lottery"]}, "spec.search.space: queue: unknown queue policy 'lottery'; known: "),
-        ({"placement": "random"}, "spec.search.space: placement: unknown placement policy 'random'"),
+        ({"placement": "best-fit"}, "spec.search.space: placement: unknown placement policy 'best-fit'"),
         ({"max_wait": {"low": 900, "high": 60}}, "spec.search.space: max_wait: low 900 is above high 60"),
     ],
 )

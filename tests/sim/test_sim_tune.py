@@ -86,7 +86,7 @@ def test_space_file_overrides_knob_by_knob() -> None:
         ([1, 2], "s.yaml: document: expected a mapping of knob names"),
         ({"qeueu": ["fifo"]}, "s.yaml: qeueu: unknown knob; known: queue, placement"),
         ({"queue": ["fifo", "nope"]}, "s.yaml: queue: unknown queue policy 'nope'; known: fifo"),
-        ({"placement": "random"}, "s.yaml: placement: unknown placement policy 'random'"),
+        ({"placement": "best-fit"}, "s.yaml: placement: unknown placement policy 'best-fit'"),
         ({"queue": []}, "s.yaml: queue: empty list"),
         ({"queue": {"low": 1, "high": 2}}, "s.yaml: queue: a range needs a numeric knob"),
         ({"backfill": ["yes"]}, "s.yaml: backfill: expected true or false, got 'yes'"),
