@@ -37,6 +37,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from gputwin.adapters.kube import KubeStore, MissingCRD, ObjectNotFound, Retry
+from polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "manifests" / "samples"
@@ -57,24 +58,6 @@ Obj = dict[str, Any]
 
 
 # --- helpers ----------------------------------------------------------------------------------------
-
-
-def wait_for(
-    what: str,
-    probe: Callable[[], T | None],
-    timeout: float,
-    interval: float = 0.2,
-    on_timeout: Callable[[], str] = lambda: "",
-) -> T:
-    """Poll `probe` until it returns something truthy; fail naming `what` after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:g} s waiting for {what}; last seen: {last!r}\n{on_timeout()}")
 
 
 def free_port() -> int:

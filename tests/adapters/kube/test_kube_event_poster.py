@@ -4,32 +4,13 @@ one more is dropped and counted; the rest are posted, in order, once the binds a
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gputwin.adapters.kube.pods import EventPoster, PodApi
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 15) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def namespace(kubectl: Any) -> Iterator[str]:
-    name = f"events-{uuid.uuid4().hex[:6]}"
-    kubectl.run("create", "namespace", name)
-    yield name
-    kubectl.run("delete", "namespace", name, "--wait=false", check=False)
+from polling import wait_for
 
 
 def test_events_wait_for_the_binds_and_the_overflow_is_dropped(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import pytest
 from gputwin.adapters.kube import KubeStore
 from gputwin.adapters.kube.watch import ObjectWatches, Watched, object_matters
 from gputwin.api.meta import GROUP
+from polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD_NAMES = tuple(f"{p}.{GROUP}" for p in ("switchtopologies", "gpupartitions", "schedulingpolicies",
@@ -71,16 +72,6 @@ def test_the_copy_never_goes_back_in_time(name: str) -> None:
 )
 def test_which_object_changes_wake_the_loop(old: Obj | None, new: Obj | None, matters: bool) -> None:
     assert object_matters(old, new) is matters
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 15) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,26 +13,9 @@ import pytest
 from kubernetes import client, config
 
 from gputwin.adapters.kube.watch import Watched, node_matters, pod_matters
+from polling import wait_for
 
 Obj = dict[str, Any]
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 15) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def namespace(kubectl: Any) -> Iterator[str]:
-    name = f"watch-{uuid.uuid4().hex[:6]}"
-    kubectl.run("create", "namespace", name)
-    yield name
-    kubectl.run("delete", "namespace", name, "--wait=false", check=False)
 
 
 @pytest.fixture
