@@ -44,10 +44,10 @@ from string import Template
 
 import hostlist
 
-from gputwin.core.history import JobHistory
+from gputwin.core.history import DEFAULT_PRIOR, JobHistory
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec
 from gputwin.core.plugins import make_sizer
-from gputwin.core.policies import make_policy
+from gputwin.core.policies import make_policy, qssf_prior
 from gputwin.core.sizing import HistorySizing
 
 from .checks import NAME, check_name
@@ -65,7 +65,9 @@ TASK_FIELD = "--comment=task:<type>"
 # Lua string literals: a subset of the name pattern, so nothing can close or escape the literal.
 _LUA_SAFE = re.compile(r"[A-Za-z0-9_.-]{1,64}", re.ASCII)
 _LUA_INT_MAX = 2**31 - 1
-DEFAULT_ESTIMATE = 3600  # seconds a qssf job without history is assumed to run (HistoryEstimator's prior)
+# Seconds an srtf job without history is assumed to run; a qssf job gets its partition's
+# `qssf_prior` (QSSF_PRIOR in the script), the twin's guess for a job like none seen before.
+DEFAULT_ESTIMATE = round(DEFAULT_PRIOR)
 PRIORITY_MAX = 10_000_000  # explicit priorities are PRIORITY_MAX - seconds (shorter runs first)
 
 
@@ -111,6 +113,7 @@ def render(
     if version not in SUPPORTED_VERSIONS:
         raise SlurmInputError(f"SLURM version {version!r}: want one of {', '.join(SUPPORTED_VERSIONS)}")
     _check_cluster_names(cluster)
+    _qssf_priors(cluster)  # a bad qssf_prior is the user's one-line error, before the core reads params
     tables = tables or LuaTables()
     files = {
         SCHEDULING: render_scheduling(cluster, version),
@@ -289,6 +292,18 @@ def _switch_waits(cluster: ClusterSpec) -> dict[str, float]:
     }
 
 
+def _qssf_priors(cluster: ClusterSpec) -> dict[str, float]:
+    """Each qssf partition's `qssf_prior`: the estimate of a job with no history there."""
+    priors: dict[str, float] = {}
+    for p in cluster.partitions:
+        if p.policy.queue == "qssf":
+            try:
+                priors[p.name] = qssf_prior(p.policy.params)
+            except ValueError as exc:
+                raise SlurmInputError(f"partition {p.name}: {exc}") from None
+    return priors
+
+
 # Queue policies SLURM runs as explicit priorities set in job_submit.lua (shorter first):
 # sjf from the time limit; qssf from the history estimate x GPUs (the twin's QSSF key); srtf from
 # the history estimate (its remaining time at submission). SLURM cannot preempt within one
@@ -345,6 +360,7 @@ local PRIORITY_KIND = $priority_kind
 local GPU_SIZES = $gpu_sizes
 local ESTIMATES = $estimates
 local DEFAULT_ESTIMATE = $default_estimate
+local QSSF_PRIOR = $qssf_prior
 local PRIORITY_MAX = $priority_max
 local NO_VAL = 4294967294
 
@@ -373,7 +389,8 @@ local function explicit_priority(part, job_desc, gpus)
   local kind = PRIORITY_KIND[part]
   local seconds = nil
   if kind == "qssf" or kind == "srtf" then
-    seconds = lookup(ESTIMATES, job_desc.user_name, job_desc.name) or DEFAULT_ESTIMATE
+    seconds = lookup(ESTIMATES, job_desc.user_name, job_desc.name)
+      or (kind == "qssf" and QSSF_PRIOR[part]) or DEFAULT_ESTIMATE
     -- qssf ranks by predicted GPU time (as the twin's QSSF key); srtf by predicted run time.
     if kind == "qssf" then seconds = seconds * (gpus or 1) end
   elseif kind == "sjf" and job_desc.time_limit ~= nil and job_desc.time_limit < NO_VAL then
@@ -434,6 +451,7 @@ def render_job_submit(cluster: ClusterSpec, tables: LuaTables, version: str) -> 
         gpu_sizes=_gpu_sizes(cluster, tables),
         estimates=_estimates(tables),
         default_estimate=DEFAULT_ESTIMATE,
+        qssf_prior=_per_partition(cluster, _qssf_priors(cluster)),
         priority_max=PRIORITY_MAX,
     )
 

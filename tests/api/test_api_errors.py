@@ -117,6 +117,14 @@ YAML_CASES = {
         edit(2, "{queue: {policy: sjf}}", "{params: {max_wait: 3, window: 5}}"),
         "{f}:doc3: spec: params may not set max_wait: use the typed fields",
     ),
+    "qssf-prior-not-seconds": (
+        edit(2, "{queue: {policy: sjf}}", "{queue: {policy: qssf}, params: {qssf_prior: soon}}"),
+        "{f}:doc3: spec: params.qssf_prior: expected seconds (a number >= 0), got 'soon'",
+    ),
+    "qssf-prior-negative": (
+        edit(2, "{queue: {policy: sjf}}", "{queue: {policy: qssf}, params: {qssf_prior: -60}}"),
+        "{f}:doc3: spec: params.qssf_prior: expected seconds (a number >= 0), got -60",
+    ),
     "non-scalar-param": (
         edit(2, "{queue: {policy: sjf}}", "{params: {thresholds: [1, 2]}}"),
         "{f}:doc3: spec.params.thresholds: must be a string, number or boolean",

@@ -15,8 +15,8 @@ from cluster_builders import build_cluster, build_jobs
 from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
 from gputwin.sim import tune as tune_module
 from gputwin.sim.run import RunError, run
-from gputwin.sim.space import Choice, Range, SpaceError, default_space, parse_space
-from gputwin.sim.tune import STUDY_NAME, evaluate, policy_from_params, split, tune
+from gputwin.sim.space import KNOBS, Choice, Range, SpaceError, Value, default_space, parse_space
+from gputwin.sim.tune import STUDY_NAME, describe, evaluate, policy_from_params, split, tune
 
 VOCABULARY = {"queue": ["fifo", "sjf", "srtf", "las", "qssf", "priority"],
               "placement": ["first-fit", "consolidate", "topology-aware"], "sizing": ["as-requested", "history"]}  # fmt: skip
@@ -97,6 +97,11 @@ def test_space_file_overrides_knob_by_knob() -> None:
         ({"max_factor": {"low": 0.5, "high": 2}}, "s.yaml: max_factor: 0.5 is outside [1, 64]"),
         ({"min_samples": [2.5]}, "s.yaml: min_samples: expected a whole number, got 2.5"),
         ({"max_wait": ["soon"]}, "s.yaml: max_wait: expected a number, got 'soon'"),
+        ({"qssf_prior": {"low": -5, "high": 60}}, "s.yaml: qssf_prior: -5 is outside [0, inf]"),
+        (
+            {"qssf_prior": {"low": 0, "high": 60, "log": True}},
+            "s.yaml: qssf_prior: a log range needs low > 0",
+        ),
     ],
 )
 def test_bad_space_names_file_knob_and_reason(data: object, message: str) -> None:
@@ -124,6 +129,48 @@ def test_trial_params_become_the_policy_the_core_reads() -> None:
             "las_thresholds": "1000,3000",
         },
     )
+
+
+@pytest.mark.parametrize(
+    "params,knobs",
+    [
+        pytest.param({"queue": "qssf", "qssf_prior": 1234.6}, {"qssf_prior": 1235.0}, id="qssf-rounded"),
+        pytest.param({"queue": "qssf"}, {}, id="qssf-unsampled-keeps-the-default"),
+        pytest.param({"queue": "sjf", "qssf_prior": 900.0}, {}, id="only-qssf-reads-it"),
+    ],
+)
+def test_the_qssf_prior_becomes_the_param_the_core_reads(
+    params: dict[str, Value], knobs: dict[str, float]
+) -> None:
+    policy = policy_from_params({"placement": "first-fit", "sizing": "as-requested", **params})
+    assert {k: v for k, v in policy.params.items() if k == "qssf_prior"} == knobs
+    assert ("qssf_prior=" in describe(policy)) == bool(knobs)
+
+
+def test_the_qssf_prior_applies_only_under_qssf_on_a_log_range() -> None:
+    (knob,) = [k for k in KNOBS if k.name == "qssf_prior"]
+    assert SPACE.get("qssf_prior") == Range(600.0, 36000.0, log=True)
+    assert SPACE.applies(knob, {"queue": "qssf"}) and not SPACE.applies(knob, {"queue": "sjf"})
+
+
+def test_the_qssf_prior_changes_what_is_simulated() -> None:
+    # One 8-GPU node: F (5 s) finishes while A waits behind O, so A is predicted from nothing (the
+    # prior) and B, arriving after F ended, from F's 5 s. A prior below 5 runs A first.
+    one = build_cluster({"l0": [8]})
+    rows = build_jobs([("F", 0, 5, 2), ("O", 0, 100, 6), ("A", 1, 100, 5), ("B", 6, 10, 5)])
+    low, high = (evaluate(one, rows, policy_from_params({"queue": "qssf", "placement": "first-fit",
+                  "sizing": "as-requested", "qssf_prior": prior}), seed=0) for prior in (1, 3600))  # fmt: skip
+    assert low["avg_jct"] == (5 + 100 + 199 + 204) / 4  # A 100..200, B 200..210
+    assert high["avg_jct"] == (5 + 100 + 209 + 104) / 4  # B 100..110, A 110..210
+
+
+def test_a_qssf_search_samples_the_prior_in_its_range(cluster: ClusterSpec, jobs: list[JobSpec]) -> None:
+    space = parse_space({"queue": "qssf", "placement": "first-fit", "backfill": False, "sizing": "as-requested"},
+                        "s.yaml", VOCABULARY)  # fmt: skip
+    result = tune(cluster, jobs, space, storage=None, budget=3, seed=1)
+    priors = [t.policy.params["qssf_prior"] for t in result.trials]
+    assert len(set(priors)) == 3 and all(600 <= float(str(p)) <= 36000 for p in priors)
+    assert all(t.policy.params["qssf_prior"] == round(float(t.params["qssf_prior"])) for t in result.trials)
 
 
 # --- search ---------------------------------------------------------------------------------------

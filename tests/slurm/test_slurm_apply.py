@@ -95,14 +95,20 @@ def test_jobs_routed_by_task_type(slurm_cluster: Cluster, applied: Path) -> None
 
 
 def test_history_sizing_and_qssf_live(slurm_cluster: Cluster, conf_dir: Path, two_leaf: ClusterSpec) -> None:
-    cluster = _with_policy(two_leaf, 1, queue="qssf", sizing="history")
+    params = {**two_leaf.partitions[1].policy.params, "qssf_prior": 900}
+    cluster = _with_policy(two_leaf, 1, queue="qssf", sizing="history", params=params)
     tables = LuaTables(gpu_sizes={("infer", "infer", 2): 4}, estimates={("root", "quick"): 5.0})
     apply(render(cluster, tables=tables), conf_dir)
     # Held back by --begin so the fields can be read before it runs; cancelled by the fixture.
     job = slurm_cluster.submit("--comment=task:infer", "--gres=gpu:2", "--job-name=quick", "--begin=now+3600")
     assert _job_field(slurm_cluster, job, "TresPerNode") == "gres:gpu:4"
     assert _job_field(slurm_cluster, job, "Priority") == str(10_000_000 - 5 * 4)  # qssf: estimate x GPUs
-    slurm_cluster.run("scancel", job)
+    # No estimate for this name: the partition's qssf_prior stands in, as in the twin (x 4 GPUs).
+    unknown = slurm_cluster.submit(
+        "--comment=task:infer", "--gres=gpu:4", "--job-name=new", "--begin=now+3600"
+    )
+    assert _job_field(slurm_cluster, unknown, "Priority") == str(10_000_000 - 900 * 4)
+    slurm_cluster.run("scancel", job, unknown)
 
 
 def test_unknown_node_rejected_before_writing(conf_dir: Path, applied: Path, two_leaf: ClusterSpec) -> None:

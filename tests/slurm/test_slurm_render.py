@@ -312,6 +312,39 @@ def test_srtf_and_qssf_get_estimate_priorities(two_leaf: ClusterSpec, luac: str)
     check_lua(lua)
 
 
+@pytest.mark.parametrize(
+    ("queues", "params", "table"),
+    [
+        pytest.param(("srtf", "qssf"), {}, b'{\n  ["infer"] = 3600,\n}', id="qssf-default-prior"),
+        pytest.param(("srtf", "qssf"), {"qssf_prior": 900.4}, b'{\n  ["infer"] = 900,\n}', id="qssf-prior"),
+        pytest.param(
+            ("qssf", "qssf"),
+            {"qssf_prior": "60"},
+            b'{\n  ["infer"] = 60,\n  ["train"] = 3600,\n}',
+            id="per-partition",
+        ),
+        pytest.param(("srtf", "sjf"), {"qssf_prior": 60}, b"{}", id="no-qssf-no-prior"),
+    ],
+)
+def test_qssf_prior_is_the_estimate_of_a_job_without_history(
+    two_leaf: ClusterSpec, luac: str, queues: tuple[str, str], params: dict[str, object], table: bytes
+) -> None:
+    cluster = _with_policy(two_leaf, 0, queue=queues[0])
+    cluster = _with_policy(
+        cluster, 1, queue=queues[1], params={**cluster.partitions[1].policy.params, **params}
+    )
+    lua = render(cluster)[JOB_SUBMIT]
+    assert b"local QSSF_PRIOR = " + table + b"\n" in lua
+    assert b'or (kind == "qssf" and QSSF_PRIOR[part]) or DEFAULT_ESTIMATE' in lua  # srtf keeps the default
+    check_lua(lua)
+
+
+def test_a_bad_qssf_prior_is_refused(two_leaf: ClusterSpec) -> None:
+    cluster = _with_policy(two_leaf, 1, queue="qssf", params={"qssf_prior": "soon"})
+    with pytest.raises(SlurmInputError, match=r"^partition infer: qssf_prior: expected seconds"):
+        render(cluster)
+
+
 # --- topology.yaml (SLURM 25.05) ------------------------------------------------------------------
 
 

@@ -20,6 +20,7 @@ from gputwin.core.model import (
     SwitchSpec,
     TopologySpec,
 )
+from gputwin.core.policies import qssf_prior
 
 
 def topology_spec(topology: SwitchTopology) -> TopologySpec:
@@ -41,7 +42,8 @@ def topology_spec(topology: SwitchTopology) -> TopologySpec:
 
 
 def policy_spec(policy: SchedulingPolicy | None) -> PolicySpec:
-    """The core policy; the typed placement and sizing knobs travel in `params`."""
+    """The core policy; the typed placement and sizing knobs travel in `params`, with the free-form
+    params (e.g. `qssf_prior`, `las_thresholds`) that each core plugin reads."""
     if policy is None:
         return PolicySpec()
     spec = policy.spec
@@ -50,6 +52,8 @@ def policy_spec(policy: SchedulingPolicy | None) -> PolicySpec:
     # Empty tuple = any GPU count; sorted so sizing can bisect.
     params["allowed_gpus"] = tuple(sorted(set(spec.sizing.allowed_gpus or ())))
     params["max_factor"] = spec.sizing.max_factor
+    if "qssf_prior" in params:  # validated with the resource; the core gets seconds as a float
+        params["qssf_prior"] = qssf_prior(params)
     return PolicySpec(
         queue=spec.queue.policy,
         placement=spec.placement.policy,

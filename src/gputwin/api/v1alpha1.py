@@ -40,6 +40,7 @@ from gputwin.api.workloads import (
     TraceReplaySpec,
     TraceSource,
 )
+from gputwin.core.policies import qssf_prior
 
 # --- SwitchTopology -------------------------------------------------------------------------------
 
@@ -252,8 +253,11 @@ class SchedulingPolicySpec(ApiModel):
     sizing: SizingSpec = Field(default_factory=SizingSpec, description="GPU-count sizing.")
     params: dict[str, Scalar] = Field(
         default_factory=dict,
-        description="Policy-specific knobs (strings, numbers or booleans), documented by each policy, "
-        "e.g. qssf_estimator. max_wait, allowed_gpus and max_factor are set by the typed fields above.",
+        description="Policy-specific knobs (strings, numbers or booleans), documented by each policy: "
+        "qssf_prior (qssf: seconds a job is predicted to run when the history has nothing to go on, "
+        "i.e. before any job has finished; default 3600), las_thresholds (las: attained GPU-seconds per level, e.g. \"3600,36000\"), "
+        "min_samples (history sizing). max_wait, allowed_gpus and max_factor are set by the typed "
+        "fields above.",
         # A map of mixed scalar types has no structural CRD schema: the API server keeps it as is,
         # the Scalar type above checks it when gputwin reads the object.
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
@@ -269,6 +273,10 @@ class SchedulingPolicySpec(ApiModel):
                 "params may not set {keys}: use the typed fields",
                 {"keys": ", ".join(clash)},
             )
+        try:  # checked here so a bad value is a line about this file, not a failure in the scheduler
+            qssf_prior(self.params)
+        except ValueError as exc:
+            raise PydanticCustomError("param", "params.{reason}", {"reason": str(exc)}) from None
         return self
 
 

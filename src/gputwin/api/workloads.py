@@ -131,8 +131,8 @@ class ReplaySearch(ApiModel):
         description="Knobs to search and their values, as in a `gputwin tune --space` file, e.g. "
         "{queue: [sjf, qssf], backfill: true, max_wait: {low: 0, high: 900}}; the knobs are those of the "
         "space file (queue, placement, backfill, sizing, max_wait, max_factor, min_samples, "
-        "las_first_threshold, las_threshold_ratio); a knob left out keeps tune's default; unset = tune's "
-        "default space. The operator checks it: a bad knob fails the replay with reason InvalidSearch.",
+        "las_first_threshold, las_threshold_ratio, qssf_prior); a knob left out keeps tune's default; "
+        "unset = tune's default space. The operator checks it: a bad knob fails the replay with reason InvalidSearch.",
         # A knob is a value, a list of values or a {low, high, log, step} range: no structural
         # schema says that, so the API server keeps it as is and gputwin.sim.space checks it.
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},

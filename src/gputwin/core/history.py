@@ -1,9 +1,12 @@
 """What the scheduler has learnt from finished jobs: run-time and wait statistics.
 
 One `JobHistory` feeds both learning-based decisions of the patent:
-* QSSF (claim 6) asks `predict_duration(job)`: the mean run time of earlier jobs of the same
-  user and job name, falling back to the same user and name stem (`train-7` -> `train-`), the user,
-  the task type, then everything seen; `prior` when nothing has been seen yet.
+* QSSF (claim 6) asks `predict(job)`: the mean run time of earlier jobs of the same user and job
+  name, falling back to the same user and name stem (`train-7` -> `train-`), the user, the task
+  type, then everything seen. When nothing has been seen yet the estimator answers `UNKNOWN`
+  (unless built with a `prior` of its own) and the qssf policy of the job's partition supplies
+  its prior (`qssf_prior`, default `DEFAULT_PRIOR`): the history is learnt once for the whole
+  cluster, the guess for the unknown is a per-partition setting.
 * GPU sizing (claim 3) asks `run_stats` / `wait_stats` per partition, task type and GPU count.
 
 Estimators are pluggable through the `Estimator` protocol; `HistoryEstimator` is the built-in one.
@@ -12,6 +15,7 @@ A trained model can implement `predict` and `observe` and be passed to the sched
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Protocol
@@ -19,6 +23,17 @@ from typing import Protocol
 from gputwin.core.model import JobSpec
 
 _DIGITS = re.compile(r"\d+$")
+
+# The run time, in seconds, QSSF assumes for a job like none seen before, unless the partition's
+# policy sets `qssf_prior` (the value the core always used, so default results are unchanged).
+DEFAULT_PRIOR = 3600.0
+# What `predict` answers when it has nothing to go on (NaN: no real prediction ever equals it).
+UNKNOWN = math.nan
+
+
+def or_prior(predicted: float, prior: float) -> float:
+    """`predicted`, or `prior` when it is `UNKNOWN`."""
+    return prior if math.isnan(predicted) else predicted
 
 
 @dataclass(slots=True)
@@ -34,7 +49,10 @@ class Mean:
 
 
 class Estimator(Protocol):
-    """Predicts a job's run time (seconds on its requested GPUs) and learns from finished jobs."""
+    """Predicts a job's run time (seconds on its requested GPUs) and learns from finished jobs.
+
+    `predict` may answer `UNKNOWN` when it has nothing to go on; the caller then uses its prior.
+    """
 
     def predict(self, job: JobSpec) -> float: ...
 
@@ -42,9 +60,13 @@ class Estimator(Protocol):
 
 
 class HistoryEstimator:
-    """Mean run time over the most specific group of earlier jobs that has any."""
+    """Mean run time over the most specific group of earlier jobs that has any, else `prior`.
 
-    def __init__(self, prior: float = 3600.0) -> None:
+    The default prior is `UNKNOWN`, so each partition's qssf policy decides what an unknown job
+    costs; a number here overrides every partition's `qssf_prior`.
+    """
+
+    def __init__(self, prior: float = UNKNOWN) -> None:
         self.prior = prior
         self._groups: dict[tuple[str, ...], Mean] = {}
         # The keys of a (user, name, task type) never change; building them is most of the cost.

@@ -17,8 +17,11 @@ for LAS, reused until a job nears its next threshold.
 from __future__ import annotations
 
 import bisect
+import math
 from operator import itemgetter
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequence
+
+from gputwin.core.history import DEFAULT_PRIOR, or_prior
 
 if TYPE_CHECKING:
     from gputwin.core.state import JobState
@@ -102,9 +105,28 @@ def priority() -> QueuePolicy:
     return _Static("priority", lambda j: (-float(j.spec.priority), j.spec.submit))
 
 
-def qssf() -> QueuePolicy:
-    """Quasi-shortest-service-first: smallest predicted GPU time (predicted duration x GPUs)."""
-    return _Static("qssf", lambda j: (j.predicted * j.gpus,))
+def qssf(prior: float = DEFAULT_PRIOR) -> QueuePolicy:
+    """Quasi-shortest-service-first: smallest predicted GPU time (predicted duration x GPUs).
+
+    `prior` (param `qssf_prior`, seconds) is the duration assumed for a job the estimator knows
+    nothing like: low puts unknown jobs ahead of learnt ones, high behind them.
+    """
+    return _Static("qssf", lambda j: (or_prior(j.predicted, prior) * j.gpus,))
+
+
+def qssf_prior(params: Mapping[str, object]) -> float:
+    """The `qssf_prior` param in seconds: a number >= 0 (or one written as a string); ValueError
+    naming the param otherwise. Unset: `DEFAULT_PRIOR`."""
+    raw = params.get("qssf_prior", DEFAULT_PRIOR)
+    value = math.nan
+    if isinstance(raw, (int, float, str)) and not isinstance(raw, bool):
+        try:
+            value = float(raw)
+        except ValueError:
+            pass  # reported below with every other bad value
+    if not (math.isfinite(value) and value >= 0.0):
+        raise ValueError(f"qssf_prior: expected seconds (a number >= 0), got {raw!r}")
+    return value
 
 
 class Srtf:
@@ -229,4 +251,6 @@ def make_policy(name: str, params: dict[str, object] | None = None) -> QueuePoli
         raw = params["las_thresholds"]
         values = raw.split(",") if isinstance(raw, str) else list(raw)  # type: ignore[call-overload]
         return Las(tuple(float(v) for v in values))
+    if name == "qssf" and params:
+        return qssf(qssf_prior(params))
     return factory()

@@ -14,13 +14,13 @@ a trial never samples a knob its policy ignores:
     min_samples           int      sizing history            {low: 1, high: 20}
     las_first_threshold   float s  queue las                 {low: 600, high: 36000, log: true}
     las_threshold_ratio   float    queue las                 {low: 2, high: 20, log: true}
+    qssf_prior            float s  queue qssf                {low: 600, high: 36000, log: true}
 
 (LAS gets two levels: the first threshold in attained GPU-seconds, the second that many times
-later.) Not searched: the preemption checkpoint cost is a fact of the cluster, not a choice, and
-the QSSF estimator: its one setting, the prior (the run time predicted before any job of the
-group has finished, `gputwin.core.history.HistoryEstimator(prior=3600)`), is fixed when the
-Scheduler builds one estimator for all partitions, and no policy param reaches it. Searching it
-needs the core to read a param (e.g. `qssf_prior`) per partition first.
+later. `qssf_prior` is the run time QSSF predicts when its history has nothing to go on,
+`gputwin.core.policies.qssf`; that history is the cluster's and falls back to every finished job,
+so the prior only ranks the jobs submitted before the first one ends.)
+Not searched: the preemption checkpoint cost is a fact of the cluster, not a choice.
 
 A space file (YAML, read by the CLI; this module sees the parsed mapping) overrides the default
 knob by knob; a knob it leaves out keeps its default dimension. Each value is one of:
@@ -99,6 +99,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("min_samples", "int", Range(1, 20), low=1, needs=("sizing", "history")),
     Knob("las_first_threshold", "float", Range(600.0, 36000.0, log=True), low=1.0, needs=("queue", "las")),
     Knob("las_threshold_ratio", "float", Range(2.0, 20.0, log=True), low=1.0, needs=("queue", "las")),
+    Knob("qssf_prior", "float", Range(600.0, 36000.0, log=True), low=0.0, needs=("queue", "qssf")),
 )  # fmt: skip
 KNOB_NAMES = tuple(k.name for k in KNOBS)
 

@@ -103,6 +103,8 @@ def policy_from_params(params: Mapping[str, Any]) -> PolicySpec:
     if queue == "las" and "las_first_threshold" in params:
         first = round(float(params["las_first_threshold"]))
         knobs["las_thresholds"] = f"{first},{round(first * float(params['las_threshold_ratio']))}"
+    if queue == "qssf" and "qssf_prior" in params:
+        knobs["qssf_prior"] = float(round(float(params["qssf_prior"])))
     return PolicySpec(queue=queue, placement=str(params["placement"]), sizing=str(params["sizing"]),
                       backfill=bool(params.get("backfill", False)), params=knobs)  # fmt: skip
 
@@ -111,7 +113,8 @@ def describe(policy: PolicySpec) -> str:
     """`queue/placement/sizing[+backfill]` plus the knobs that apply, e.g. `… max_wait=120.0`."""
     label = policy_label(policy.queue, policy.placement, policy.sizing, policy.backfill)
     shown = {"max_wait": policy.placement == "topology-aware", "max_factor": policy.sizing == "history",
-             "min_samples": policy.sizing == "history", "las_thresholds": policy.queue == "las"}  # fmt: skip
+             "min_samples": policy.sizing == "history", "las_thresholds": policy.queue == "las",
+             "qssf_prior": policy.queue == "qssf"}  # fmt: skip
     extra = [f"{k}={policy.params[k]}" for k, show in shown.items() if show and k in policy.params]
     return " ".join([label, *extra])
 
