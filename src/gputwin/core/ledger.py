@@ -238,9 +238,29 @@ class Ledger:
     def _change(self, i: int, delta: int) -> None:
         self.held_gpus -= delta
         if not self._out and not self._external[i]:  # the common case: what placers see is the count
-            before = self._free[i]
-            self._free[i] = before + delta
-            self._index(i, before, before + delta)
+            # `_index` inlined: this runs twice per job (start and end), and here neither count
+            # can be hidden, so the visible count is the free count.
+            free = self._free
+            before = free[i]
+            after = before + delta
+            free[i] = after
+            bit = 1 << i
+            by_free = self._by_free
+            if before:
+                by_free[before] ^= bit
+            if after:
+                by_free[after] |= bit
+                self._avail |= bit
+                if after == self.capacity[i]:
+                    self._idle |= bit
+                else:
+                    self._idle &= ~bit
+            else:
+                self._avail &= ~bit
+                self._idle &= ~bit
+            self.free_gpus += delta
+            self._leaf_free[self._leaf_of[i]] += delta
+            self._shown[i] = after
             return
         before = self._visible(i)
         self._free[i] += delta

@@ -96,6 +96,8 @@ class RandomPlacer:
         # nodes in index order): `sample` picks positions from the length alone, so sampling the
         # positions and mapping them to nodes gives the same GPUs without building that list.
         positions = sorted(self._rng.sample(range(ledger.free_gpus), gpus))
+        if gpus == 1:  # most jobs: one GPU is one node, no counting (same draw as below)
+            return ((ledger.nodes_of_free_gpus(positions)[0], 1),)
         counts: dict[int, int] = {}
         for node in ledger.nodes_of_free_gpus(positions):
             counts[node] = counts.get(node, 0) + 1

@@ -104,11 +104,13 @@ class Scheduler:
 
     def submit(self, spec: JobSpec, now: float) -> Decision:
         """Route, size and queue a new job. Rejections and resizes come back as a Decision."""
-        name = self.route(spec)
+        name = self.routes.get(spec.task_type, self.catch_all)  # `route`, inlined: once per job
         if name is None:
             return Decision(rejects=(Reject(spec.job_id, f"no partition serves task type {spec.task_type!r}"),))
         part = self.partitions[name]
-        problem = _admission_problem(spec, part) or self._duplicate(spec)
+        problem = _admission_problem(spec, part)
+        if problem is None and spec.job_id in self.jobs:
+            problem = self._duplicate(spec)
         if problem:
             return Decision(rejects=(Reject(spec.job_id, problem),))
         gpus, duration = spec.gpus, spec.duration
@@ -119,7 +121,8 @@ class Scheduler:
         predicted = self.estimator.predict(spec) if self._predicts else spec.duration
         job = JobState(spec, name, gpus, duration, predicted)
         self.jobs[spec.job_id] = job
-        part.enqueue(job, self._next_order(), now)
+        self._order += 1  # `_next_order`, inlined on the per-job path
+        part.enqueue(job, self._order, now)
         self._dirty.add(name)
         if gpus != spec.gpus:
             return Decision(resizes=(Resize(spec.job_id, spec.gpus, gpus),))
@@ -163,7 +166,8 @@ class Scheduler:
         part = self.partitions[job.partition]
         del part.running[job_id]
         part.ledger.release(job.slots)
-        job.attained = job.attained_at(now)
+        # `attained_at(now)` for a running job (it is one: it was in `part.running`), inlined.
+        job.attained += (now - job.seg_start) * job.gpus
         job.phase, job.end, job.work_left = Phase.DONE, now, 0.0
         if self._sizes:
             self.history.record(job.partition, job.spec, job.gpus, job.duration, job.wait)
@@ -372,25 +376,32 @@ class Scheduler:
     def _commit(self, part: PartitionState, job: JobState, slots: Slots, now: float, out: DecisionBuilder) -> None:
         part.dequeue(job)
         part.ledger.allocate(slots)
-        span, fraction = self._span(slots)
-        lag = self.options.release_lag if part.policy.preemptive else 0.0
-        job.slots, job.leaves, job.tiers = slots, span.leaves, span.tiers
-        job.slowdown = 1.0 + fraction
+        # Most jobs fit on one node: no span to work out and no overhead (`_span`'s first case,
+        # without the call and the Span it returns, once per job started).
+        if len(slots) == 1:
+            leaves, tiers, fraction = 1, 0, 0.0
+        else:
+            span, fraction = self._span(slots)
+            leaves, tiers = span.leaves, span.tiers
+        job.slots, job.leaves, job.tiers = slots, leaves, tiers
+        job.slowdown = slowdown = 1.0 + fraction
         if fraction > job.overhead:
             job.overhead = fraction
         job.wait += now - job.queued_since
         if job.first_start is None:
             job.first_start = now
         job.seg_start = now
-        run = job.work_left * job.slowdown + lag
+        run = job.work_left * slowdown
+        if part.policy.preemptive:
+            run += self.options.release_lag
         job.seg_end = now + run
         job.phase = Phase.RUNNING
-        job.order = self._next_order()
-        job.generation += 1
-        part.running[job.spec.job_id] = job
-        out.starts.append(
-            Start(job.spec.job_id, part.name, slots, run, fraction, span.leaves, span.tiers, job.generation)
-        )
+        self._order += 1
+        job.order = self._order
+        job.generation = generation = job.generation + 1
+        job_id = job.spec.job_id
+        part.running[job_id] = job
+        out.starts.append(Start(job_id, job.partition, slots, run, fraction, leaves, tiers, generation))
 
     def _preempt(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> None:
         cost = self.options.checkpoint_cost(job.gpus)

@@ -118,7 +118,9 @@ class PartitionState:
 
     def head(self) -> JobState | None:
         """The queued job with the lowest key (ties: lowest order), or None."""
-        return self.queued[self.order[0][1]] if self.order else None
+        # Emptiness from the dict (a C-level len), not the SortedList (a Python-level __len__):
+        # the strict loop asks for the head once or twice per job started.
+        return self.queued[self.order[0][1]] if self.queued else None
 
     def queued_jobs(self, limit: int | None = None) -> list[JobState]:
         """Queued jobs in queue order (the first `limit` of them)."""

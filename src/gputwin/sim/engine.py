@@ -66,8 +66,11 @@ class Simulator:
             if heap and heap[0][0] < now:
                 now = heap[0][0]
             self._pop_events(now)
-            while i < n and jobs[i].submit == now:
-                decision = sched.submit(jobs[i], now)
+            while i < n:
+                spec = jobs[i]
+                if spec.submit != now:
+                    break
+                decision = sched.submit(spec, now)
                 if decision is not EMPTY:  # most submits only queue the job
                     self._apply(decision, now)
                 i += 1
@@ -79,32 +82,42 @@ class Simulator:
         return SimOutcome(self.finished, self.rejected, self.resized, self.busy, self.events, dict(self.busy.totals))
 
     def _pop_events(self, now: float) -> None:
+        # Runs once per distinct instant and pops every job's end: the attributes it needs per
+        # event are looked up once per call, and the event count is added once at the end.
         heap, sched = self._heap, self.scheduler
+        jobs, change, finished = sched.jobs, self.busy.change, self.finished
+        running = Phase.RUNNING
+        popped = 0
         while heap and heap[0][0] == now:
             _, kind, _, name, generation = heapq.heappop(heap)
-            self.events += 1
+            popped += 1
             if kind == _WAKE:
                 if self._pending_wake.get(name) == now:
                     del self._pending_wake[name]
                 sched.wake(name)
                 continue
-            job = sched.jobs.get(name)
-            if job is None or job.phase is not Phase.RUNNING or job.generation != generation:
+            job = jobs.get(name)
+            if job is None or job.phase is not running or job.generation != generation:
                 continue  # preempted since this end was scheduled
-            self.busy.change(job.partition, now, -job.gpus)
-            self.finished.append(sched.complete(name, now))
+            change(job.partition, now, -job.gpus)
+            finished.append(sched.complete(name, now))
+        self.events += popped
 
     def _apply(self, decision: Decision, now: float) -> None:
         if decision.rejects:
             self.rejected.extend(decision.rejects)
         self.resized += len(decision.resizes)
+        jobs, change = self.scheduler.jobs, self.busy.change
         for pre in decision.preempts:
-            job = self.scheduler.jobs[pre.job_id]
-            self.busy.change(pre.partition, now, -job.gpus)
-        for start in decision.starts:
-            job = self.scheduler.jobs[start.job_id]
-            self.busy.change(start.partition, now, job.gpus)
-            self._push(now + start.run_seconds, _END, start.job_id, start.generation)
+            change(pre.partition, now, -jobs[pre.job_id].gpus)
+        if decision.starts:
+            # One end event per start, pushed here rather than through `_push` (once per job).
+            heap, seq = self._heap, self._seq
+            for start in decision.starts:
+                change(start.partition, now, jobs[start.job_id].gpus)
+                seq += 1
+                heapq.heappush(heap, (now + start.run_seconds, _END, seq, start.job_id, start.generation))
+            self._seq = seq
         for when, partition in decision.wakes:
             pending = self._pending_wake.get(partition)
             if when > now and (pending is None or when < pending):
