@@ -90,8 +90,8 @@ class TopologySpec:
 class PolicySpec:
     """How one partition schedules: queue order, placement, GPU sizing, preemption.
 
-    `params` carries policy-specific knobs (for example `las_thresholds`, `qssf_estimator`,
-    `topology_max_wait`); each plugin documents and validates the keys it reads.
+    `params` carries policy-specific knobs (for example `las_thresholds`, `qssf_prior`,
+    `max_wait` of topology-aware); each plugin documents and validates the keys it reads.
     """
 
     queue: str = "fifo"
