@@ -423,6 +423,7 @@ class PhaseResult:
     breakdown_p50_s: dict[str, float | None] | None = None
     breakdown_p99_s: dict[str, float | None] | None = None
     traced: int = 0
+    passes: int = 0  # the operator's reconcile passes (snapshots in its trace), over a restart too
 
 
 def wait_for_bindings(tracker: Tracker, phase: str, total: int, args: argparse.Namespace,
@@ -489,7 +490,7 @@ def with_breakdown(result: PhaseResult, tracker: Tracker, phase: str, trace: Pat
                    p99_scheduler_freed_s=_round(percentile(freed, 99)),
                    breakdown_p50_s={p: _round(percentile(v, 50)) for p, v in parts.items()},
                    breakdown_p99_s={p: _round(percentile(v, 99)) for p, v in parts.items()},
-                   traced=len(parts["scheduler"]))  # fmt: skip
+                   traced=len(parts["scheduler"]), passes=len(snaps))  # fmt: skip
 
 
 def summarize(tracker: Tracker, phase: str, scheduler: str, total: int, before: dict[str, float],
@@ -599,7 +600,7 @@ def table(results: dict[str, PhaseResult]) -> str:
             lines.append(f"{n}: not run: {r.note}")
         elif r.breakdown_p50_s and r.breakdown_p99_s:
             parts = ", ".join(f"{p} {r.breakdown_p50_s[p]} / {r.breakdown_p99_s[p]}" for p in r.breakdown_p50_s)
-            lines.append(f"{n}: once its node had room, p50 / p99 s ({r.traced} pods): {parts}")
+            lines.append(f"{n}: once its node had room, p50 / p99 s ({r.traced} pods, {r.passes} passes): {parts}")
     return "\n".join(lines)
 
 

@@ -155,6 +155,8 @@ class KubernetesBackend:
         self.plain = PlainPods(api, binder=binder, metrics=metrics, events=pod_events, trace=trace)
         self._cluster: ClusterSpec | None = None
         self._pods: dict[tuple[str, str], Obj] = {}  # this pass's snapshot
+        self._plain: dict[tuple[str, str], Obj] = {}  # of it, the plain Pods (no GPUJob)
+        self._gang: dict[tuple[str, str], Obj] = {}  # of it, the GPUJobs' pods
         self._runs: dict[str, Run] = {}
         self._failures: list[Failure] = []
         self._out: dict[str, str] = {}
@@ -202,13 +204,16 @@ class KubernetesBackend:
         self.plain.snapshot_at = BindTrace.now()
         if self.trace is not None:
             self.trace.snapshot(self.plain.snapshot_at)
-        self._pods = {}
+        self._pods, self._plain, self._gang = {}, {}, {}
         foreign: dict[str, int] = {}
         for pod in pods:
             spec = pod.get("spec") or {}
             if spec.get("schedulerName") == SCHEDULER:
                 if self.namespace is None or pod["metadata"]["namespace"] == self.namespace:
-                    self._pods[key_of(pod)] = pod
+                    key = key_of(pod)
+                    self._pods[key] = pod
+                    # split once here: the plain-Pod queue and the orphan scan each walk only their half
+                    (self._plain if job_id_of(pod) is None else self._gang)[key] = pod
             elif spec.get("nodeName"):  # bound, not ended; still holding while being deleted
                 foreign[spec["nodeName"]] = foreign.get(spec["nodeName"], 0) + gpus_of(pod)
         partition_of = {n: p.name for p in cluster.partitions for n in p.nodes}
@@ -369,7 +374,7 @@ class KubernetesBackend:
 
     def pod_jobs(self, now: float) -> PodJobs:
         """Pods with `schedulerName: gputwin` and no GPUJob, from this pass's snapshot."""
-        return self.plain.jobs(self._pods, self._runs, self._largest_node(), now)
+        return self.plain.jobs(self._plain, self._runs, self._largest_node(), now)
 
     def start_batch(
         self, starts: Sequence[tuple[Start, Sequence[str]]], now: float
@@ -411,8 +416,8 @@ class KubernetesBackend:
 
     def _delete_orphans(self) -> None:
         tracked = {(run.namespace, n) for run in self._runs.values() for n in run.pods}
-        for key, pod in self._pods.items():
-            if job_id_of(pod) is None or key in tracked or pod["metadata"].get("deletionTimestamp"):
+        for key, pod in self._gang.items():
+            if key in tracked or pod["metadata"].get("deletionTimestamp"):
                 continue
             if phase_of(pod) not in DONE:
                 log.info("deleting pod %s/%s: no run of its GPUJob accounts for it", *key)

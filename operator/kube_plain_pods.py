@@ -123,13 +123,12 @@ class PlainPods:
         self._lock = threading.Lock()
 
     def jobs(self, pods: Mapping[Key, Obj], runs: dict[str, Run], largest: int, now: float) -> PodJobs:
-        """Pods with `schedulerName: gputwin` and no GPUJob, from this pass's snapshot."""
+        """Jobs of `pods`: this pass's snapshot of the Pods with `schedulerName: gputwin` and no
+        GPUJob (the backend's `observe` split them from the GPUJobs' pods)."""
         new: list[JobSpec] = []
         running = []
         seen: set[str] = set()
         for pod in pods.values():
-            if job_id_of(pod) is not None:
-                continue
             meta, node = pod["metadata"], (pod.get("spec") or {}).get("nodeName")
             job_id = f"{POD_PREFIX}{meta['namespace']}/{meta['name']}"
             if meta.get("deletionTimestamp") or phase_of(pod) in DONE:

@@ -13,6 +13,12 @@ call `OperatorService.poke()`. One `OperatorService` per process:
   ends, a policy asked to be woken), a poke, or `resync` seconds, whichever comes first; so a sim
   GPUJob ends `durationSeconds` of wall time after it started, without polling every second.
   The periodic resync also catches anything a watch may have missed.
+- **Pacing.** Passes take at most `duty` of the loop's wall time (`GPUTWIN_PASS_DUTY`, default
+  0.5): after a pass that took T s the next starts no sooner than T * (1/duty - 1) s later (at most
+  `MAX_REST_SECONDS`). A pass reads everything, so one later pass serves every poke meanwhile; on
+  a busy cluster the pokes come faster than passes end, and without the rest the loop would take a
+  whole core from the API server and the kubelets (KWOK) whose work it waits for. Passes of a few
+  ms (a quiet cluster, the sim backend) rest a few ms. 1 = no rest.
 - **TraceReplays.** After each pass the pending replays are planned on the worker thread
   (`plan_replay`), simulated on a separate replay thread (`loop.run_in_executor`, `run_replay`
   is a pure function of its inputs), and recorded on the worker thread again (`record_replay`).
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import threading
 import time
@@ -55,6 +62,8 @@ from gputwin.operator.store import Obj, is_deleted, name_of, namespace_of
 RESYNC_SECONDS = 10.0
 DEBOUNCE_SECONDS = 0.05
 STUCK_SECONDS = 300.0
+PASS_DUTY = 0.5
+MAX_REST_SECONDS = 0.5  # a long pass (a burst's first wave, a slow API server) rests little
 BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 
 T = TypeVar("T")
@@ -80,8 +89,29 @@ def build_deployer(name: str, env: Mapping[str, str] | None = None) -> Deployer 
         raise ConfigError(str(exc)) from exc
 
 
+def pass_duty(env: Mapping[str, str] | None = None) -> float:
+    """`GPUTWIN_PASS_DUTY`: the largest share of wall time the loop spends in passes, in (0, 1]."""
+    raw = (os.environ if env is None else env).get("GPUTWIN_PASS_DUTY", "").strip()
+    if not raw:
+        return PASS_DUTY
+    try:
+        duty = float(raw)
+    except ValueError:
+        duty = math.nan
+    if not 0.0 < duty <= 1.0:  # NaN fails too
+        raise ConfigError(f"GPUTWIN_PASS_DUTY={raw!r}: not a share of time; want a number in (0, 1]")
+    return duty
+
+
+def rest_after(seconds: float, duty: float) -> float:
+    """How long the loop rests after a pass of `seconds`, so passes take at most `duty` of the time."""
+    return min(max(seconds, 0.0) * (1.0 / duty - 1.0), MAX_REST_SECONDS)
+
+
 def build_backend(name: str) -> Backend:
-    """The backend an operator drives (GPUTWIN_BACKEND)."""
+    """The backend an operator drives (GPUTWIN_BACKEND). The loop's own setting is checked here
+    too (`pass_duty`), so that a wrong one stops the operator at start with its one-line reason."""
+    pass_duty()
     if name == "sim":
         return SimBackend()
     if name == "slurm":
@@ -127,9 +157,12 @@ class OperatorService:
         resync: float = RESYNC_SECONDS,
         debounce: float = DEBOUNCE_SECONDS,
         stuck: float = STUCK_SECONDS,
+        duty: float | None = None,
     ) -> None:
         self._make, self._clock = make_controller, clock
         self.resync, self.debounce, self.stuck = resync, debounce, stuck
+        self.duty = pass_duty() if duty is None else duty
+        self._rest_until = 0.0  # monotonic: no pass starts before (pacing)
         self._controller: Controller | None = None
         self._lock = threading.Lock()  # the one lock every pass and replay record holds
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="gputwin-reconcile")
@@ -201,10 +234,14 @@ class OperatorService:
             await asyncio.sleep(self.debounce)
         except TimeoutError:
             pass
+        rest = self._rest_until - time.monotonic()
+        if rest > 0:  # pokes meanwhile are served by the pass after the rest (cleared below)
+            await asyncio.sleep(rest)
         self._poked.clear()
 
     async def _pass(self) -> bool:
         self._pass_started = self._clock()
+        began = time.monotonic()
         try:
             self._due = await self._in_worker(self._reconcile)
         except Exception as exc:  # any failure: start over from the API server
@@ -215,6 +252,8 @@ class OperatorService:
             return False
         finally:
             self._pass_started = None
+            ended = time.monotonic()
+            self._rest_until = ended + rest_after(ended - began, self.duty)
         self.passes += 1
         self._ready = True
         return True
@@ -306,4 +345,4 @@ def _replay_key(obj: Obj) -> ReplayKey:
     return (namespace_of(obj), name_of(obj), _generation(obj))
 
 
-__all__ = ["OperatorService", "Probe", "build_backend", "build_deployer"]
+__all__ = ["OperatorService", "Probe", "build_backend", "build_deployer", "pass_duty", "rest_after"]
