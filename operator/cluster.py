@@ -9,10 +9,16 @@ on. When nothing stands in the way it also builds the core's `ClusterSpec`.
 queue lengths), into the three kinds' statuses and their `Ready` condition. A backend that runs
 jobs itself (SLURM) reports its own `Occupancy`; the partitions it knows show those counts instead
 of the operator's idle ledger, and say so in `Ready` when the last read of them failed.
+
+Reading is remembered: `read_cluster(store, previous)` hands back `previous` itself when no object
+changed what its users declared (statuses and resourceVersions aside, which every pass's own status
+writes bump), so a busy operator does not re-parse, re-check and re-expand a 1,000-node topology
+on every pass.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TypeVar
@@ -60,7 +66,7 @@ class Declared:
 
     kind: str
     name: str
-    obj: Obj
+    obj: Obj  # as read for this view: a remembered view keeps an older status (statuses are re-read to write)
     model: Resource | None
 
 
@@ -72,6 +78,7 @@ class ClusterView:
     issues: Mapping[tuple[str, str], tuple[Issue, ...]] = field(default_factory=dict)
     spec: ClusterSpec | None = None
     blocker: str = ""  # why there is no spec, in one line
+    declarations: tuple[str, ...] = ()  # what users declared, as read (see `read_cluster`)
 
     def of(self, kind: str) -> list[Declared]:
         return [d for d in self.declared if d.kind == kind]
@@ -80,15 +87,18 @@ class ClusterView:
         return self.issues.get((kind, name), ())
 
 
-def read_cluster(store: Store) -> ClusterView:
-    """Parse, check and (when valid) convert the cluster objects in `store`."""
+def read_cluster(store: Store, previous: ClusterView | None = None) -> ClusterView:
+    """Parse, check and (when valid) convert the cluster objects in `store`; `previous` itself when
+    they declare exactly what they declared when it was read."""
+    # Oldest first: when two objects clash (nodes claimed twice), the later one is at fault.
+    objects = [(kind, obj) for kind in CLUSTER_KINDS for obj in sorted(store.list(kind), key=_created)
+               if not is_deleted(obj)]  # fmt: skip
+    declarations = tuple(_declaration(kind, obj) for kind, obj in objects)
+    if previous is not None and previous.declarations == declarations:
+        return previous
     declared: list[Declared] = []
     issues: dict[tuple[str, str], list[Issue]] = {}
-    for kind in CLUSTER_KINDS:
-        # Oldest first: when two objects clash (nodes claimed twice), the later one is at fault.
-        for obj in sorted(store.list(kind), key=_created):
-            if is_deleted(obj):
-                continue
+    for kind, obj in objects:
             found, messages = _parse(kind, obj)
             declared.append(found)
             if messages:
@@ -101,8 +111,19 @@ def read_cluster(store: Store) -> ClusterView:
     _mark_dependents(declared, issues)
     frozen = {key: tuple(found) for key, found in issues.items()}
     blocker = _blocker(ClusterView(tuple(declared), frozen))
-    view = ClusterView(tuple(declared), frozen, None, blocker)
-    return view if blocker else ClusterView(view.declared, frozen, _spec(view), "")
+    view = ClusterView(tuple(declared), frozen, None, blocker, declarations)
+    return view if blocker else ClusterView(view.declared, frozen, _spec(view), "", declarations)
+
+
+# Bumped by every status write (ours included): not a change of what users declared.
+VOLATILE_METADATA = frozenset({"resourceVersion", "managedFields"})
+
+
+def _declaration(kind: str, obj: Obj) -> str:
+    """The object as its users declared it, as one comparable string."""
+    metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in VOLATILE_METADATA}
+    declared = {k: v for k, v in obj.items() if k not in ("status", "metadata")}
+    return json.dumps([kind, metadata, declared], sort_keys=True, default=str)
 
 
 def _created(obj: Obj) -> str:
@@ -239,7 +260,9 @@ def _topologies(store: Store, view: ClusterView, now: float) -> None:
     for d in view.of("SwitchTopology"):
         status = book.get(None, d.name)
         if isinstance(d.model, SwitchTopology):
-            spec = topology_spec(d.model)
+            # The converted cluster's topology when there is one: 1,000 nodes are expanded once.
+            converted = view.spec.topology if view.spec else None
+            spec = converted if converted and converted.name == d.name else topology_spec(d.model)
             status = updated(status, nodes=len(spec.nodes), gpus=sum(n.gpus for n in spec.nodes),
                              switches=len(spec.switches))  # fmt: skip
         ok = "the switch tree and its nodes are valid"

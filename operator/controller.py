@@ -74,7 +74,7 @@ class Controller:
 
     def reconcile_cluster(self, now: float) -> None:
         """Validate the cluster objects, write their statuses, rebuild the scheduler on a valid change."""
-        self.view = read_cluster(self.store)
+        self.view = read_cluster(self.store, self.view)
         spec, installed = self.view.spec, False
         if spec is not None and spec != self.cluster:
             self.cluster, installed = spec, True
