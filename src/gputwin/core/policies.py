@@ -168,8 +168,9 @@ class Las:
 
     def __init__(self, thresholds: Sequence[float] = (3600.0, 36000.0)) -> None:
         self.thresholds = tuple(sorted(thresholds))
-        # Run segment (job order) -> (key, valid from, valid until before, estimated next change).
-        self._cache: dict[int, tuple[Key, float, float, float]] = {}
+        # Run segment (job order) -> (its entry, valid from, valid until before). The whole entry
+        # (key, order, job, estimated next change) is kept, so a cycle reuses it as it is.
+        self._cache: dict[int, tuple[RunningEntry, float, float]] = {}
 
     def level(self, attained: float) -> int:
         return bisect.bisect_right(self.thresholds, attained)  # thresholds passed (>=); hot: every cycle
@@ -196,14 +197,15 @@ class Las:
             order = job.order  # unique to this run segment of this job
             cached = cache.get(order)
             if cached is not None and cached[1] <= now < cached[2]:  # a clock may step back
-                out.append((cached[0], order, job, cached[3]))
+                out.append(cached[0])
                 continue
             attained = job.attained + (now - job.seg_start) * job.gpus  # `attained_at`: it runs
             level = bisect.bisect_right(thresholds, attained)
             key = (float(level), job.spec.submit)
             crossing = job.seg_start + (thresholds[level] - job.attained) / job.gpus if level < top else NEVER
-            cache[order] = (key, now, crossing - self._margin(crossing, now), crossing)
-            out.append((key, order, job, crossing))
+            entry: RunningEntry = (key, order, job, crossing)
+            cache[order] = (entry, now, crossing - self._margin(crossing, now))
+            out.append(entry)
         if len(cache) > 2 * len(out) + 64:  # ended segments: keep the cache as small as the running set
             self._cache = {entry[1]: cache[entry[1]] for entry in out}
         return out
