@@ -55,6 +55,7 @@ from kubernetes.config import ConfigException
 from gputwin.adapters.kube.nodes import Expected, held_by_others, out_of_service
 from gputwin.adapters.kube.pods import (
     ATTEMPT_LABEL,
+    JOB_ID,
     JOB_LABEL,
     SCHEDULER,
     BindPool,
@@ -205,15 +206,18 @@ class KubernetesBackend:
         if self.trace is not None:
             self.trace.snapshot(self.plain.snapshot_at)
         self._pods, self._plain, self._gang = {}, {}, {}
+        ours, plain, gang = self._pods, self._plain, self._gang
         foreign: dict[str, int] = {}
-        for pod in pods:
+        namespace = self.namespace
+        for pod in pods:  # every live pod each pass: key_of and job_id_of inlined
             spec = pod.get("spec") or {}
             if spec.get("schedulerName") == SCHEDULER:
-                if self.namespace is None or pod["metadata"]["namespace"] == self.namespace:
-                    key = key_of(pod)
-                    self._pods[key] = pod
+                meta = pod["metadata"]
+                if namespace is None or meta["namespace"] == namespace:
+                    key = (meta["namespace"], meta["name"])
+                    ours[key] = pod
                     # split once here: the plain-Pod queue and the orphan scan each walk only their half
-                    (self._plain if job_id_of(pod) is None else self._gang)[key] = pod
+                    (gang if (meta.get("annotations") or {}).get(JOB_ID) else plain)[key] = pod
             elif spec.get("nodeName"):  # bound, not ended; still holding while being deleted
                 foreign[spec["nodeName"]] = foreign.get(spec["nodeName"], 0) + gpus_of(pod)
         partition_of = {n: p.name for p in cluster.partitions for n in p.nodes}
@@ -331,6 +335,8 @@ class KubernetesBackend:
         done: list[str] = []
         self._failures = self.plain.collect(self._runs)  # plain Pods whose bind failed since the last pass
         for job_id, run in list(self._runs.items()):
+            if self._still_running(run):
+                continue  # the common case, checked without building lists (the pass walks every run)
             pods = [self._pods.get((run.namespace, n)) or self._ended(run.namespace, n, now)
                     for n in run.pods]  # fmt: skip
             live = [p for p in pods if p is not None and not p["metadata"].get("deletionTimestamp")]
@@ -422,6 +428,17 @@ class KubernetesBackend:
             if phase_of(pod) not in DONE:
                 log.info("deleting pod %s/%s: no run of its GPUJob accounts for it", *key)
                 self.api.delete(key[0], key[1], 0)
+
+    def _still_running(self, run: Run) -> bool:
+        """Every pod of `run` in this pass's snapshot, none being deleted or ended: `finished` has
+        nothing to do for it (and `_ended`, with its side effects, is not needed)."""
+        if not run.pods:
+            return False
+        for name in run.pods:
+            pod = self._pods.get((run.namespace, name))
+            if pod is None or pod["metadata"].get("deletionTimestamp") or phase_of(pod) in DONE:
+                return False
+        return True
 
     def _ended(self, namespace: str, name: str, now: float) -> Obj | None:
         """A tracked pod missing from the pods not ended: ended (kept while its run lasts: a gang

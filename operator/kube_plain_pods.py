@@ -129,12 +129,13 @@ class PlainPods:
         running = []
         seen: set[str] = set()
         for pod in pods.values():
-            meta, node = pod["metadata"], (pod.get("spec") or {}).get("nodeName")
+            meta = pod["metadata"]
             job_id = f"{POD_PREFIX}{meta['namespace']}/{meta['name']}"
+            if job_id in runs and job_id not in self.queued:
+                continue  # bound by us; the copy may not show the binding yet (tested first: most pods)
             if meta.get("deletionTimestamp") or phase_of(pod) in DONE:
                 continue
-            if job_id in runs and job_id not in self.queued:
-                continue  # bound by us; the copy may not show the binding yet
+            node = (pod.get("spec") or {}).get("nodeName")
             if node:
                 if job_id not in runs and job_id not in self.queued:
                     spec = pod_spec(job_id, pod, now)  # bound before a restart: account it again
