@@ -118,3 +118,23 @@ def kubectl(kube: Path, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
             skip_or_fail(f"{binary} missing and no kubectl on PATH: run `bash scripts/k8s/build.sh`")
         binary = Path(str(found))
     return Kubectl(binary, kube, tmp_path_factory.mktemp("kubectl-cache"))
+
+
+# The gputwin CRDs (crds/), for the tests that need them installed.
+CRD_NAMES = tuple(
+    f"{plural}.gputwin.io"
+    for plural in ("switchtopologies", "gpupartitions", "schedulingpolicies", "gpujobs", "tracereplays")
+)
+
+
+@pytest.fixture(scope="module")
+def crds(kubectl: Kubectl) -> Iterator[None]:
+    """crds/ applied and Established; removed at the end if this module installed them."""
+    existing = kubectl.run("get", "crd", *CRD_NAMES, "--ignore-not-found", "-o", "name").stdout.split()
+    kubectl.run("apply", "-k", str(ROOT / "crds"))
+    kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in CRD_NAMES))
+    yield
+    if not existing:
+        # Wait until they are gone: the next module would otherwise find them still terminating,
+        # take them for installed, and lose them half-way through.
+        kubectl.run("delete", "crd", *CRD_NAMES, "--ignore-not-found", "--timeout=60s", check=False)

@@ -46,10 +46,6 @@ GROUP, VERSION = "gputwin.io", "v1alpha1"
 SA_NAMESPACE, SA_NAME = "gputwin-system", "gputwin-operator"
 SA_USER = f"system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"
 GPUS_PER_NODE = 8  # two-leaf.yaml
-CRD_NAMES = tuple(
-    f"{p}.{GROUP}"
-    for p in ("switchtopologies", "gpupartitions", "schedulingpolicies", "gpujobs", "tracereplays")
-)
 KOPF_RUN = [sys.executable, *"-m kopf run -m gputwin.operator.handlers --standalone --all-namespaces".split()]
 TERMINAL = ("Succeeded", "Failed", "Rejected")
 
@@ -277,17 +273,6 @@ def sa_kubeconfig(
         )
     )
     return path
-
-
-@pytest.fixture(scope="module")
-def crds(kubectl: Any) -> Iterator[None]:
-    """crds/ applied and Established; removed at the end if this module installed them."""
-    existing = kubectl.run("get", "crd", *CRD_NAMES, "--ignore-not-found", "-o", "name").stdout.split()
-    kubectl.run("apply", "-k", str(ROOT / "crds"))
-    kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in CRD_NAMES))
-    yield
-    if not existing:
-        kubectl.run("delete", "crd", *CRD_NAMES, "--ignore-not-found", "--wait=false", check=False)
 
 
 @pytest.fixture(scope="module")

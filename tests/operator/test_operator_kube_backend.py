@@ -37,7 +37,6 @@ from test_operator_e2e import (  # the same helpers and module fixtures as the s
     Api,
     Operator,
     api,
-    crds,
     dump,
     free_port,
     gpujob,
@@ -60,7 +59,7 @@ GPUS_PER_NODE = 8
 TOLERATED = "nvidia.com/gpu,kwok.x-k8s.io/node"  # KWOK nodes carry kwok.x-k8s.io/node:NoSchedule
 Obj = dict[str, Any]
 
-__all__ = ["api", "crds", "installed", "namespace", "sa_kubeconfig"]  # fixtures, imported to be used
+__all__ = ["api", "installed", "namespace", "sa_kubeconfig"]  # fixtures, imported to be used
 
 CLUSTER = """
 apiVersion: gputwin.io/v1alpha1

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,6 @@ from gputwin.api.meta import GROUP
 from polling import wait_for
 
 ROOT = Path(__file__).resolve().parents[3]
-CRD_NAMES = tuple(f"{p}.{GROUP}" for p in ("switchtopologies", "gpupartitions", "schedulingpolicies",
-                                           "gpujobs", "tracereplays"))  # fmt: skip
 Obj = dict[str, Any]
 
 
@@ -72,16 +69,6 @@ def test_the_copy_never_goes_back_in_time(name: str) -> None:
 )
 def test_which_object_changes_wake_the_loop(old: Obj | None, new: Obj | None, matters: bool) -> None:
     assert object_matters(old, new) is matters
-
-
-@pytest.fixture(scope="module")
-def crds(kubectl: Any) -> Iterator[None]:
-    existing = kubectl.run("get", "crd", *CRD_NAMES, "--ignore-not-found", "-o", "name").stdout.split()
-    kubectl.run("apply", "-k", str(ROOT / "crds"))
-    kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in CRD_NAMES))
-    yield
-    if not existing:
-        kubectl.run("delete", "crd", *CRD_NAMES, "--ignore-not-found", "--wait=false", check=False)
 
 
 def test_a_store_reads_the_copy_and_its_own_writes(
