@@ -95,3 +95,17 @@ def build_jobs(rows: Iterable[tuple]) -> list[JobSpec]:
         extra = dict(rest[0]) if rest else {}
         out.append(JobSpec(job_id, submit, duration, gpus, extra.pop("task_type", "x"), seq=seq, **extra))
     return sorted(out, key=lambda j: (j.submit, j.seq))
+
+
+def assert_placers_see(
+    led: Ledger, free_of: list[int], free_gpus: int, leaf_free: list[int], best_fit_8: int | None,
+    idle: list[int],
+) -> None:
+    """The free GPUs every index of a 4-node, 2-leaf ledger shows placers (per node, in all, per leaf,
+    best fit for 8, idle and available nodes)."""
+    assert [led.free_of(n) for n in range(4)] == free_of
+    assert led.free_gpus == free_gpus
+    assert [led.leaf_free(lf) for lf in (0, 1)] == leaf_free
+    assert led.best_fit_node(8) == best_fit_8
+    assert list(led.idle_nodes()) == idle
+    assert list(led.avail_nodes()) == [n for n in range(4) if free_of[n]]

@@ -43,8 +43,8 @@ def missing_binaries(folder: Path) -> list[str]:
     return [name for name in BINARIES if not os.access(folder / name, os.X_OK)]
 
 
-@pytest.fixture(scope="session")
-def k8s_bin() -> Path:
+def built_binaries() -> Path:
+    """The built binaries' folder; a missing one skips the test (fails it under CI), saying how to build."""
     folder = bin_dir()
     missing = missing_binaries(folder)
     if missing:
@@ -56,6 +56,11 @@ def k8s_bin() -> Path:
 
 
 @pytest.fixture(scope="session")
+def k8s_bin() -> Path:
+    return built_binaries()
+
+
+@pytest.fixture(scope="session")
 def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     given = os.environ.get("GPUTWIN_KUBECONFIG")
     if given:
@@ -64,13 +69,7 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             pytest.fail(f"GPUTWIN_KUBECONFIG={given} is not a file", pytrace=False)
         yield path
         return
-    folder = bin_dir()
-    missing = missing_binaries(folder)
-    if missing:
-        skip_or_fail(
-            f"Kubernetes test binaries missing in {folder} ({', '.join(missing)}): "
-            "run `bash scripts/k8s/build.sh` (about 15 min once, then cached)"
-        )
+    built_binaries()  # start.sh finds them itself; check first for the message
     state = tmp_path_factory.mktemp("k8s-state")
     started = subprocess.run(
         ["bash", str(SCRIPTS / "start.sh"), "--state", str(state), "--with-controller-manager"],

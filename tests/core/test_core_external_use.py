@@ -12,6 +12,8 @@ from gputwin.core.ledger import OverAllocation
 from gputwin.core.model import JobSpec, PolicySpec
 from gputwin.core.scheduler import Scheduler
 
+from cluster_builders import assert_placers_see
+
 # n0: 4 GPUs, n1: 8 (leaf 0); n2: 2, n3: 8 (leaf 1). 22 GPUs.
 LAYOUT = {"l0": [4, 8], "l1": [2, 8]}
 
@@ -32,12 +34,7 @@ def test_gpus_held_by_others_are_hidden_from_every_index(
 ) -> None:
     led = ledger(LAYOUT, ours)
     assert led.set_external_use(held) is bool({n: g for n, g in held.items() if n < 4})
-    assert [led.free_of(n) for n in range(4)] == free_of
-    assert led.free_gpus == free_gpus
-    assert [led.leaf_free(lf) for lf in (0, 1)] == leaf_free
-    assert led.best_fit_node(8) == best_fit_8
-    assert list(led.idle_nodes()) == idle
-    assert list(led.avail_nodes()) == [n for n in range(4) if free_of[n]]
+    assert_placers_see(led, free_of, free_gpus, leaf_free, best_fit_8, idle)
     assert led.external_use() == {n: g for n, g in held.items() if n < 4}
     assert led.total_gpus == 22
 

@@ -11,6 +11,8 @@ from gputwin.core.ledger import OverAllocation
 from gputwin.core.model import JobSpec, PolicySpec
 from gputwin.core.scheduler import Scheduler
 
+from cluster_builders import assert_placers_see
+
 # n0: 4 GPUs, n1: 8 (leaf 0); n2: 2, n3: 8 (leaf 1). 22 GPUs.
 LAYOUT = {"l0": [4, 8], "l1": [2, 8]}
 
@@ -29,12 +31,7 @@ def test_out_of_service_nodes_vanish_from_every_index(
 ) -> None:
     led = ledger(LAYOUT)
     assert led.set_out_of_service(out) is bool(out)
-    assert [led.free_of(n) for n in range(4)] == free_of
-    assert led.free_gpus == free_gpus
-    assert [led.leaf_free(lf) for lf in (0, 1)] == leaf_free
-    assert led.best_fit_node(8) == best_fit_8
-    assert list(led.idle_nodes()) == idle
-    assert list(led.avail_nodes()) == [n for n in range(4) if free_of[n]]
+    assert_placers_see(led, free_of, free_gpus, leaf_free, best_fit_8, idle)
     assert led.out_of_service() == tuple(sorted(out))
     assert led.total_gpus == 22  # capacity is still declared: a node coming back brings it back
 
