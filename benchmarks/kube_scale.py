@@ -418,7 +418,7 @@ class PhaseResult:
     watch_error: str = ""  # the last error of the pod watch (it resumes from the last version seen)
     # Where the wait once its node had room went (gputwin only; kube_scale_lib.breakdown says what
     # each part is): p50 and p99 per part, and the pods the operator's bind trace covered.
-    p99_scheduler_s: float | None = None  # loop + pass + bind: the scheduler's own latency
+    p99_scheduler_s: float | None = None  # loop + copy + pass + bind: the scheduler's own latency
     p99_scheduler_freed_s: float | None = None  # the same, of the pods that waited for capacity to free
     breakdown_p50_s: dict[str, float | None] | None = None
     breakdown_p99_s: dict[str, float | None] | None = None
@@ -480,17 +480,17 @@ def run_phase(plane: Plane, tracker: Tracker, jobs: list[Job], phase: str, args:
 
 def with_breakdown(result: PhaseResult, tracker: Tracker, phase: str, trace: Path) -> PhaseResult:
     """The phase's figures plus where each pod's wait once its node had room went."""
-    snaps, binds = read_trace(trace)
+    found = read_trace(trace)
     ready = tracker.ready_and_bound(phase)
-    parts = breakdown(ready, snaps, binds)
+    parts = breakdown(ready, found)
     if not parts["scheduler"]:
         return result
-    freed = breakdown(ready, snaps, binds, waited_only=True)["scheduler"]
+    freed = breakdown(ready, found, waited_only=True)["scheduler"]
     return replace(result, p99_scheduler_s=_round(percentile(parts["scheduler"], 99)),
                    p99_scheduler_freed_s=_round(percentile(freed, 99)),
                    breakdown_p50_s={p: _round(percentile(v, 50)) for p, v in parts.items()},
                    breakdown_p99_s={p: _round(percentile(v, 99)) for p, v in parts.items()},
-                   traced=len(parts["scheduler"]), passes=len(snaps))  # fmt: skip
+                   traced=len(parts["scheduler"]), passes=len(found.snaps))  # fmt: skip
 
 
 def summarize(tracker: Tracker, phase: str, scheduler: str, total: int, before: dict[str, float],

@@ -169,6 +169,8 @@ class PodSeen:
     node: str | None = None
     bound: float | None = None
     room: float | None = None  # since when its node had room for it, continuously, when it was bound
+    added_rv: int = 0  # resourceVersion of its ADDED event
+    room_rv: int = 0  # of the event that began that room (0: the node had room from the start)
     released: bool = False
     deleted: bool = False
     name: str = ""  # namespace/name
@@ -209,6 +211,7 @@ class Tracker:
         self.free_nodes: Counter[int] = Counter(capacity.values())  # free GPUs -> nodes with that many
         # node -> [since when it had >= g GPUs free, continuously, or None] for g = 0..capacity
         self.room: dict[str, list[float | None]] = {n: [0.0] * (c + 1) for n, c in capacity.items()}
+        self.room_rv: dict[str, list[int]] = {n: [0] * (c + 1) for n, c in capacity.items()}  # the events'
         self.own: dict[tuple[str, str], int] = {}  # (phase, node) -> GPUs its pods use there
         self.total_used = 0
         self.pods: dict[str, PodSeen] = {}
@@ -273,6 +276,7 @@ class Tracker:
     def _pod(self, kind: str | None, obj: dict[str, Any], now: float) -> None:
         meta, spec = obj["metadata"], obj.get("spec", {})
         uid = meta["uid"]
+        rv = int(meta.get("resourceVersion") or 0) if str(meta.get("resourceVersion") or "").isdigit() else 0
         seen = self.pods.get(uid)
         if seen is None:
             labels = meta.get("labels", {})
@@ -280,33 +284,34 @@ class Tracker:
                 int(c.get("resources", {}).get("limits", {}).get(GPU, 0)) for c in spec.get("containers", [])
             )
             seen = PodSeen(labels.get("bench.gputwin.io/phase", "?"), labels.get("bench.gputwin.io/job", "?"),
-                           gpus, now, name=f"{meta.get('namespace')}/{meta.get('name')}")  # fmt: skip
+                           gpus, now, name=f"{meta.get('namespace')}/{meta.get('name')}", added_rv=rv)  # fmt: skip
             self.pods[uid] = seen
             phase = self.phases.setdefault(seen.phase, _Phase())
             phase.first_added = phase.first_added if phase.first_added is not None else now
         phase = self.phases[seen.phase]
         node = spec.get("nodeName")
         if node and seen.node is None:
-            self._bind(seen, uid, node, now, phase)
+            self._bind(seen, uid, node, now, phase, rv)
         elif node and node != seen.node:
             phase.double_bound += 1  # the API server forbids this; count it if it ever happens
         done = kind == "DELETED" or obj.get("status", {}).get("phase") in ("Succeeded", "Failed")
         if done and seen.node is not None and not seen.released:
             seen.released = True
-            self._use(seen.node, -seen.gpus, now, seen.phase)
+            self._use(seen.node, -seen.gpus, now, seen.phase, rv)
         seen.deleted = seen.deleted or kind == "DELETED"
 
-    def _bind(self, seen: PodSeen, uid: str, node: str, now: float, phase: _Phase) -> None:
+    def _bind(self, seen: PodSeen, uid: str, node: str, now: float, phase: _Phase, rv: int) -> None:
         seen.node, seen.bound = node, now
         room = self.room.get(node, [])
         seen.room = room[seen.gpus] if seen.gpus < len(room) else None
+        seen.room_rv = self.room_rv[node][seen.gpus] if seen.room is not None else 0
         phase.bound += 1
         phase.last_bind = now
         uids = phase.jobs.setdefault(seen.job, set())
         uids.add(uid)
         if len(uids) == 2:
             phase.double_bound += 1  # one job bound under two pods
-        self._use(node, seen.gpus, now, seen.phase)
+        self._use(node, seen.gpus, now, seen.phase, rv)
         cap = self.capacity.get(node, 0)
         for excess, peaks in ((self.used[node] - cap, phase.excess_all),
                               (self.own[(seen.phase, node)] - cap, phase.excess_own)):  # fmt: skip
@@ -314,18 +319,19 @@ class Tracker:
                 peaks[node] = excess
         phase.peak_gpus_used = max(phase.peak_gpus_used, self.total_used)
 
-    def _use(self, node: str, gpus: int, now: float, phase: str) -> None:
+    def _use(self, node: str, gpus: int, now: float, phase: str, rv: int) -> None:
         cap = self.capacity.get(node, 0)
         self.free_nodes[max(cap - self.used.get(node, 0), 0)] -= 1
         self.used[node] = self.used.get(node, 0) + gpus
         free = cap - self.used[node]
         self.free_nodes[max(free, 0)] += 1
         room = self.room.setdefault(node, [0.0] * (cap + 1))
+        room_rv = self.room_rv.setdefault(node, [0] * (cap + 1))
         for g in range(len(room)):
             if g > free:
                 room[g] = None
             elif room[g] is None:
-                room[g] = now
+                room[g], room_rv[g] = now, rv
         self.total_used += gpus
         self.own[(phase, node)] = self.own.get((phase, node), 0) + gpus
 
@@ -351,11 +357,13 @@ class Tracker:
         with self.lock:
             return sum(1 for p in self.pods.values() if p.phase == phase and p.node and not p.released)
 
-    def ready_and_bound(self, phase: str) -> dict[str, tuple[float, float, bool]]:
+    def ready_and_bound(self, phase: str) -> dict[str, Ready]:
         """namespace/name -> (max(creation, since when its node had room for it), binding seen, whether
-        that room came after its creation: it waited for capacity to free)."""
+        that room came after its creation: it waited for capacity to free, the resourceVersion of the
+        later of the two events: a scheduler's copy must hold it to see that the pod fits)."""
         with self.lock:
-            return {p.name: (max(p.added, p.room), p.bound, p.room > p.added) for p in self.pods.values()
+            return {p.name: (max(p.added, p.room), p.bound, p.room > p.added, max(p.added_rv, p.room_rv))
+                    for p in self.pods.values()
                     if p.phase == phase and p.bound is not None and p.room is not None}  # fmt: skip
 
     def overallocated_gpus(self, phase: str, own: bool = False) -> int:
@@ -382,53 +390,71 @@ class Tracker:
 
 # --- where the wait "once its node had room" goes (the operator's GPUTWIN_BIND_TRACE) --------------------
 
-PARTS = ("loop", "policy", "pass", "bind", "watch", "scheduler")
+PARTS = ("loop", "copy", "policy", "pass", "bind", "watch", "scheduler")
+Ready = tuple[float, float, bool, int]  # see Tracker.ready_and_bound
 
 
-def read_trace(path: Path) -> tuple[list[float], dict[str, dict[str, Any]]]:
-    """The snapshots' times (sorted) and each pod's successful bind, from a bind trace file."""
-    snaps: list[float] = []
+@dataclass(frozen=True)
+class Trace:
+    """An operator's bind trace: its passes' snapshot times (sorted), the resourceVersion each
+    snapshot's pod copy held (0: not recorded), and each pod's successful bind."""
+
+    snaps: list[float]
+    rvs: list[int]
+    binds: dict[str, dict[str, Any]]
+
+
+def read_trace(path: Path) -> Trace:
+    """The snapshots and each pod's successful bind, from a bind trace file."""
+    snaps: list[tuple[float, int]] = []
     binds: dict[str, dict[str, Any]] = {}
-    if not path.is_file():
-        return snaps, binds
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by SIGKILL
-        if "pod" in record and record.get("ok"):
-            binds.setdefault(record["pod"], record)
-        elif "snap" in record and "pod" not in record:
-            snaps.append(float(record["snap"]))
-    return sorted(snaps), binds
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue  # a line cut short by SIGKILL
+            if "pod" in record and record.get("ok"):
+                binds.setdefault(record["pod"], record)
+            elif "snap" in record and "pod" not in record:
+                snaps.append((float(record["snap"]), int(record.get("rv") or 0)))
+    snaps.sort()
+    return Trace([t for t, _ in snaps], [rv for _, rv in snaps], binds)
 
 
-def breakdown(ready_bound: dict[str, tuple[float, float, bool]], snaps: list[float],
-              binds: dict[str, dict[str, Any]], waited_only: bool = False) -> dict[str, list[float]]:  # fmt: skip
+def breakdown(ready_bound: dict[str, Ready], trace: Trace, waited_only: bool = False) -> dict[str, list[float]]:
     """Per part, the sorted seconds of every traced pod (times are CLOCK_MONOTONIC in both processes):
 
     loop: room (as the benchmark's watch saw it) -> the first pass snapshot after it;
-    policy: that snapshot -> the snapshot of the pass that chose the pod (it had room, but the
-      policy started others first, or the operator's copy did not show the room yet);
+    copy: -> the first snapshot whose pod copy held the event that gave the pod its room (or
+      made it appear): the operator's watch lag (0 when the trace has no resourceVersions);
+    policy: -> the snapshot of the pass that chose the pod (it could see its room, but the policy
+      started others first);
     pass: that snapshot -> the pass handed the pod to the bind pool (the pass's own work);
     bind: -> the Binding call returned (bind pool backlog and the call);
     watch: -> the benchmark's watch saw the binding;
-    scheduler: loop + pass + bind, the scheduler's latency without the policy's choice.
-    A pod decided from a snapshot taken before the benchmark saw its room counts 0 loop and policy.
+    scheduler: loop + copy + pass + bind, the scheduler's latency without the policy's choice.
+    A pod decided from a snapshot taken before the benchmark saw its room counts 0 loop, copy and policy.
     `waited_only`: only the pods that waited for capacity to free (room after their creation).
     """
     parts: dict[str, list[float]] = {p: [] for p in PARTS}
-    for name, (ready, seen, waited) in ready_bound.items():
-        record = binds.get(name)
+    snaps, rvs = trace.snaps, trace.rvs
+    for name, (ready, seen, waited, rv) in ready_bound.items():
+        record = trace.binds.get(name)
         if record is None or (waited_only and not waited):
             continue
         snap, decided, bound = float(record["snap"]), float(record["decided"]), float(record["bound"])
-        i = bisect.bisect_left(snaps, ready)
-        first = snaps[i] if i < len(snaps) and snaps[i] <= snap else snap
-        loop, policy = (first - ready, snap - first) if snap >= ready else (0.0, 0.0)
-        values = {"loop": loop, "policy": policy, "pass": decided - snap, "bind": bound - decided,
-                  "watch": seen - bound}  # fmt: skip
-        values["scheduler"] = values["loop"] + values["pass"] + values["bind"]
+        loop = copy = policy = 0.0
+        if snap >= ready:
+            i = bisect.bisect_left(snaps, ready)
+            first = snaps[i] if i < len(snaps) and snaps[i] <= snap else snap
+            while i < len(snaps) and snaps[i] < snap and 0 < rvs[i] < rv:
+                i += 1  # this pass's copy had not seen the event yet
+            visible = snaps[i] if i < len(snaps) and snaps[i] <= snap else snap
+            loop, copy, policy = first - ready, visible - first, snap - visible
+        values = {"loop": loop, "copy": copy, "policy": policy, "pass": decided - snap,
+                  "bind": bound - decided, "watch": seen - bound}  # fmt: skip
+        values["scheduler"] = loop + copy + values["pass"] + values["bind"]
         for part, value in values.items():
             parts[part].append(value)
     return {p: sorted(v) for p, v in parts.items()}

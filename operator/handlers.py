@@ -15,7 +15,8 @@ Thin on purpose: all decisions are the `Controller`'s (`gputwin.operator.control
 asyncio plumbing is `OperatorService`'s (`gputwin.operator.service`). Here:
 
 - on startup: settings, the Controller factory (a `KubeStore` + the chosen backend), the
-  reconcile loop and the probe server; on cleanup: stop them (a pass in flight completes).
+  reconcile loop and the probe server; on cleanup: stop them (a pass in flight completes), then
+  send the status writes still pending and stop the watches.
   The loop is one operator-wide asyncio task that sleeps until `controller.next_event()`: kopf's
   timers and daemons exist per object, and the next event belongs to the whole cluster;
 - under `GPUTWIN_BACKEND=kubernetes`, no kopf handler on pods or nodes: the backend keeps its own
@@ -29,6 +30,14 @@ asyncio plumbing is `OperatorService`'s (`gputwin.operator.service`). Here:
   error keeps it): a pass lists none of them, and a change to one (created, deleted, spec edited)
   pokes the loop from its watch thread, so a pass never runs on a copy that lacks the change that
   woke it for long. Our own status writes go into the copy as the API server returns them;
+- the statuses of SwitchTopology, GPUPartition and SchedulingPolicy (`CLUSTER_KINDS`: reports the
+  operator never rebuilds state from, yet their counts change every pass) are written off the pass
+  by one `StatusWriter` per process (`gputwin.adapters.kube.status_writer`: its own thread and client,
+  latest wins per object, a pass reads its own pending writes). One per process like the copy, so
+  a Controller rebuilt after a failed pass reads the writes the old one left in flight and nothing
+  waits for them; cleanup sends what is pending (at most `FLUSH_SECONDS`) before the watches stop.
+  GPUJob and TraceReplay statuses stay synchronous: GPUJob statuses are what a restarted operator
+  adopts, and their events must precede them;
 - for each of the five kinds kopf keeps `resume`, `create`, `update` and (optional) `delete`
   handlers, plus an `event` handler for DELETED — all of them only `poke()` the loop, which reads
   everything anyway. The DELETED spy is needed because without finalizers kopf calls no `delete` handler
@@ -64,9 +73,12 @@ from typing import Any
 import kopf
 
 from gputwin.adapters.kube import COMPONENT, KubeStore
+from gputwin.adapters.kube.status_writer import StatusWriter
+from gputwin.adapters.kube.store import FLUSH_SECONDS
 from gputwin.adapters.kube.watch import ObjectWatches
 from gputwin.api.crdgen import NAMES
 from gputwin.api.meta import GROUP, VERSION
+from gputwin.operator.cluster import CLUSTER_KINDS
 from gputwin.operator.config import ConfigError, OperatorConfig
 from gputwin.operator.controller import Controller
 from gputwin.operator.kube_backend import on_cluster_change
@@ -94,27 +106,41 @@ def configure(settings: kopf.OperatorSettings) -> None:
 
 
 class SharedObjects:
-    """The process's watched copy of the gputwin objects, made by the first Controller that needs it
-    (on the reconcile thread: no credentials is then a failed pass, like the store's own)."""
+    """The process's watched copy of the gputwin objects and its writer of the cluster kinds'
+    statuses, made by the first Controller that needs them (on the reconcile thread: no credentials
+    is then a failed pass, like the store's own)."""
 
     def __init__(self, namespace: str | None, wake: Callable[[], None] | None = None) -> None:
         self.namespace, self.wake = namespace, wake
         self.watches: ObjectWatches | None = None
+        self.writer: StatusWriter | None = None
 
     def get(self) -> ObjectWatches:
         if self.watches is None:
             self.watches = ObjectWatches.connect(self.namespace, self.wake)
         return self.watches
 
-    def stop(self) -> None:
+    def status_writer(self) -> StatusWriter:
+        if self.writer is None:
+            self.writer = StatusWriter.connect(CLUSTER_KINDS, self.namespace, self.get())
+        return self.writer
+
+    def stop(self, timeout: float = FLUSH_SECONDS) -> None:
+        """Send the pending status writes (at most `timeout` s: blocking, call it off the event
+        loop), then stop the watches; after the reconcile loop has stopped, so no pass puts more."""
+        if self.writer is not None:
+            self.writer.close(timeout)
         if self.watches is not None:
             self.watches.stop()
 
 
 def make_controller(config: OperatorConfig, objects: SharedObjects | None = None) -> Controller:
     """A fresh Controller on the API server; it adopts whatever the statuses say is running.
-    `objects`: the process's watched copy of the gputwin objects (None: list them every pass)."""
-    store = KubeStore.connect(config.namespace or None, cache=objects.get() if objects else None)
+    `objects`: the process's watched copy of the gputwin objects and its status writer (None: list
+    them every pass, write every status synchronously)."""
+    cache = objects.get() if objects else None
+    writer = objects.status_writer() if objects else None
+    store = KubeStore.connect(config.namespace or None, cache=cache, writer=writer)
     return Controller(store, build_backend(config.backend), deployer=build_deployer(config.backend))
 
 
@@ -151,8 +177,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         await memo["service"].stop()
     if "probes" in memo:
         await memo["probes"].cleanup()
-    if "objects" in memo:
-        memo["objects"].stop()
+    if "objects" in memo:  # the loop has stopped: send the statuses it left pending, then stop watching
+        await asyncio.to_thread(memo["objects"].stop)
 
 
 @kopf.on.login()

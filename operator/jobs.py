@@ -161,7 +161,8 @@ class JobControl:
 
     def _forget(self, seen: dict[str, Seen], now: float) -> None:
         """Deleted GPUJobs leave the scheduler; a running one stops and frees its GPUs."""
-        for job_id in [j for j in self.live if j not in seen and not is_pod_job(j)]:
+        # A set difference, not a walk of every live job: a busy cluster has thousands (plain Pods too).
+        for job_id in sorted(j for j in self.live.keys() - seen.keys() if not is_pod_job(j)):
             del self.live[job_id]
             if self.scheduler is not None and job_id in self.scheduler.jobs:
                 if self.scheduler.jobs[job_id].phase is Phase.RUNNING:

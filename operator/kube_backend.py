@@ -6,17 +6,20 @@ plus what `JobControl` uses on a real cluster (`observe`, `failures`, `pod_jobs`
 
 One reconcile pass, as JobControl drives it:
 
-1. `observe(cluster, now)`: the Nodes and every pod not yet ended (the pass's snapshot: ours are
-   those with `schedulerName=gputwin`), read from this process's watched copy of both
+1. `observe(cluster, now)`: the Nodes and every pod not yet ended (ours are those with
+   `schedulerName=gputwin`), from this process's watched copy of both
    (`gputwin.adapters.kube.watch`: one list, then watch events; no list per pass, no read per
-   pod; a backend made without a watch lists both). Returns the declared nodes that must take no
+   pod; a backend made without a watch lists both). A pass applies only what changed since the
+   last one to its view (`gputwin.operator.kube_view`), and the later steps look only at the pods
+   and runs those changes touch; every `FULL_SECONDS`, and at its first pass, it starts over from
+   the whole copy. Returns the declared nodes that must take no
    new work (NotReady, cordoned, untolerated taint, too few allocatable GPUs, labels
    disagreeing with the topology: `gputwin.adapters.kube.nodes`); JobControl hands them to
    `Scheduler.set_out_of_service`. The `nvidia.com/gpu` requests of bound pods of other
    schedulers (kube-scheduler's on a shared node) are summed per node: `held_by_others()`, which
    JobControl hands to `Scheduler.set_external_use`, so placers never count those GPUs as free.
 2. `adopt` (after a restart): a Running GPUJob's run is found again by its pods' `gputwin.io/job-id`.
-3. `finished` / `failures`: from the snapshot, and from the pods the watch saw end or vanish
+3. `finished` / `failures`: from the view, and from the pods the watch saw end or vanish
    since the last pass (a pod it has not shown yet, just created, counts as pending; one still
    unseen after `UNSEEN_SECONDS` is read once). A run whose pods all Succeeded is finished. A
    Failed pod fails the job (`Failure(retry=False)`: the GPUJob shows Failed; the gang's other pods
@@ -34,7 +37,7 @@ One reconcile pass, as JobControl drives it:
 5. `stop`: the run's pods are deleted with the partition policy's `checkpointSeconds` as grace.
 
 Plain Pods (`pod_jobs`, `start_batch`, `pod_event`): `gputwin.operator.kube_plain_pods`, which
-shares this backend's snapshot and runs; their binds are made off the pass, and one that failed
+shares this backend's view and runs; their binds are made off the pass, and one that failed
 is among the next pass's `failures` (`retry=True`: the pod is queued again). `close()` stops the bind threads: a Controller rebuilt
 after a failed pass gets a new backend, and the old one's threads must not linger.
 With `GPUTWIN_BIND_TRACE=FILE` every pass's snapshot and every bind are timed into FILE
@@ -52,28 +55,27 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import ConfigException
 
-from gputwin.adapters.kube.nodes import Expected, held_by_others, out_of_service
+from gputwin.adapters.kube.nodes import held_given
 from gputwin.adapters.kube.pods import (
     ATTEMPT_LABEL,
-    JOB_ID,
     JOB_LABEL,
-    SCHEDULER,
     BindPool,
     PodApi,
     PodPlan,
-    gpus_of,
     job_pod,
     label_value,
     reason_of,
 )
-from gputwin.adapters.kube.watch import ClusterWatch
+from gputwin.adapters.kube.watch import ClusterWatch, Ended
+from gputwin.adapters.kube.watch import key_of as watched_key
 from gputwin.api.status import Backend as BackendName
 from gputwin.core.decision import Start
 from gputwin.core.model import ClusterSpec
 from gputwin.operator.backends import BackingOff, Failure, LiveBackend, PodJobs, StartRefused, is_pod_job
 from gputwin.operator.config import ConfigError
-from gputwin.operator.kube_plain_pods import Metrics, PlainPods, Run, epoch, job_id_of, key_of, phase_of
+from gputwin.operator.kube_plain_pods import Metrics, PlainPods, epoch, job_id_of, key_of, phase_of
 from gputwin.operator.kube_trace import BindTrace
+from gputwin.operator.kube_view import Key, NodeView, PodView, Run, Runs
 from gputwin.operator.metrics import (
     record_binding_error,
     record_event_dropped,
@@ -109,6 +111,10 @@ BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 BIND_THREADS = 32
 SYNC_SECONDS = 60.0  # the watches' first list (10,000 pods take a few seconds)
 UNSEEN_SECONDS = 30.0  # a pod we made that the watch has not shown by then is read once
+# Every pass applies only what the watches changed (`gputwin.operator.kube_view`); this often (and
+# after every restart) a pass starts over from the whole copy, as an informer resyncs: a safety net,
+# rare because a full pass over a 10,000-pod burst takes a few hundred ms that every pod waits.
+FULL_SECONDS = 120.0
 
 _WATCH: ClusterWatch | None = None
 _WAKE: list[Callable[[], None]] = []
@@ -155,10 +161,15 @@ class KubernetesBackend:
         self.metrics, self.trace = metrics, trace
         self.plain = PlainPods(api, binder=binder, metrics=metrics, events=pod_events, trace=trace)
         self._cluster: ClusterSpec | None = None
-        self._pods: dict[tuple[str, str], Obj] = {}  # this pass's snapshot
-        self._plain: dict[tuple[str, str], Obj] = {}  # of it, the plain Pods (no GPUJob)
-        self._gang: dict[tuple[str, str], Obj] = {}  # of it, the GPUJobs' pods
-        self._runs: dict[str, Run] = {}
+        self._view = PodView(self.namespace)
+        self._nodes = NodeView(self.tolerated)
+        self._pods = self._view.ours  # our live pods as of this pass (kept up to date, never copied)
+        self._plain = self._view.plain  # of them, the plain Pods (no GPUJob)
+        self._gang = self._view.gang  # of them, the GPUJobs' pods
+        self._changed: dict[Key, None] | None = None  # pods changed for this pass; None: look at all
+        self._full_at: float | None = None  # when a pass last started over from the whole copy
+        self._suspects: set[Key] = set()  # GPUJob pods a run let go of: the orphan scan looks at them
+        self._runs = Runs()
         self._failures: list[Failure] = []
         self._out: dict[str, str] = {}
         self._held: dict[str, int] = {}  # declared node -> GPUs other schedulers' pods hold there
@@ -196,65 +207,62 @@ class KubernetesBackend:
     # --- each pass ----------------------------------------------------------------------------
 
     def observe(self, cluster: ClusterSpec, now: float) -> dict[str, str]:
-        """Read nodes and pods for this pass; the declared nodes out of service, with why."""
+        """Bring the view of pods and nodes up to date for this pass; the declared nodes out of
+        service, with why."""
         self._cluster = cluster
         for job_id, (failed, not_before) in list(self._retry.items()):
             if 0 < not_before <= now:  # due: may start again, and is no longer a wake-up (count kept)
                 self._retry[job_id] = (failed, 0.0)
-        pods, nodes = self._read()
+        full = (
+            self.watch is None  # a list is the whole cluster anyway
+            or self._full_at is None  # the first pass of this backend
+            or not 0 <= now - self._full_at < FULL_SECONDS
+        )
+        pods, nodes = self._read(full)
         self.plain.snapshot_at = BindTrace.now()
         if self.trace is not None:
-            self.trace.snapshot(self.plain.snapshot_at)
-        self._pods, self._plain, self._gang = {}, {}, {}
-        ours, plain, gang = self._pods, self._plain, self._gang
-        foreign: dict[str, int] = {}
-        namespace = self.namespace
-        for pod in pods:  # every live pod each pass: key_of and job_id_of inlined
-            spec = pod.get("spec") or {}
-            if spec.get("schedulerName") == SCHEDULER:
-                meta = pod["metadata"]
-                if namespace is None or meta["namespace"] == namespace:
-                    key = (meta["namespace"], meta["name"])
-                    ours[key] = pod
-                    # split once here: the plain-Pod queue and the orphan scan each walk only their half
-                    (gang if (meta.get("annotations") or {}).get(JOB_ID) else plain)[key] = pod
-            elif spec.get("nodeName"):  # bound, not ended; still holding while being deleted
-                foreign[spec["nodeName"]] = foreign.get(spec["nodeName"], 0) + gpus_of(pod)
-        partition_of = {n: p.name for p in cluster.partitions for n in p.nodes}
-        expected = {
-            n.name: Expected(n.switch, n.gpus, partition_of.get(n.name)) for n in cluster.topology.nodes
-        }
-        self._held = held_by_others(nodes, expected, foreign)
-        out = out_of_service(nodes, expected, self.tolerated)
+            self.trace.snapshot(self.plain.snapshot_at, self.watch.pods.taken if self.watch else "")
+        if full:
+            self._full_at = now
+            self._view.clear()
+        for key, pod in pods.items():
+            self._view.apply(key, pod)
+        self._changed = None if full else dict.fromkeys(pods)
+        self._nodes.update(cluster, nodes, full)
+        self._held = held_given(self._nodes.allocatable, self._nodes.expected, self._view.foreign)
+        out = self._nodes.problems
         if out != self._out:
             for node, why in sorted(out.items()):
                 if self._out.get(node) != why:
                     log.warning("node %s is out of service: %s", node, why)
             for node in sorted(set(self._out) - set(out)):
                 log.info("node %s is back in service", node)
-            self._out = out
-        return out
+            self._out = dict(out)
+        return dict(out)
 
-    def _read(self) -> tuple[list[Obj], list[Obj]]:
-        """This pass's pods (not ended, every namespace: other schedulers' pods hold GPUs on shared
-        nodes wherever they are) and nodes: from the watched copy, else listed."""
+    def _read(self, full: bool) -> tuple[dict[Key, Obj | None], dict[Key, Obj | None]]:
+        """The pods (not ended, every namespace: other schedulers' pods hold GPUs on shared nodes
+        wherever they are) and nodes that changed since the last pass (all of them when `full`):
+        from the watched copy, else listed (always all)."""
         if self.watch is None:
-            return self.api.pods(field_selector=ACTIVE), self.api.nodes()
+            listed = self.api.pods(field_selector=ACTIVE), self.api.nodes()
+            return tuple({watched_key(o): o for o in objs} for objs in listed)  # type: ignore[return-value]
         if not self.watch.wait_synced(SYNC_SECONDS):
             raise RuntimeError(f"the pod and node watches have not listed in {SYNC_SECONDS:g} s")
-        pods, ended = self.watch.pods.snapshot()
-        nodes, _ = self.watch.nodes.snapshot()
-        tracked = self._tracked()
-        for key, end in ended.items():  # how runs ended, as the watch saw it (no read per pod)
+        pods, ended = self.watch.pods.changes(full)
+        nodes, _ = self.watch.nodes.changes(full)
+        self._note_ended(ended)
+        return pods, nodes
+
+    def _note_ended(self, ended: dict[Key, Ended]) -> None:
+        """How runs ended, as the watch saw it (no read per pod)."""
+        tracked = self._runs.job_of
+        for key, end in ended.items():
             if key in tracked:
                 if end.gone:
                     self._gone.add(key)
                 else:
                     self._terminal[key] = end.pod
-        return list(pods.values()), list(nodes.values())
-
-    def _tracked(self) -> set[tuple[str, str]]:
-        return {(run.namespace, n) for run in self._runs.values() for n in run.pods}
 
     def held_by_others(self) -> dict[str, int]:
         """Declared node -> GPUs that pods of other schedulers hold there (from the last `observe`)."""
@@ -293,7 +301,7 @@ class KubernetesBackend:
                         spec.get("podTemplate"), job, self.tolerated)
                 for i, (node, (_, gpus)) in enumerate(zip(node_names, start.slots))]  # fmt: skip
         self._place_gang(namespace, list(zip(pods, node_names)), start.partition)
-        self._runs[job_id] = Run(namespace, tuple(p["metadata"]["name"] for p in pods), start.partition)
+        self._runs.add(job_id, Run(namespace, tuple(p["metadata"]["name"] for p in pods), start.partition))
         if self.metrics is not None and status.get("submitTime"):
             self.metrics.schedule_latency(now - epoch(status["submitTime"], now))
 
@@ -315,11 +323,13 @@ class KubernetesBackend:
         for pod in mine:  # ended while we were down (the watch reports no end of a pod it never saw live)
             if pod["metadata"]["name"] in names and phase_of(pod) in DONE:
                 self._terminal[key_of(pod)] = pod
-        self._runs[job_id] = Run(namespace, names, start.partition)
+            elif pod["metadata"]["name"] not in names:
+                self._suspects.add(key_of(pod))  # not this run's: an orphan, deleted by `finished`
+        self._runs.add(job_id, Run(namespace, names, start.partition))
 
     def stop(self, job_id: str) -> None:
         self._retry.pop(job_id, None)
-        run = self._runs.pop(job_id, None)
+        run = self._runs.remove(job_id)
         self.plain.queued.discard(job_id)
         if run is None:
             return
@@ -334,19 +344,22 @@ class KubernetesBackend:
     def finished(self, now: float) -> list[str]:
         done: list[str] = []
         self._failures = self.plain.collect(self._runs)  # plain Pods whose bind failed since the last pass
-        for job_id, run in list(self._runs.items()):
+        for job_id in self._to_check():
+            run = self._runs.get(job_id)
+            assert run is not None
             if self._still_running(run):
-                continue  # the common case, checked without building lists (the pass walks every run)
+                self._runs.recheck.discard(job_id)  # until one of its pods changes
+                continue
             pods = [self._pods.get((run.namespace, n)) or self._ended(run.namespace, n, now)
                     for n in run.pods]  # fmt: skip
             live = [p for p in pods if p is not None and not p["metadata"].get("deletionTimestamp")]
             if not run.pods or len(live) < len(pods):
-                del self._runs[job_id]
+                self._runs.remove(job_id)
                 self._failures.append(Failure(job_id, "PodsLost", "its pods were deleted outside the scheduler",
                                               retry=not is_pod_job(job_id)))  # fmt: skip
                 self.stop_pods(run, [p for p in live if phase_of(p) not in DONE])
             elif any(phase_of(p) == "Failed" for p in live):
-                del self._runs[job_id]
+                self._runs.remove(job_id)
                 failed = next(p for p in live if phase_of(p) == "Failed")
                 why = (
                     (failed.get("status") or {}).get("message")
@@ -357,14 +370,25 @@ class KubernetesBackend:
                 self._failures.append(Failure(job_id, "PodFailed", message, retry=False))
                 self.stop_pods(run, [p for p in live if phase_of(p) not in DONE])
             elif all(phase_of(p) == "Succeeded" for p in live):
-                del self._runs[job_id]
+                self._runs.remove(job_id)
                 done.append(job_id)
-        tracked = self._tracked()
-        self._terminal = {k: v for k, v in self._terminal.items() if k in tracked}
-        self._gone &= tracked
-        self._unseen = {k: v for k, v in self._unseen.items() if k in tracked and k not in self._pods}
+        tracked = self._runs.job_of
+        if self._terminal:
+            self._terminal = {k: v for k, v in self._terminal.items() if k in tracked}
+        self._gone &= tracked.keys()
+        if self._unseen:
+            self._unseen = {k: v for k, v in self._unseen.items() if k in tracked and k not in self._pods}
         self._delete_orphans()
         return done
+
+    def _to_check(self) -> list[str]:
+        """The runs `finished` looks at, in the order they began: all of them on a full pass; else
+        those whose pods changed, and those not seen running yet (`Runs.recheck`)."""
+        if self._changed is None:
+            return list(self._runs)
+        job_of = self._runs.job_of
+        touched = {job_of[key] for key in self._changed if key in job_of}
+        return self._runs.in_order(touched | self._runs.recheck)
 
     def failures(self, now: float) -> list[Failure]:
         """The runs that ended without success in the last `finished` (each reported once)."""
@@ -379,8 +403,8 @@ class KubernetesBackend:
     # --- plain Pods (gputwin.operator.kube_plain_pods) ----------------------------------------------
 
     def pod_jobs(self, now: float) -> PodJobs:
-        """Pods with `schedulerName: gputwin` and no GPUJob, from this pass's snapshot."""
-        return self.plain.jobs(self._plain, self._runs, self._largest_node(), now)
+        """Pods with `schedulerName: gputwin` and no GPUJob, from this pass's view."""
+        return self.plain.jobs(self._plain, self._runs, self._largest_node(), now, self._changed)
 
     def start_batch(
         self, starts: Sequence[tuple[Start, Sequence[str]]], now: float
@@ -421,8 +445,15 @@ class KubernetesBackend:
             raise
 
     def _delete_orphans(self) -> None:
-        tracked = {(run.namespace, n) for run in self._runs.values() for n in run.pods}
-        for key, pod in self._gang.items():
+        """Delete GPUJob pods no run accounts for: of the pods changed this pass (all on a full
+        pass) and those a run let go of (`_suspects`)."""
+        tracked, gang = self._runs.job_of, self._gang
+        keys = gang if self._changed is None else [
+            k for k in dict.fromkeys((*self._changed, *self._suspects)) if k in gang
+        ]
+        self._suspects.clear()
+        for key in list(keys):
+            pod = gang[key]
             if key in tracked or pod["metadata"].get("deletionTimestamp"):
                 continue
             if phase_of(pod) not in DONE:
@@ -430,7 +461,7 @@ class KubernetesBackend:
                 self.api.delete(key[0], key[1], 0)
 
     def _still_running(self, run: Run) -> bool:
-        """Every pod of `run` in this pass's snapshot, none being deleted or ended: `finished` has
+        """Every pod of `run` in this pass's view, none being deleted or ended: `finished` has
         nothing to do for it (and `_ended`, with its side effects, is not needed)."""
         if not run.pods:
             return False

@@ -1,8 +1,8 @@
 """Plain Pods with `schedulerName: gputwin` (no GPUJob) as jobs of the Kubernetes backend.
 
 `PlainPods` is the plain-Pod half of `gputwin.operator.kube_backend.KubernetesBackend`, which
-hands it the pass's snapshot of pods and the runs it tracks (`Run`, shared with GPUJobs, defined
-here with the pod helpers both halves use).
+hands it the pass's view of pods and the runs it tracks (`Run`, `Runs`: `gputwin.operator.kube_view`);
+the pod helpers both halves use are here.
 
 An unbound pod with `schedulerName: gputwin` is a job `pod:<ns>/<name>` routed by its label
 `gputwin.io/task-type` (or that annotation; neither: task type "default"), with `nvidia.com/gpu`
@@ -23,7 +23,7 @@ not queued again.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -33,6 +33,7 @@ from gputwin.core.decision import Start
 from gputwin.core.model import JobSpec
 from gputwin.operator.backends import POD_PREFIX, Failure, PodJobs
 from gputwin.operator.kube_trace import BindTrace
+from gputwin.operator.kube_view import Run, Runs
 
 TASK_TYPE = "gputwin.io/task-type"
 DURATION = "gputwin.io/duration-seconds"
@@ -51,15 +52,6 @@ class Metrics(Protocol):
     def preemption(self, partition: str) -> None: ...
 
     def schedule_latency(self, seconds: float) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Run:
-    """A job's current run: its pods (namespace, names) and the partition it runs in."""
-
-    namespace: str
-    pods: tuple[str, ...]
-    partition: str
 
 
 def key_of(pod: Obj) -> Key:
@@ -101,7 +93,7 @@ class _Bind:
 
 
 class PlainPods:
-    """Queues, binds and reports plain Pods; shares the backend's snapshot and runs."""
+    """Queues, binds and reports plain Pods; shares the backend's view and runs."""
 
     def __init__(
         self,
@@ -122,30 +114,41 @@ class PlainPods:
         self._done: list[BindResult] = []  # made by the pool's threads, collected by the next pass
         self._lock = threading.Lock()
 
-    def jobs(self, pods: Mapping[Key, Obj], runs: dict[str, Run], largest: int, now: float) -> PodJobs:
-        """Jobs of `pods`: this pass's snapshot of the Pods with `schedulerName: gputwin` and no
-        GPUJob (the backend's `observe` split them from the GPUJobs' pods)."""
+    def jobs(self, pods: Mapping[Key, Obj], runs: Runs, largest: int, now: float,
+             changed: Iterable[Key] | None = None) -> PodJobs:  # fmt: skip
+        """Jobs of `pods`: the Pods with `schedulerName: gputwin` and no GPUJob, as of this pass (the
+        backend's view). `changed`: the pods (any) that changed since the last call; only those are
+        looked at. None: every pod, and every queued job (a full pass)."""
+        if changed is None:
+            keys: Iterable[Key] = [*pods, *(k for k in map(pod_key, sorted(self.queued)) if k not in pods)]
+        else:
+            keys = changed
         new: list[JobSpec] = []
         running = []
-        seen: set[str] = set()
-        for pod in pods.values():
-            meta = pod["metadata"]
-            job_id = f"{POD_PREFIX}{meta['namespace']}/{meta['name']}"
-            if job_id in runs and job_id not in self.queued:
-                continue  # bound by us; the copy may not show the binding yet (tested first: most pods)
-            if meta.get("deletionTimestamp") or phase_of(pod) in DONE:
+        gone: list[str] = []
+        queued = self.queued
+        for key in keys:
+            job_id = f"{POD_PREFIX}{key[0]}/{key[1]}"
+            is_queued = job_id in queued
+            if job_id in runs and not is_queued:
+                continue  # bound by us; the view may not show the binding yet (tested first: most pods)
+            pod = pods.get(key)
+            if pod is None or pod["metadata"].get("deletionTimestamp") or phase_of(pod) in DONE:
+                if is_queued:
+                    gone.append(job_id)  # ended or deleted before we bound it
                 continue
             node = (pod.get("spec") or {}).get("nodeName")
             if node:
-                if job_id not in runs and job_id not in self.queued:
+                if is_queued:
+                    gone.append(job_id)  # queued here but bound by someone else: gone from our queue
+                elif job_id not in runs:
                     spec = pod_spec(job_id, pod, now)  # bound before a restart: account it again
                     since = epoch((pod.get("status") or {}).get("startTime"), now)
                     running.append((spec, ((str(node), spec.gpus),), since))
-                    runs[job_id] = Run(meta["namespace"], (meta["name"],), "")
-                continue  # queued here but bound by someone else: gone from our queue (below)
-            seen.add(job_id)
-            if job_id not in self.queued:
-                self.queued.add(job_id)
+                    runs.add(job_id, Run(key[0], (key[1],), ""))
+                continue
+            if not is_queued:
+                queued.add(job_id)
                 spec = pod_spec(job_id, pod, now)
                 if spec.gpus > largest:  # one pod, one node: it can never be placed
                     if job_id not in self._unplaceable:
@@ -154,12 +157,11 @@ class PlainPods:
                                    "Warning")  # fmt: skip
                     continue
                 new.append(spec)
-        gone = tuple(sorted(self.queued - seen))
-        self.queued.difference_update(gone)
-        return PodJobs(tuple(new), tuple(running), gone)
+        queued.difference_update(gone)
+        return PodJobs(tuple(new), tuple(running), tuple(sorted(gone)))
 
     def start_batch(self, starts: Sequence[tuple[Start, Sequence[str]]], pods: Mapping[Key, Obj],
-                    runs: dict[str, Run], now: float) -> list[tuple[str, str | None]]:  # fmt: skip
+                    runs: Runs, now: float) -> list[tuple[str, str | None]]:  # fmt: skip
         """Hand plain Pods (one node each) to the bind pool; (job id, error or None) each. A bind
         that fails later is reported by `collect`."""
         decided = BindTrace.now()
@@ -176,13 +178,13 @@ class PlainPods:
                                            self.snapshot_at)  # fmt: skip
             binds.append((*key, names[0]))
             self.queued.discard(start.job_id)
-            runs[start.job_id] = Run(key[0], (key[1],), start.partition)  # taken now, as if bound
+            runs.add(start.job_id, Run(key[0], (key[1],), start.partition))  # taken now, as if bound
             results.append((start.job_id, None))
         if binds:
             self._bind(binds, pods)
         return results
 
-    def collect(self, runs: dict[str, Run]) -> list[Failure]:
+    def collect(self, runs: Runs) -> list[Failure]:
         """The binds that failed since the last call, as failures to queue again (their runs dropped)."""
         with self._lock:
             done, self._done = self._done, []
@@ -194,7 +196,7 @@ class PlainPods:
             run = runs.get(job_id)
             if run is None or run.pods != (result.name,):
                 continue  # stopped meanwhile (preempted, deleted): nothing to give back twice
-            del runs[job_id]
+            runs.remove(job_id)
             self.queued.add(job_id)
             failed.append(Failure(job_id, "FailedStart", f"binding to {result.node} failed: {result.error}",
                                   retry=True))  # fmt: skip
@@ -262,4 +264,4 @@ def pod_spec(job_id: str, pod: Obj, now: float) -> JobSpec:
     return JobSpec(job_id, submit, duration, gpus_of(pod), task, name=str(meta["name"]))
 
 
-__all__ = ["Metrics", "PlainPods", "Run", "epoch", "job_id_of", "key_of", "phase_of", "pod_spec"]
+__all__ = ["Metrics", "PlainPods", "Run", "Runs", "epoch", "job_id_of", "key_of", "phase_of", "pod_spec"]

@@ -2,10 +2,12 @@
 
 With `GPUTWIN_BIND_TRACE=FILE` the backend appends one JSON object per line to FILE:
 
-    {"snap": T}                                                 a pass read its snapshot of the cluster
+    {"snap": T, "rv": R}                                        a pass read its snapshot of the cluster
     {"pod": "ns/name", "snap": T, "decided": T, "bound": T, "ok": true}    one bind of a plain Pod
 
-`snap` is when the pass that decided read the watched copy, `decided` when the pass handed the
+`snap` is when the pass that decided read the watched copy, `rv` the resourceVersion of the last
+pod event that copy held then (etcd's revision: a benchmark watching the same pods can tell
+whether the pass could see an event it saw), `decided` when the pass handed the
 pod to the bind pool, `bound` when the Binding call returned. Times are `time.monotonic()`:
 CLOCK_MONOTONIC is one clock for every process of the machine, so the benchmark (another
 process) can line them up with its own watch's times. The trace is diagnostics, not state: a
@@ -43,8 +45,8 @@ class BindTrace:
     def now() -> float:
         return time.monotonic()
 
-    def snapshot(self, at: float) -> None:
-        self._write({"snap": round(at, 4)})
+    def snapshot(self, at: float, rv: str = "") -> None:
+        self._write({"snap": round(at, 4), **({"rv": int(rv)} if rv.isdigit() else {})})
 
     def bound(self, pod: str, snap: float, decided: float, bound: float, ok: bool) -> None:
         self._write({"pod": pod, "snap": round(snap, 4), "decided": round(decided, 4),

@@ -84,6 +84,14 @@ def held_by_others(
     per node requested by bound pods that are not ours). A node may advertise more GPUs than
     declared; others' pods use that surplus first, only the rest is taken from what we declared."""
     allocatable = {str((n.get("metadata") or {}).get("name")): node_gpus(n) for n in nodes}
+    return held_given(allocatable, expected, foreign)
+
+
+def held_given(
+    allocatable: Mapping[str, int], expected: Mapping[str, Expected], foreign: Mapping[str, int]
+) -> dict[str, int]:
+    """`held_by_others` from each node's allocatable GPUs (node name -> count), for a caller that
+    keeps those up to date itself instead of re-reading every Node."""
     held: dict[str, int] = {}
     for name, gpus in foreign.items():
         want = expected.get(name)
@@ -95,4 +103,6 @@ def held_by_others(
     return held
 
 
-__all__ = ["PARTITION_LABEL", "SWITCH_LABEL", "Expected", "held_by_others", "node_problem", "out_of_service"]
+__all__ = [
+    "PARTITION_LABEL", "SWITCH_LABEL", "Expected", "held_by_others", "held_given", "node_problem", "out_of_service",
+]

@@ -34,6 +34,15 @@ Threads: a `KubeStore` is meant for ONE thread. The operator calls it only from 
 reconcile worker thread (`gputwin.operator.service`); the uid cache it keeps for events is a
 plain dict with no lock. The underlying `ApiClient` (urllib3 pool) could be shared, the store
 object should not.
+
+Deferred status writes (`writer`, a `StatusWriter`): the statuses of the kinds the writer is for
+(the operator hands it SwitchTopology, GPUPartition and SchedulingPolicy: reports it never
+rebuilds state from) are not written by `patch_status` but handed to the writer, whose own thread
+and `ApiClient` write them while the pass goes on; `list` and `get` show those kinds with the
+statuses still waiting to be written, so a pass reads its own writes exactly as if they had been
+made at once. Every other kind (GPUJob, TraceReplay) is written synchronously, as before. The
+class docstring of `StatusWriter` (`gputwin.adapters.kube.status_writer`) says how writes are
+coalesced and why nothing is lost.
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -68,8 +77,12 @@ PAGE = 500  # objects per list page
 COMPONENT = "gputwin-operator"
 EVENT_NAMESPACE = "default"  # where events about cluster-scoped objects go
 MESSAGE_LIMIT = 1024  # events.k8s.io's limit on a note; core/v1 has none, but kubectl shows one line
+FLUSH_SECONDS = 5.0  # how long closing a StatusWriter waits for the writes still pending
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from .status_writer import StatusWriter
 
 
 class ObjectNotFound(KeyError):
@@ -137,23 +150,50 @@ class KubeStore:
         instance: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         cache: ObjectCache | None = None,
+        writer: StatusWriter | None = None,
     ) -> None:
         self.namespace = namespace or None
         self.cache = cache
+        self.writer = writer  # writes the statuses of `writer.kinds` off this thread (module docstring)
         self.retry, self.component, self._sleep = retry, component, sleep
         self.instance = instance or socket.gethostname()
+        self._api = api
         self._objects = client.CustomObjectsApi(api)
         self._core = client.CoreV1Api(api)
         self._uids: dict[tuple[str, str | None, str], str] = {}
 
     @classmethod
-    def connect(cls, namespace: str | None = None, cache: ObjectCache | None = None) -> KubeStore:
+    def connect(
+        cls,
+        namespace: str | None = None,
+        cache: ObjectCache | None = None,
+        writer: StatusWriter | None = None,
+    ) -> KubeStore:
         """A store on the cluster this process is configured for (in-cluster or kubeconfig)."""
-        return cls(api_client(), namespace, cache=cache)
+        return cls(api_client(), namespace, cache=cache, writer=writer)
+
+    def close(self, timeout: float = FLUSH_SECONDS) -> bool:
+        """Wait (at most `timeout` s) until the status writes handed to the writer are made; True if
+        they all were. The writer itself may serve other stores (a Controller rebuilt after a failed
+        pass gets a new store, the same writer): its owner ends it (`StatusWriter.close`)."""
+        return self.writer.flush(timeout) if self.writer is not None else True
+
+    def close_client(self) -> None:
+        """Close the `ApiClient` (its connection pool); the store is not used afterwards."""
+        self._api.close()  # type: ignore[no-untyped-call]
+
+    def _deferred(self, kind: str) -> StatusWriter | None:
+        writer = self.writer
+        return writer if writer is not None and kind in writer.kinds else None
 
     # --- the Store protocol -------------------------------------------------------------------
 
     def list(self, kind: str) -> Objs:
+        found = self._list(kind)
+        writer = self._deferred(kind)
+        return writer.overlay(kind, found) if writer is not None else found
+
+    def _list(self, kind: str) -> Objs:
         copied = self.cache.objects(kind) if self.cache is not None else None
         if copied is not None:  # the objects are the copy's own: readers do not change them
             return sorted(copied, key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
@@ -174,7 +214,9 @@ class KubeStore:
         except ObjectNotFound:
             return None
         self._written(kind, copy.deepcopy(got))  # the caller's object is its own to change
-        return self._keep(kind, cast(Obj, got))
+        found = self._keep(kind, cast(Obj, got))
+        writer = self._deferred(kind)
+        return writer.overlay(kind, [found])[0] if writer is not None else found
 
     def get_configmap(self, namespace: str, name: str) -> dict[str, str] | None:
         request = functools.partial(
@@ -187,6 +229,9 @@ class KubeStore:
         return {str(k): str(v) for k, v in (got.data or {}).items()}
 
     def patch_status(self, kind: str, namespace: str | None, name: str, status: Obj) -> None:
+        writer = self._deferred(kind)
+        if writer is not None and writer.put(kind, namespace, name, status):
+            return  # the writer's thread writes it; `list`/`get` show it meanwhile
         got = self._object_call(kind, namespace, name, "patch_{}_custom_object_status", {"status": status},
                                 _content_type=MERGE_PATCH)  # fmt: skip
         self._written(kind, got)

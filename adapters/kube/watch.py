@@ -98,6 +98,10 @@ class Watched:
         self._lock = threading.Lock()
         self._objects: dict[Key, Obj] = {}
         self._ended: dict[Key, Ended] = {}
+        # keys changed since the last `changes` (a dict: in event order); None until a reader asks
+        self._touched: dict[Key, None] | None = None
+        self._applied = ""  # resourceVersion of the last event (or list) in the copy
+        self.taken = ""  # that version when `changes` last returned: what the reader's view includes
         self._version: str | None = None
         self._synced = threading.Event()
         self._stopped = threading.Event()
@@ -124,6 +128,22 @@ class Watched:
         with self._lock:
             ended, self._ended = self._ended, {}
             return dict(self._objects), ended
+
+    def changes(self, full: bool = False) -> tuple[dict[Key, Obj | None], dict[Key, Ended]]:
+        """What changed since the last call, for a reader that keeps its own view up to date:
+        each key touched meanwhile (in the order its events came) with its object now, None if it
+        left the copy; and the pods that ended (each reported once, as `snapshot` does). `full`:
+        every object in the copy instead (the reader starts over; nothing is reported as left), as
+        is the first call: changes are recorded only once somebody reads them.
+        One reader per copy: a call takes the changes it returns."""
+        with self._lock:
+            ended, self._ended = self._ended, {}
+            touched, self._touched = self._touched, {}
+            self.taken = self._applied
+            if full or touched is None:
+                return dict(self._objects), ended
+            objects = self._objects
+            return {key: objects.get(key) for key in touched}, ended
 
     def stop(self) -> None:
         """Stop following: the thread ends at once, also when blocked reading a quiet stream.
@@ -214,6 +234,7 @@ class Watched:
             self._objects = {}
             for key, obj in fresh.items():
                 self._put(key, obj if _newer(obj, old.get(key)) else old[key], key in old)
+            self._applied = version
         self._version = version
         self.behind = False
         self.lists += 1
@@ -250,6 +271,8 @@ class Watched:
         self.events += 1
         key = key_of(obj)
         with self._lock:
+            if version:
+                self._applied = str(version)
             old = self._objects.get(key)
             if not _newer(obj, old):  # we wrote a newer version already (`written`)
                 return False
@@ -264,6 +287,8 @@ class Watched:
     def _put(self, key: Key, obj: Obj, news: bool) -> None:
         """Into the copy; an ended pod out of it, reported if it ended just now (`news`: it was
         in the copy, or is new), not on every later change (its deletion, a label)."""
+        if self._touched is not None:
+            self._touched[key] = None
         if self.pods and _ended(obj):
             self._objects.pop(key, None)
             if news:
@@ -272,6 +297,8 @@ class Watched:
             self._objects[key] = obj
 
     def _leave(self, key: Key, obj: Obj, gone: bool) -> None:
+        if self._touched is not None:
+            self._touched[key] = None
         self._objects.pop(key, None)
         if self.pods:
             self._ended[key] = Ended(obj, gone)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from kube_scale import cluster_objects, leaf_of, workload
-from kube_scale_lib import Tracker, breakdown, percentile, read_trace
+from kube_scale_lib import Trace, Tracker, breakdown, percentile, read_trace
 
 KEYS = {"gputwin_pods_per_s", "kube_scheduler_pods_per_s", "ratio", "p99_bind_s", "overallocated_gpus",
         "lost_jobs", "double_bound"}  # fmt: skip
@@ -35,7 +35,7 @@ def pod_event(kind: str, uid: str, gpus: int, node: str | None = None, phase: st
     if node:
         spec["nodeName"] = node
     labels = {"bench.gputwin.io/phase": "a", "bench.gputwin.io/job": job or uid}
-    meta = {"uid": uid, "labels": labels, "resourceVersion": str(rv)}
+    meta = {"uid": uid, "name": uid, "namespace": "ns", "labels": labels, "resourceVersion": str(rv)}
     return {"type": kind, "object": {"metadata": meta, "spec": spec, "status": {"phase": phase}}}
 
 
@@ -107,6 +107,19 @@ def test_tracker_latency_room_and_lost() -> None:
     assert tracker.bound_count("a") == 2 and tracker.live_count("a") == 3 and view.lost == 1
 
 
+def test_ready_and_bound_names_the_event_a_scheduler_had_to_see() -> None:
+    tracker = Tracker({"n0": 8})
+    tracker.feed(pod_event("ADDED", "big", 8, rv=3), now=0.0)
+    tracker.feed(pod_event("ADDED", "small", 1, rv=4), now=0.5)
+    tracker.feed(pod_event("ADDED", "late", 1, rv=5), now=0.6)
+    tracker.feed(pod_event("MODIFIED", "big", 8, "n0", "Running", rv=6), now=2.0)
+    tracker.feed(pod_event("MODIFIED", "big", 8, "n0", "Succeeded", rv=9), now=10.0)  # room from here
+    tracker.feed(pod_event("MODIFIED", "small", 1, "n0", "Running", rv=12), now=10.5)
+    ready = {name.removeprefix("ns/"): r for name, r in tracker.ready_and_bound("a").items()}
+    assert ready["big"] == (0.0, 2.0, False, 3)  # room from the start: its own ADDED is what counts
+    assert ready["small"] == (10.0, 10.5, True, 9)  # room came with big's end, rv 9
+
+
 def test_workload_is_seeded_and_in_range() -> None:
     first, again = workload(500, 7, (5, 30)), workload(500, 7, (5, 30))
     assert first == again and first != workload(500, 8, (5, 30))
@@ -153,15 +166,21 @@ def test_tiny_run_on_a_real_control_plane(k8s_bin: Path) -> None:
     assert "pods bound per second" in done.stderr  # the table goes to stderr with --json
 
 
-# pod -> (ready, binding seen, waited for capacity), its trace record (snap, decided, bound), expected parts
+# pod -> (ready, binding seen, waited for capacity, resourceVersion of the event that gave it room), its
+# trace record (snap, decided, bound), expected parts. Snapshots at 1, 2, 3, 5 s held rvs 10, 20, 30, 50.
 BREAKDOWN = {
-    "ns/first-pass-after-room": ((1.5, 3.3, True), (2.0, 2.1, 3.2),
-                                 {"loop": 0.5, "policy": 0.0, "pass": 0.1, "bind": 1.1, "watch": 0.1, "scheduler": 1.7}),
-    "ns/passed-over-by-the-policy": ((0.5, 5.6, False), (5.0, 5.2, 5.5),
-                                     {"loop": 0.5, "policy": 4.0, "pass": 0.2, "bind": 0.3, "watch": 0.1, "scheduler": 1.0}),
-    "ns/decided-before-the-benchmark-saw-room": ((4.0, 4.5, True), (3.0, 3.1, 4.4),
-                                                 {"loop": 0.0, "policy": 0.0, "pass": 0.1, "bind": 1.3, "watch": 0.1,
-                                                  "scheduler": 1.4}),
+    "ns/first-pass-after-room": ((1.5, 3.3, True, 15), (2.0, 2.1, 3.2),
+                                 {"loop": 0.5, "copy": 0.0, "policy": 0.0, "pass": 0.1, "bind": 1.1, "watch": 0.1,
+                                  "scheduler": 1.7}),
+    "ns/passed-over-by-the-policy": ((0.5, 5.6, False, 5), (5.0, 5.2, 5.5),
+                                     {"loop": 0.5, "copy": 0.0, "policy": 4.0, "pass": 0.2, "bind": 0.3, "watch": 0.1,
+                                      "scheduler": 1.0}),
+    "ns/the-operators-copy-lagged": ((0.5, 5.6, True, 25), (5.0, 5.2, 5.5),
+                                     {"loop": 0.5, "copy": 2.0, "policy": 2.0, "pass": 0.2, "bind": 0.3, "watch": 0.1,
+                                      "scheduler": 3.0}),
+    "ns/decided-before-the-benchmark-saw-room": ((4.0, 4.5, True, 45), (3.0, 3.1, 4.4),
+                                                 {"loop": 0.0, "copy": 0.0, "policy": 0.0, "pass": 0.1, "bind": 1.3,
+                                                  "watch": 0.1, "scheduler": 1.4}),
 }  # fmt: skip
 
 
@@ -169,15 +188,22 @@ BREAKDOWN = {
 def test_breakdown_splits_the_wait_once_the_node_had_room(name: str) -> None:
     ready, (snap, decided, bound), expected = BREAKDOWN[name]
     record = {"pod": name, "snap": snap, "decided": decided, "bound": bound, "ok": True}
-    parts = breakdown({name: ready}, [1.0, 2.0, 3.0, 5.0], {name: record})
+    parts = breakdown({name: ready}, Trace([1.0, 2.0, 3.0, 5.0], [10, 20, 30, 50], {name: record}))
     assert {p: v[0] for p, v in parts.items()} == pytest.approx(expected)
-    assert len(breakdown({name: ready}, [1.0], {name: record}, waited_only=True)["scheduler"]) == int(ready[2])
+    waited = breakdown({name: ready}, Trace([1.0], [10], {name: record}), waited_only=True)["scheduler"]
+    assert len(waited) == int(ready[2])
+
+
+def test_a_trace_without_resource_versions_counts_no_copy_lag() -> None:
+    record = {"pod": "ns/a", "snap": 5.0, "decided": 5.2, "bound": 5.5, "ok": True}
+    parts = breakdown({"ns/a": (0.5, 5.6, True, 25)}, Trace([1.0, 2.0, 3.0, 5.0], [0, 0, 0, 0], {"ns/a": record}))
+    assert parts["copy"] == [0.0] and parts["policy"] == [4.0]
 
 
 def test_read_trace_keeps_successful_binds_and_skips_a_torn_line(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
-    lines = [{"snap": 2.0}, {"snap": 1.0}, {"pod": "ns/a", "snap": 1.0, "decided": 1.1, "bound": 1.2, "ok": False},
+    lines = [{"snap": 2.0, "rv": 7}, {"snap": 1.0}, {"pod": "ns/a", "snap": 1.0, "decided": 1.1, "bound": 1.2, "ok": False},
              {"pod": "ns/a", "snap": 2.0, "decided": 2.1, "bound": 2.2, "ok": True}]  # fmt: skip
     trace.write_text("\n".join(json.dumps(line) for line in lines) + '\n{"pod": "ns/b", "sn')
-    snaps, binds = read_trace(trace)
-    assert snaps == [1.0, 2.0] and list(binds) == ["ns/a"] and binds["ns/a"]["snap"] == 2.0
+    found = read_trace(trace)
+    assert found.snaps == [1.0, 2.0] and found.rvs == [0, 7] and list(found.binds) == ["ns/a"] and found.binds["ns/a"]["snap"] == 2.0

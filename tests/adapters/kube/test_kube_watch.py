@@ -119,3 +119,27 @@ def test_which_node_changes_wake_the_loop(change: Obj, matters: bool) -> None:
     for part, values in change.items():
         new[part].update(values)
     assert node_matters(old, new) is matters
+
+
+def test_changes_name_what_changed_since_the_last_call_and_a_full_call_everything(
+    core: Any, namespace: str
+) -> None:
+    core.create_namespaced_pod(namespace, pod("first"))
+    watched = Watched(core.list_pod_for_all_namespaces, pods=True)
+    try:
+        assert watched.wait_synced(15)
+        changed, _ = watched.changes()  # the first call: everything (changes are recorded from now on)
+        assert (namespace, "first") in changed and watched.taken.isdigit()
+        core.create_namespaced_pod(namespace, pod("second"))
+        seen: dict[tuple[str, str], Any] = {}
+        wait_for("the new pod", lambda: (namespace, "second") in seen or bool(seen.update(watched.changes()[0])))
+        assert (namespace, "first") not in seen  # unchanged since the last call
+        core.delete_namespaced_pod("first", namespace, grace_period_seconds=0)
+        gone: dict[tuple[str, str], Any] = {}
+        wait_for("the deletion",
+                 lambda: bool(gone.update(watched.changes()[0])) or gone.get((namespace, "first"), 0) is None)  # fmt: skip
+        everything, _ = watched.changes(full=True)
+        assert (namespace, "second") in everything and (namespace, "first") not in everything
+        assert int(watched.taken) >= int(everything[(namespace, "second")]["metadata"]["resourceVersion"])
+    finally:
+        watched.stop()
