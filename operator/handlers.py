@@ -163,7 +163,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
 
     objects = SharedObjects(config.namespace or None, wake)
     memo["objects"] = objects
-    service = OperatorService(lambda: make_controller(config, objects))
+    service = OperatorService(lambda: make_controller(config, objects), duty=config.pass_duty)
     memo["probes"] = await serve_probes(service, config.health_port)
     memo["service"] = service
     await service.start()
