@@ -114,29 +114,6 @@ def test_backfill_counts_the_candidates_communication_overhead(cluster, jobs) ->
     assert _starts(out)["H"] == 10
 
 
-@pytest.mark.parametrize(
-    ("candidate_seconds", "starts"),
-    [
-        # estimated at 0 s (a live job with no duration): it cannot outlast a reservation that is now
-        pytest.param(0.0, True, id="zero-estimate-backfills"),
-        # 5 s of work with no spare GPUs at the reservation (now): it would delay the head
-        pytest.param(5.0, False, id="longer-job-waits"),
-    ],
-)
-def test_a_job_running_past_its_estimate_puts_the_reservation_now_not_in_the_past(
-    cluster, candidate_seconds, starts
-) -> None:
-    # O (4 of 8 GPUs) was estimated at 10 s and still runs at t=100 (a live run: nothing ends it).
-    # H (8 GPUs) waits for it; its reservation is now (t=100) with no spare GPUs. With a shadow in
-    # the past (O's estimated end, 10), even a 0-second job "ends too late" and waits for nothing.
-    sched = Scheduler(cluster(ONE_NODE, PolicySpec(queue="fifo", backfill=True)))
-    sched.submit(JobSpec("O", 0, 10, 4, "x"), 0)
-    assert [s.job_id for s in sched.run_cycle(0).starts] == ["O"]
-    sched.submit(JobSpec("H", 1, 10, 8, "x"), 1)
-    sched.submit(JobSpec("C", 2, candidate_seconds, 2, "x"), 2)
-    assert [s.job_id for s in sched.run_cycle(100).starts] == (["C"] if starts else [])
-
-
 def test_backfill_does_not_delay_a_head_waiting_for_topology(cluster, jobs) -> None:
     # Two leaves with one 4-GPU node each. H (6 GPUs) fits no leaf, so topology-aware holds it until
     # max_wait = 100 and then spreads it over both. B (4 GPUs, 1000 s) arrives at 1: at t=100 H needs

@@ -472,9 +472,6 @@ def _reservation(part: PartitionState, head: JobState, now: float) -> tuple[floa
     Counted in GPUs, as EASY does: enough GPUs free up when running jobs end in order. A placer
     that holds the head back for a better slot (topology-aware `max_wait`) pushes the shadow to
     that deadline. Fragmentation is not modelled, so under consolidate the shadow is a lower bound.
-    The shadow is never before `now`: a job running past its estimated end (a live job with no
-    duration is estimated at 0 s) ends at the earliest now, not in the past, where every later
-    job, however short, would look as if it delayed the head.
     """
     shadow, extra = float("inf"), 0
     free = part.ledger.free_gpus
@@ -484,7 +481,7 @@ def _reservation(part: PartitionState, head: JobState, now: float) -> tuple[floa
         for end, gpus in sorted((j.seg_end, j.gpus) for j in part.running.values()):
             free += gpus
             if free >= head.gpus:
-                shadow, extra = max(end, now), free - head.gpus
+                shadow, extra = end, free - head.gpus
                 break
     max_wait = getattr(part.placer, "max_wait", None)
     if max_wait is not None:
