@@ -81,7 +81,7 @@ from gputwin.api.meta import GROUP, VERSION
 from gputwin.operator.cluster import CLUSTER_KINDS
 from gputwin.operator.config import ConfigError, OperatorConfig
 from gputwin.operator.controller import Controller
-from gputwin.operator.kube_backend import on_cluster_change
+from gputwin.operator.kube_shared import on_cluster_change
 from gputwin.operator.probes import serve_probes
 from gputwin.operator.service import Closable, OperatorService, build_backend, build_deployer
 
@@ -155,11 +155,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         build_deployer(config.backend)
     except ConfigError as exc:
         raise kopf.PermanentError(str(exc)) from exc  # a setting is wrong: retrying will not help
-    loop = asyncio.get_running_loop()
 
     def wake() -> None:  # from a watch thread
-        if not loop.is_closed():
-            loop.call_soon_threadsafe(service.poke)
+        service.poke_from_thread()
 
     objects = SharedObjects(config.namespace or None, wake)
     memo["objects"] = objects
@@ -204,12 +202,10 @@ if os.environ.get("GPUTWIN_BACKEND") == "kubernetes":
 
     @kopf.on.startup()
     async def poke_on_cluster_changes(memo: kopf.Memo, **_: Any) -> None:
-        loop = asyncio.get_running_loop()
-
-        def wake() -> None:
+        def wake() -> None:  # from a watch thread
             service = memo.get("service")
-            if service is not None and not loop.is_closed():
-                loop.call_soon_threadsafe(service.poke)
+            if service is not None:
+                service.poke_from_thread()
 
         on_cluster_change(wake)
 

@@ -75,12 +75,10 @@ from gputwin.operator.backends import BackingOff, Failure, LiveBackend, PodJobs,
 from gputwin.operator.config import ConfigError
 from gputwin.operator.kube_plain_pods import Metrics, PlainPods, epoch, job_id_of, key_of, phase_of
 from gputwin.operator.kube_trace import BindTrace
+from gputwin.operator.kube_shared import OperatorMetricsHooks, shared_watch
 from gputwin.operator.kube_view import Key, NodeView, PodView, Run, Runs
 from gputwin.operator.metrics import (
-    record_binding_error,
     record_event_dropped,
-    record_preemption,
-    record_schedule_latency,
 )
 
 TOLERATED = ("nvidia.com/gpu",)
@@ -89,19 +87,6 @@ ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
-
-
-class OperatorMetricsHooks:
-    """`Metrics` into the operator's Prometheus registry (`gputwin.operator.metrics`)."""
-
-    def binding_error(self, partition: str) -> None:
-        record_binding_error()
-
-    def preemption(self, partition: str) -> None:
-        record_preemption(partition)
-
-    def schedule_latency(self, seconds: float) -> None:
-        record_schedule_latency(max(seconds, 0.0))
 
 
 BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
@@ -115,29 +100,6 @@ UNSEEN_SECONDS = 30.0  # a pod we made that the watch has not shown by then is r
 # after every restart) a pass starts over from the whole copy, as an informer resyncs: a safety net,
 # rare because a full pass over a 10,000-pod burst takes a few hundred ms that every pod waits.
 FULL_SECONDS = 120.0
-
-_WATCH: ClusterWatch | None = None
-_WAKE: list[Callable[[], None]] = []
-
-
-def shared_watch() -> ClusterWatch:
-    """This process's pod and node watches (started by the first pass that reads them): a
-    Controller rebuilt after a failed pass keeps using them."""
-    global _WATCH
-    if _WATCH is None:
-        _WATCH = ClusterWatch.connect(_wake)
-    return _WATCH
-
-
-def on_cluster_change(wake: Callable[[], None]) -> None:
-    """Call `wake` (on a watch thread) whenever a pod or node change matters to scheduling."""
-    _WAKE[:] = [wake]
-
-
-def _wake() -> None:
-    for wake in _WAKE:
-        wake()
-
 
 class KubernetesBackend:
     """Runs the scheduler's decisions as pods bound to nodes; reports their ends from pod phases."""
@@ -509,7 +471,7 @@ class KubernetesBackend:
         return sorted({switch.get(n, "?") for n in node_names})
 
 
-__all__ = ["KubernetesBackend", "Metrics", "OperatorMetricsHooks"]
+__all__ = ["KubernetesBackend", "Metrics"]
 
 if TYPE_CHECKING:
     _CHECK: type[LiveBackend] = KubernetesBackend  # mypy: every hook JobControl uses is here, typed alike

@@ -150,6 +150,7 @@ class OperatorService:
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="gputwin-reconcile")
         self._replayer = ThreadPoolExecutor(1, thread_name_prefix="gputwin-replay")
         self._poked = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by `start`, for `poke_from_thread`
         self._task: asyncio.Task[None] | None = None
         self._replays: dict[ReplayKey, asyncio.Task[None]] = {}
         self._due: float | None = None
@@ -164,8 +165,20 @@ class OperatorService:
         """Something changed: run a pass soon (many pokes, one pass)."""
         self._poked.set()
 
+    def poke_from_thread(self) -> None:
+        """`poke` from another thread (a watch's): through the event loop, and only when no poke is
+        pending yet, so a burst of watch events costs one self-pipe write, not one each (on a busy
+        cluster those writes held the watch thread, i.e. the copy, back). Skipping is safe: the
+        change is in the copy before this is called, and a pending poke is cleared before the pass
+        it starts reads the copy. Before `start`, or after the loop closed: nothing to wake."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or self._poked.is_set():
+            return
+        loop.call_soon_threadsafe(self.poke)
+
     async def start(self) -> None:
         """Start the loop; its first pass runs at once (ready only after it succeeded)."""
+        self._loop = asyncio.get_running_loop()
         self._task = asyncio.create_task(self._run(), name="gputwin-reconcile-loop")
         self.poke()
 

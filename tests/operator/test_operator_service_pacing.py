@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -99,3 +101,42 @@ def test_duty_one_does_not_rest() -> None:
     starts = pass_starts(1.0)
     paced = pass_starts(0.25)
     assert len(starts) > len(paced)  # ~16 passes against ~4 in the same time
+
+
+def test_pokes_from_a_watch_thread_wake_the_loop_once_per_pending_poke() -> None:
+    """While a poke is pending (here: in a long debounce), more pokes from another thread cost no
+    trip through the event loop, and they still get their pass."""
+    starts: list[float] = []
+    scheduled: list[object] = []
+
+    async def run() -> OperatorService:
+        service = OperatorService(lambda: SlowController(starts), debounce=0.5, duty=1.0)
+        service.poke_from_thread()  # not started: nothing to wake, no error
+        await service.start()
+        loop = asyncio.get_running_loop()
+        real = loop.call_soon_threadsafe
+
+        def counting(callback: Any, *args: Any, **kwargs: Any) -> Any:
+            if callback == service.poke:  # the loop's own futures come through here too
+                scheduled.append(callback)
+            return real(callback, *args, **kwargs)
+
+        loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+        await wait_until(lambda: service.passes == 1)  # the first pass is over; nothing pending
+        await asyncio.to_thread(service.poke_from_thread)
+        await wait_until(service._poked.is_set)
+        assert len(scheduled) == 1
+        await asyncio.to_thread(lambda: [service.poke_from_thread() for _ in range(1000)])
+        assert len(scheduled) == 1  # still pending (the debounce): no more trips
+        await wait_until(lambda: service.passes == 2)
+        await service.stop()
+        return service
+
+    assert asyncio.run(run()).passes == 2
+
+
+async def wait_until(done: Callable[[], bool], timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < end, "timed out"
+        await asyncio.sleep(0.01)
