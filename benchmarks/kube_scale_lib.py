@@ -235,7 +235,10 @@ class Tracker:
             stop.set()
             answer = holder.get("answer")
             if answer is not None:
-                answer.shutdown()  # unblocks the watch thread's read
+                try:
+                    answer.shutdown()  # unblocks the watch thread's read
+                except OSError:  # that stream had ended already (the watch was resuming): nothing to unblock
+                    pass
             thread.join(5)
 
     def _follow(
