@@ -24,7 +24,7 @@ missed is late, never lost. Everything here runs on the reconcile thread only.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, ItemsView, Iterator, Mapping, ValuesView
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,15 +81,6 @@ class Runs:
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._runs)
-
-    def __len__(self) -> int:
-        return len(self._runs)
-
-    def items(self) -> ItemsView[str, Run]:
-        return self._runs.items()
-
-    def values(self) -> ValuesView[Run]:
-        return self._runs.values()
 
     def in_order(self, job_ids: Collection[str]) -> list[str]:
         """Those of `job_ids` still tracked, in the order their runs began (a deterministic order)."""
