@@ -207,8 +207,8 @@ class KubernetesBackend:
         wherever they are) and nodes that changed since the last pass (all of them when `full`):
         from the watched copy, else listed (always all)."""
         if self.watch is None:
-            listed = self.api.pods(field_selector=ACTIVE), self.api.nodes()
-            return tuple({watched_key(o): o for o in objs} for objs in listed)  # type: ignore[return-value]
+            listed_pods, listed_nodes = self.api.pods(field_selector=ACTIVE), self.api.nodes()
+            return {watched_key(p): p for p in listed_pods}, {watched_key(n): n for n in listed_nodes}
         if not self.watch.wait_synced(SYNC_SECONDS):
             raise RuntimeError(f"the pod and node watches have not listed in {SYNC_SECONDS:g} s")
         pods, ended = self.watch.pods.changes(full)

@@ -5,12 +5,12 @@ The Kubernetes backend applies only what the watches changed since its last pass
 (plain Pods created, bound by us or by another scheduler, running, ending, deleted, being
 deleted; other schedulers' pods holding GPUs; GPUJob pods no run accounts for; nodes cordoned and
 uncordoned) and take the same actions (binds of the pods they queue, stops); one starts over from
-the whole copy at every pass, the other only every `FULL_SECONDS`. After every step both must
-report the same: nodes out of service, GPUs held by others, plain-Pod jobs (new, running, gone),
-finished runs, failures, and the same API calls.
+the whole copy at every pass, one only every `FULL_SECONDS`, and a third has no watch (it lists pods
+and nodes every pass). After every step all must report the same: nodes out of service, GPUs held
+by others, plain-Pod jobs (new, running, gone), finished runs, failures, and the same API calls.
 
 The watches are real `Watched` copies fed watch events directly; the API is a fake that records
-binds and deletes (the real API server cannot replay thousands of seeded histories per test
+binds and deletes and answers reads from the test's world (the real API server cannot replay thousands of seeded histories per test
 run). The same flows run against a real API server in test_operator_kube_backend.py.
 """
 
@@ -33,10 +33,12 @@ NODES = [f"n{i}" for i in range(6)]
 
 
 class FakeApi:
-    """Records what the backend asks of the API server; reads find nothing."""
+    """Records what the backend asks of the API server; reads answer from the world (`world`, set
+    once it exists: a backend without a watch lists pods and nodes, and reads a pod it misses)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, ...]] = []
+        self.world: World | None = None
 
     def bind(self, namespace: str, name: str, node: str) -> None:
         self.calls.append(("bind", namespace, name, node))
@@ -45,7 +47,16 @@ class FakeApi:
         self.calls.append(("delete", namespace, name))
 
     def pod(self, namespace: str, name: str) -> Obj | None:
-        return None
+        world = self.world
+        found = (world.pods.get(name) or world.ended.get(name)) if world else None
+        return _clone(found) if found else None
+
+    def pods(self, field_selector: str = "") -> list[Obj]:
+        assert field_selector == "status.phase!=Succeeded,status.phase!=Failed"
+        return [_clone(p) for p in self.world.pods.values()] if self.world else []
+
+    def nodes(self) -> list[Obj]:
+        return [_clone(n) for n in self.world.nodes.values()] if self.world else []
 
     def event(self, *args: object) -> None:
         self.calls.append(("event",))
@@ -58,6 +69,7 @@ class World:
         self.copies = copies
         self.version = 0
         self.pods: dict[str, Obj] = {}
+        self.ended: dict[str, Obj] = {}  # pods that ended, as they ended (deleted ones leave no trace)
         self.nodes: dict[str, Obj] = {}
         for name in NODES:
             self.node(name, cordoned=False)
@@ -99,7 +111,7 @@ class World:
             pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
         self._send("pods", "MODIFIED", pod)
         if phase in ("Succeeded", "Failed"):
-            del self.pods[name]  # the copies drop ended pods; so does the world
+            self.ended[name] = self.pods.pop(name)  # the copies drop ended pods; so does the world
 
     def delete(self, name: str) -> None:
         pod = self.pods.pop(name, None)
@@ -142,8 +154,10 @@ def test_incremental_passes_report_what_full_passes_report_fake_api(seed: int) -
     cluster = build_cluster({"l0": [8, 8, 8], "l1": [8, 8, 8]})
     watches = [_watch(), _watch()]
     world = World(watches)
-    apis = [FakeApi(), FakeApi()]
-    backends = [KubernetesBackend(api, watch=w, pod_events=False) for api, w in zip(apis, watches)]  # type: ignore[arg-type]
+    apis = [FakeApi(), FakeApi(), FakeApi()]
+    apis[2].world = world
+    backends = [KubernetesBackend(api, watch=w, pod_events=False)  # type: ignore[arg-type]
+                for api, w in zip(apis, [*watches, None])]  # fmt: skip
     queued: list[str] = []  # plain-Pod jobs the backends queued and we have not started yet
     running: set[str] = set()
     applied = 0  # of the API calls, those the world has carried out
@@ -170,8 +184,8 @@ def test_incremental_passes_report_what_full_passes_report_fake_api(seed: int) -
                 else:
                     world.change(victim, deleting=True)
         now += rng.choice((0.2, 1.0, 3.0))
-        reports = [list(_report(b, cluster, now, full)) for b, full in zip(backends, (True, False))]
-        assert reports[0] == reports[1], f"seed {seed}, step {step}"
+        reports = [list(_report(b, cluster, now, full)) for b, full in zip(backends, (True, False, True))]
+        assert reports[0] == reports[1] == reports[2], f"seed {seed}, step {step}"
         new, _, gone = reports[0][-1]  # type: ignore[misc]
         queued = [j for j in queued if j not in gone] + list(new)
         running -= {j for j in running if j in set(reports[0][2])}  # type: ignore[arg-type]
@@ -188,7 +202,7 @@ def test_incremental_passes_report_what_full_passes_report_fake_api(seed: int) -
             running.discard(stopped)
             for backend in backends:
                 backend.stop(stopped)
-        assert apis[0].calls == apis[1].calls, f"seed {seed}, step {step}"
+        assert apis[0].calls == apis[1].calls == apis[2].calls, f"seed {seed}, step {step}"
         for call in apis[0].calls[applied:]:  # the API server carries out what was asked
             name = call[2] if len(call) > 2 else ""
             if call[0] == "bind" and name in world.pods and not world.pods[name]["spec"]["nodeName"]:
