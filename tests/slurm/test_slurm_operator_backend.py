@@ -223,15 +223,17 @@ def ready(store: MemoryStore, name: str) -> Obj:
     return dict(next(c for c in partition_status(store, name)["conditions"] if c["type"] == "Ready"))
 
 
-def poll_passes(ctl: Controller, store: MemoryStore, want: tuple[int, ...], timeout: float = 60) -> None:
-    """Reconcile, as the operator's periodic pass does (a fresh `now` each), until infer's counts are `want`."""
+def poll_passes(ctl: Controller, store: MemoryStore, want: tuple[int, ...], timeout: float = 60,
+                partition: str = "infer") -> None:  # fmt: skip
+    """Reconcile, as the operator's periodic pass does (a fresh `now` each), until the partition's
+    counts are `want`."""
     deadline = time.monotonic() + timeout
     for now in itertools.count(T0, 5.0):
         ctl.reconcile(now)
-        if counts(store, "infer") == want:
+        if counts(store, partition) == want:
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"infer's {COUNTS} never were {want}: {counts(store, 'infer')}")
+            raise AssertionError(f"{partition}'s {COUNTS} never were {want}: {counts(store, partition)}")
         time.sleep(0.2)
 
 
@@ -243,6 +245,9 @@ def test_partition_statuses_show_slurms_occupancy(slurm_cluster: Cluster, conf_d
     store = MemoryStore(cluster_objects())
     ctl = controller(store, conf_dir)
     poll_passes(ctl, store, (2, 16, 16, 0, 0))  # deployed, idle
+    # The cluster is shared with the other SLURM tests: let their short jobs end, so that what
+    # train shows below can only be this test's jobs (one of theirs, still running, once failed it).
+    poll_passes(ctl, store, (6, 48, 48, 0, 0), partition="train")
     assert ready(store, "infer")["reason"] == "Valid"
     running = slurm_cluster.submit("--comment=task:infer", "--gres=gpu:8", command="sleep 120")
     held = slurm_cluster.submit("--comment=task:infer", "--gres=gpu:8", "--hold", command="true")
