@@ -73,8 +73,7 @@ from typing import Any
 import kopf
 
 from gputwin.adapters.kube import COMPONENT, KubeStore
-from gputwin.adapters.kube.status_writer import StatusWriter
-from gputwin.adapters.kube.store import FLUSH_SECONDS
+from gputwin.adapters.kube.status_writer import FLUSH_SECONDS, StatusWriter
 from gputwin.adapters.kube.watch import ObjectWatches
 from gputwin.api.crdgen import NAMES
 from gputwin.api.meta import GROUP, VERSION

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import ConfigException
 
-from gputwin.adapters.kube.nodes import held_given
+from gputwin.adapters.kube.nodes import held_by_others
 from gputwin.adapters.kube.pods import (
     ATTEMPT_LABEL,
     JOB_LABEL,
@@ -77,9 +77,7 @@ from gputwin.operator.kube_plain_pods import Metrics, PlainPods, epoch, job_id_o
 from gputwin.operator.kube_trace import BindTrace
 from gputwin.operator.kube_shared import OperatorMetricsHooks, shared_watch
 from gputwin.operator.kube_view import Key, NodeView, PodView, Run, Runs
-from gputwin.operator.metrics import (
-    record_event_dropped,
-)
+from gputwin.operator.metrics import record_event_dropped
 
 TOLERATED = ("nvidia.com/gpu",)
 DONE = ("Succeeded", "Failed")
@@ -100,6 +98,7 @@ UNSEEN_SECONDS = 30.0  # a pod we made that the watch has not shown by then is r
 # after every restart) a pass starts over from the whole copy, as an informer resyncs: a safety net,
 # rare because a full pass over a 10,000-pod burst takes a few hundred ms that every pod waits.
 FULL_SECONDS = 120.0
+
 
 class KubernetesBackend:
     """Runs the scheduler's decisions as pods bound to nodes; reports their ends from pod phases."""
@@ -191,7 +190,7 @@ class KubernetesBackend:
             self._view.apply(key, pod)
         self._changed = None if full else dict.fromkeys(pods)
         self._nodes.update(cluster, nodes, full)
-        self._held = held_given(self._nodes.allocatable, self._nodes.expected, self._view.foreign)
+        self._held = held_by_others(self._nodes.allocatable, self._nodes.expected, self._view.foreign)
         out = self._nodes.problems
         if out != self._out:
             for node, why in sorted(out.items()):

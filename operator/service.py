@@ -50,7 +50,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from gputwin.adapters.slurm import SlurmError
 from gputwin.api.v1alpha1 import TraceReplaySpec
 from gputwin.operator.backends import Backend, SimBackend
-from gputwin.operator.config import PASS_DUTY, ConfigError, pass_duty
+from gputwin.operator.config import ConfigError, pass_duty
 from gputwin.operator.controller import Controller
 from gputwin.operator.deploy import Deployer
 from gputwin.operator.kube_backend import KubernetesBackend
@@ -340,4 +340,4 @@ def _replay_key(obj: Obj) -> ReplayKey:
     return (namespace_of(obj), name_of(obj), _generation(obj))
 
 
-__all__ = ["OperatorService", "Probe", "build_backend", "build_deployer", "pass_duty", "rest_after"]
+__all__ = ["OperatorService", "Probe", "build_backend", "build_deployer", "rest_after"]

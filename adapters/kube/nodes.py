@@ -1,8 +1,10 @@
 """Which declared GPU nodes the live cluster lets the Kubernetes backend use, and why not the others.
 
 Pure functions over Node objects (plain dicts as listed): the SwitchTopology says what a node
-should be (its leaf switch, its GPUs, its partition); the Node says what it is. A node is out of
-service when any of these holds, in this order (the first reason is reported):
+should be (its leaf switch, its GPUs, its partition); the Node says what it is. `node_problem`
+judges one node (the backend judges a node again only when it changed:
+`gputwin.operator.kube_view.NodeView`). A node is out of service when any of these holds, in this
+order (the first reason is reported):
 
 - no Node of that name exists;
 - it is not Ready (condition Ready != True);
@@ -20,7 +22,7 @@ server lets any scheduler bind anywhere; only a kubelet would refuse an over-ful
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,30 +70,13 @@ def node_problem(node: Obj | None, expected: Expected, tolerated: Collection[str
     return None
 
 
-def out_of_service(
-    nodes: Iterable[Obj], expected: Mapping[str, Expected], tolerated: Collection[str] = ()
-) -> dict[str, str]:
-    """Declared node name -> why it is out of service, for every declared node that is."""
-    by_name = {str((n.get("metadata") or {}).get("name")): n for n in nodes}
-    found = {name: node_problem(by_name.get(name), want, tolerated) for name, want in expected.items()}
-    return {name: why for name, why in found.items() if why is not None}
-
-
 def held_by_others(
-    nodes: Iterable[Obj], expected: Mapping[str, Expected], foreign: Mapping[str, int]
-) -> dict[str, int]:
-    """Declared node name -> GPUs of its declared count that others' pods hold (`foreign`: GPUs
-    per node requested by bound pods that are not ours). A node may advertise more GPUs than
-    declared; others' pods use that surplus first, only the rest is taken from what we declared."""
-    allocatable = {str((n.get("metadata") or {}).get("name")): node_gpus(n) for n in nodes}
-    return held_given(allocatable, expected, foreign)
-
-
-def held_given(
     allocatable: Mapping[str, int], expected: Mapping[str, Expected], foreign: Mapping[str, int]
 ) -> dict[str, int]:
-    """`held_by_others` from each node's allocatable GPUs (node name -> count), for a caller that
-    keeps those up to date itself instead of re-reading every Node."""
+    """Declared node name -> GPUs of its declared count that others' pods hold (`allocatable`: each
+    node's allocatable GPUs; `foreign`: GPUs per node requested by bound pods that are not ours). A
+    node may advertise more GPUs than declared; others' pods use that surplus first, only the rest
+    is taken from what we declared."""
     held: dict[str, int] = {}
     for name, gpus in foreign.items():
         want = expected.get(name)
@@ -103,6 +88,4 @@ def held_given(
     return held
 
 
-__all__ = [
-    "PARTITION_LABEL", "SWITCH_LABEL", "Expected", "held_by_others", "held_given", "node_problem", "out_of_service",
-]
+__all__ = ["PARTITION_LABEL", "SWITCH_LABEL", "Expected", "held_by_others", "node_problem"]

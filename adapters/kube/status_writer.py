@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from gputwin.api.mergepatch import merge_diff, merge_patch
 
-from .store import FLUSH_SECONDS, KubeStore, ObjectCache, ObjectNotFound, Obj, Objs, api_client
+from .store import KubeStore, ObjectCache, ObjectNotFound, Obj, Objs, api_client
 
 log = logging.getLogger(__name__)
+FLUSH_SECONDS = 5.0  # how long closing a StatusWriter waits for the writes still pending
 
 
 _WKey = tuple[str, str | None, str]  # kind, namespace (None: cluster-scoped), name
@@ -223,4 +224,4 @@ class StatusWriter:
         return True
 
 
-__all__ = ["StatusWriter"]
+__all__ = ["FLUSH_SECONDS", "StatusWriter"]

@@ -77,7 +77,6 @@ PAGE = 500  # objects per list page
 COMPONENT = "gputwin-operator"
 EVENT_NAMESPACE = "default"  # where events about cluster-scoped objects go
 MESSAGE_LIMIT = 1024  # events.k8s.io's limit on a note; core/v1 has none, but kubectl shows one line
-FLUSH_SECONDS = 5.0  # how long closing a StatusWriter waits for the writes still pending
 
 log = logging.getLogger(__name__)
 
@@ -171,12 +170,6 @@ class KubeStore:
     ) -> KubeStore:
         """A store on the cluster this process is configured for (in-cluster or kubeconfig)."""
         return cls(api_client(), namespace, cache=cache, writer=writer)
-
-    def close(self, timeout: float = FLUSH_SECONDS) -> bool:
-        """Wait (at most `timeout` s) until the status writes handed to the writer are made; True if
-        they all were. The writer itself may serve other stores (a Controller rebuilt after a failed
-        pass gets a new store, the same writer): its owner ends it (`StatusWriter.close`)."""
-        return self.writer.flush(timeout) if self.writer is not None else True
 
     def close_client(self) -> None:
         """Close the `ApiClient` (its connection pool); the store is not used afterwards."""

@@ -123,16 +123,10 @@ class Watched:
         self.start()
         return self._synced.wait(timeout)
 
-    def snapshot(self) -> tuple[dict[Key, Obj], dict[Key, Ended]]:
-        """The objects now, and the pods that ended since the last call (each reported once)."""
-        with self._lock:
-            ended, self._ended = self._ended, {}
-            return dict(self._objects), ended
-
     def changes(self, full: bool = False) -> tuple[dict[Key, Obj | None], dict[Key, Ended]]:
         """What changed since the last call, for a reader that keeps its own view up to date:
         each key touched meanwhile (in the order its events came) with its object now, None if it
-        left the copy; and the pods that ended (each reported once, as `snapshot` does). `full`:
+        left the copy; and the pods that ended since the last call (each reported once). `full`:
         every object in the copy instead (the reader starts over; nothing is reported as left), as
         is the first call: changes are recorded only once somebody reads them.
         One reader per copy: a call takes the changes it returns."""

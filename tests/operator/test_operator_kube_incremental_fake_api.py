@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from copy import deepcopy
 from typing import Any
 
 import pytest
@@ -49,14 +50,14 @@ class FakeApi:
     def pod(self, namespace: str, name: str) -> Obj | None:
         world = self.world
         found = (world.pods.get(name) or world.ended.get(name)) if world else None
-        return _clone(found) if found else None
+        return deepcopy(found) if found else None
 
     def pods(self, field_selector: str = "") -> list[Obj]:
         assert field_selector == "status.phase!=Succeeded,status.phase!=Failed"
-        return [_clone(p) for p in self.world.pods.values()] if self.world else []
+        return [deepcopy(p) for p in self.world.pods.values()] if self.world else []
 
     def nodes(self) -> list[Obj]:
-        return [_clone(n) for n in self.world.nodes.values()] if self.world else []
+        return [deepcopy(n) for n in self.world.nodes.values()] if self.world else []
 
     def event(self, *args: object) -> None:
         self.calls.append(("event",))
@@ -79,7 +80,7 @@ class World:
         obj["metadata"]["resourceVersion"] = str(self.version)
         for copy in self.copies:
             target = copy.pods if watch == "pods" else copy.nodes
-            target._apply({"type": kind, "object": _clone(obj)})
+            target._apply({"type": kind, "object": deepcopy(obj)})
 
     def node(self, name: str, cordoned: bool) -> None:
         node = {"metadata": {"name": name, "labels": {}},
@@ -117,12 +118,6 @@ class World:
         pod = self.pods.pop(name, None)
         if pod is not None:
             self._send("pods", "DELETED", pod)
-
-
-def _clone(obj: Obj) -> Obj:
-    import copy
-
-    return copy.deepcopy(obj)
 
 
 def _watch() -> ClusterWatch:

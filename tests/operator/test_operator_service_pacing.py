@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from gputwin.operator.backends import SimBackend
-from gputwin.operator.config import ConfigError
+from gputwin.operator.config import PASS_DUTY, ConfigError, pass_duty
 from gputwin.operator.controller import Controller
-from gputwin.operator.service import MAX_REST_SECONDS, PASS_DUTY, OperatorService, pass_duty, rest_after
+from gputwin.operator.service import MAX_REST_SECONDS, OperatorService, rest_after
 from gputwin.operator.store import MemoryStore
 
 PASS_SECONDS = 0.05

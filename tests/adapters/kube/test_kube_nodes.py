@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gputwin.adapters.kube.nodes import Expected, held_by_others, node_problem, out_of_service
+from gputwin.adapters.kube.nodes import Expected, held_by_others, node_problem
 
 KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
 
@@ -49,12 +49,6 @@ def test_node_problem(given: dict[str, Any] | None, tolerated: tuple[str, ...], 
     assert node_problem(given, WANT, tolerated) == problem
 
 
-def test_out_of_service_names_only_declared_nodes_with_a_problem() -> None:
-    nodes = [node("a"), node("b", unschedulable=True), node("undeclared", ready="False")]
-    expected = {"a": WANT, "b": WANT, "c": WANT}
-    assert out_of_service(nodes, expected) == {"b": "cordoned (spec.unschedulable)", "c": "no such Node in the cluster"}
-
-
 @pytest.mark.parametrize(
     ("allocatable", "declared", "foreign", "held"),
     [
@@ -69,5 +63,5 @@ def test_gpus_held_by_other_schedulers_pods(
     allocatable: str, declared: int, foreign: int, held: int | None
 ) -> None:
     expected = {"n0": Expected("leaf0", declared)}
-    got = held_by_others([node("n0", gpus=allocatable)], expected, {"n0": foreign, "undeclared": 4})
+    got = held_by_others({"n0": int(allocatable)}, expected, {"n0": foreign, "undeclared": 4})
     assert got == ({} if held is None else {"n0": held})

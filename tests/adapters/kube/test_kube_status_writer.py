@@ -14,6 +14,7 @@ import json
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,11 @@ from gputwin.adapters.kube.status_writer import StatusWriter
 from gputwin.adapters.kube.watch import ObjectWatches
 from gputwin.api.meta import GROUP, VERSION
 from gputwin.api.status import GPUPartitionStatus
+from gputwin.operator.cluster import CLUSTER_KINDS
 from gputwin.operator.statuses import StatusBook, condition, dump, updated
 from polling import wait_for
 
 Obj = dict[str, Any]
-CLUSTER_KINDS = ("SwitchTopology", "GPUPartition", "SchedulingPolicy")
 
 
 class Gate:
@@ -98,25 +99,54 @@ def names(kubectl: Any) -> Iterator[list[str]]:
         kubectl.run("delete", "gpupartition", name, "--ignore-not-found", "--wait=false", check=False)
 
 
-def new_partitions(kubectl: Any, store: KubeStore, names: list[str], count: int) -> list[str]:
-    fresh = [f"sw-{uuid.uuid4().hex[:6]}" for _ in range(count)]
-    names.extend(fresh)
-    for name in fresh:
-        partition(kubectl, name)
-    wait_for("the partitions in the copy", lambda: all(in_copy(store, n) for n in fresh))
-    return fresh
+@dataclass
+class Writing:
+    """What a test works with: the store, its writer, a client that reads the server, and the gate
+    on the writer's requests (closed: each request waits until `gate.release()`)."""
+
+    store: KubeStore
+    writer: StatusWriter
+    reader: Any
+    gate: Gate
+    kubectl: Any
+    names: list[str]
+
+    def partitions(self, count: int) -> list[str]:
+        """New GPUPartitions, in the store's copy (deleted after the test)."""
+        fresh = [f"sw-{uuid.uuid4().hex[:6]}" for _ in range(count)]
+        self.names.extend(fresh)
+        for name in fresh:
+            partition(self.kubectl, name)
+        wait_for("the partitions in the copy", lambda: all(in_copy(self.store, n) for n in fresh))
+        return fresh
+
+    def occupy(self, name: str) -> None:
+        """A write to `name` that the gate holds in flight: the writer's thread is busy from now on."""
+        self.store.patch_status("GPUPartition", None, name, {"queued": 1})
+        wait_for("the first request in flight", lambda: len(self.gate.calls) == 1)
+
+    def pass_sets(self, name: str, change: Callable[[GPUPartitionStatus], GPUPartitionStatus]) -> None:
+        """One reconcile pass's status write, as the operator makes it: read, diff, patch."""
+        book = StatusBook(self.store, "GPUPartition", GPUPartitionStatus)
+        for obj in self.store.list("GPUPartition"):
+            book.prime(obj)
+        book.set(None, name, change(book.get(None, name)))
+        book.flush()
 
 
-def test_a_deferred_write_lands_and_the_pass_reads_it_at_once(
-    setup: tuple[KubeStore, StatusWriter, Any],
-    kubectl: Any,
-    names: list[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def writing(
+    setup: tuple[KubeStore, StatusWriter, Any], kubectl: Any, names: list[str], monkeypatch: pytest.MonkeyPatch
+) -> Writing:
     store, writer, reader = setup
-    (name,) = new_partitions(kubectl, store, names, 1)
     gate = Gate(writer, monkeypatch)
     gate.hold()
+    return Writing(store, writer, reader, gate, kubectl, names)
+
+
+def test_a_deferred_write_lands_and_the_pass_reads_it_at_once(writing: Writing) -> None:
+    store, writer, reader, gate = writing.store, writing.writer, writing.reader, writing.gate
+    (name,) = writing.partitions(1)
     store.patch_status(
         "GPUPartition", None, name, {"freeGPUs": 3, "totalGPUs": 16}
     )  # returns: the gate holds it
@@ -135,25 +165,13 @@ def test_a_deferred_write_lands_and_the_pass_reads_it_at_once(
     assert found is not None and found["status"] == on_server(reader, name)  # the answer is in the copy
 
 
-def test_many_writes_to_one_object_coalesce_into_one_request(
-    setup: tuple[KubeStore, StatusWriter, Any],
-    kubectl: Any,
-    names: list[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    store, writer, reader = setup
-    name, other = new_partitions(kubectl, store, names, 2)
-    gate = Gate(writer, monkeypatch)
-    gate.hold()
-    store.patch_status("GPUPartition", None, other, {"queued": 1})  # holds the writer's thread
-    wait_for("the first request in flight", lambda: len(gate.calls) == 1)
+def test_many_writes_to_one_object_coalesce_into_one_request(writing: Writing) -> None:
+    store, writer, reader, gate = writing.store, writing.writer, writing.reader, writing.gate
+    name, other = writing.partitions(2)
+    writing.occupy(other)
     # A pass per iteration: each diffs against what it reads (its own last write) and patches.
     for i in range(50):
-        book = StatusBook(store, "GPUPartition", GPUPartitionStatus)
-        for obj in store.list("GPUPartition"):
-            book.prime(obj)
-        book.set(None, name, updated(book.get(None, name), free_gpus=i, queued=50 - i, running=i % 3))
-        book.flush()
+        writing.pass_sets(name, lambda status, i=i: updated(status, free_gpus=i, queued=50 - i, running=i % 3))
     last = dump(updated(GPUPartitionStatus(), free_gpus=49, queued=1, running=1))
     found = in_copy(store, name)
     assert found is not None and found["status"] == last
@@ -165,28 +183,19 @@ def test_many_writes_to_one_object_coalesce_into_one_request(
     assert gate.calls[1][1] == {"status": last}  # diffed against the status the server had (none)
 
 
-def test_a_pass_reads_its_waiting_writes_so_condition_times_carry_over(
-    setup: tuple[KubeStore, StatusWriter, Any],
-    kubectl: Any,
-    names: list[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_pass_reads_its_waiting_writes_so_condition_times_carry_over(writing: Writing) -> None:
     """Two passes while the first one's write waits: the Ready condition's transition time is the
     first pass's, as it would be with synchronous writes (the second pass reads the waiting write)."""
-    store, writer, reader = setup
-    name, other = new_partitions(kubectl, store, names, 2)
-    gate = Gate(writer, monkeypatch)
-    gate.hold()
-    store.patch_status("GPUPartition", None, other, {"queued": 1})
-    wait_for("the first request in flight", lambda: len(gate.calls) == 1)
+    writer, reader, gate = writing.writer, writing.reader, writing.gate
+    name, other = writing.partitions(2)
+    writing.occupy(other)
     for now in (1_000.0, 2_000.0):
-        book = StatusBook(store, "GPUPartition", GPUPartitionStatus)
-        for obj in store.list("GPUPartition"):
-            book.prime(obj)
-        status = book.get(None, name)
-        ready = condition(status.conditions, "Ready", "True", "Valid", "scheduling", now)
-        book.set(None, name, updated(status, conditions=ready, free_gpus=int(now)))
-        book.flush()
+
+        def ready(status: GPUPartitionStatus, now: float = now) -> GPUPartitionStatus:
+            conditions = condition(status.conditions, "Ready", "True", "Valid", "scheduling", now)
+            return updated(status, conditions=conditions, free_gpus=int(now))
+
+        writing.pass_sets(name, ready)
     gate.release()
     assert writer.flush(10)
     written = on_server(reader, name)
@@ -194,20 +203,12 @@ def test_a_pass_reads_its_waiting_writes_so_condition_times_carry_over(
     assert written["conditions"][0]["lastTransitionTime"] == "1970-01-01T00:16:40Z"  # the first pass's
 
 
-def test_a_write_to_a_deleted_object_is_dropped_without_error(
-    setup: tuple[KubeStore, StatusWriter, Any],
-    kubectl: Any,
-    names: list[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    store, writer, reader = setup
-    gone, other, later = new_partitions(kubectl, store, names, 3)
-    gate = Gate(writer, monkeypatch)
-    gate.hold()
-    store.patch_status("GPUPartition", None, other, {"queued": 1})
-    wait_for("the first request in flight", lambda: len(gate.calls) == 1)
+def test_a_write_to_a_deleted_object_is_dropped_without_error(writing: Writing) -> None:
+    store, writer, reader, gate = writing.store, writing.writer, writing.reader, writing.gate
+    gone, other, later = writing.partitions(3)
+    writing.occupy(other)
     store.patch_status("GPUPartition", None, gone, {"queued": 2})  # pending while the object goes
-    kubectl.run("delete", "gpupartition", gone)
+    writing.kubectl.run("delete", "gpupartition", gone)
     gate.release()
     assert writer.flush(10)
     assert (writer.dropped, writer.failed) == (1, 0)
@@ -217,18 +218,10 @@ def test_a_write_to_a_deleted_object_is_dropped_without_error(
     assert writer.writes == 2
 
 
-def test_close_sends_what_is_pending_then_writes_go_synchronously(
-    setup: tuple[KubeStore, StatusWriter, Any],
-    kubectl: Any,
-    names: list[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    store, writer, reader = setup
-    first, *rest = new_partitions(kubectl, store, names, 4)
-    gate = Gate(writer, monkeypatch)
-    gate.hold()
-    store.patch_status("GPUPartition", None, first, {"queued": 1})
-    wait_for("the first request in flight", lambda: len(gate.calls) == 1)
+def test_close_sends_what_is_pending_then_writes_go_synchronously(writing: Writing) -> None:
+    store, writer, reader, gate = writing.store, writing.writer, writing.reader, writing.gate
+    first, *rest = writing.partitions(4)
+    writing.occupy(first)
     for i, name in enumerate(rest):
         store.patch_status("GPUPartition", None, name, {"queued": 10 + i})
     assert writer.close(0.2) is False  # bounded: the gate still holds a request
@@ -242,15 +235,12 @@ def test_close_sends_what_is_pending_then_writes_go_synchronously(
     assert len(gate.calls) == calls and writer.puts == 4
 
 
-def test_a_gpujob_status_is_written_synchronously(
-    setup: tuple[KubeStore, StatusWriter, Any], kubectl: Any, namespace: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store, writer, reader = setup
-    gate = Gate(writer, monkeypatch)
-    gate.hold()  # the writer cannot write anything: the job's status must not need it
+def test_a_gpujob_status_is_written_synchronously(writing: Writing, namespace: str) -> None:
+    store, writer, reader, gate = writing.store, writing.writer, writing.reader, writing.gate
+    # the gate is closed: the writer cannot write anything, and the job's status must not need it
     job = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "GPUJob", "metadata": {"name": "j", "namespace": namespace},
            "spec": {"taskType": "train", "gpus": 1, "user": "u", "jobName": "j", "durationSeconds": 60}}  # fmt: skip
-    kubectl.run("apply", "-f", "-", input=json.dumps(job))
+    writing.kubectl.run("apply", "-f", "-", input=json.dumps(job))
     store.patch_status("GPUJob", namespace, "j", {"phase": "Queued"})
     got = reader.get_namespaced_custom_object_status(GROUP, VERSION, namespace, "gpujobs", "j")
     assert got["status"]["phase"] == "Queued"  # on the server when the call returned

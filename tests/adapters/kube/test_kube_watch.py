@@ -38,22 +38,22 @@ def test_the_copy_follows_pods_and_reports_each_ended_one_once(core: Any, namesp
                       changed=lambda: wakes.append(time.monotonic()))  # fmt: skip
     try:
         assert watched.wait_synced(15)
-        live, _ = watched.snapshot()
+        live, _ = watched.changes(full=True)
         assert (namespace, "before") in live and watched.lists == 1
         core.create_namespaced_pod(namespace, pod("after"))
-        wait_for("the new pod", lambda: (namespace, "after") in watched.snapshot()[0])
+        wait_for("the new pod", lambda: (namespace, "after") in watched.changes(full=True)[0])
         binding = {"target": {"apiVersion": "v1", "kind": "Node", "name": "node-x"},
                    "metadata": {"name": "after"}}  # fmt: skip
         core.create_namespaced_pod_binding("after", namespace, binding, _preload_content=False)
         wait_for("the binding",
-                 lambda: watched.snapshot()[0][(namespace, "after")]["spec"].get("nodeName") == "node-x")  # fmt: skip
+                 lambda: watched.changes(full=True)[0][(namespace, "after")]["spec"].get("nodeName") == "node-x")  # fmt: skip
         woken = len(wakes)
         done = {"status": {"phase": "Succeeded"}}
         core.patch_namespaced_pod_status("after", namespace, done)
         ended: dict[tuple[str, str], Any] = {}
 
         def ended_seen() -> bool:
-            live, more = watched.snapshot()
+            live, more = watched.changes(full=True)
             ended.update(more)
             return (namespace, "after") in ended and (namespace, "after") not in live
 
@@ -66,7 +66,7 @@ def test_the_copy_follows_pods_and_reports_each_ended_one_once(core: Any, namesp
         ended.clear()
 
         def deleted_seen() -> bool:
-            ended.update(watched.snapshot()[1])
+            ended.update(watched.changes(full=True)[1])
             return (namespace, "before") in ended
 
         wait_for("the deleted pod", deleted_seen)  # the watch is ordered: the first deletion came before
