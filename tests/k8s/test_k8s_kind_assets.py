@@ -29,13 +29,12 @@ import yaml
 
 from gputwin.api.convert import cluster_spec
 from gputwin.api.v1alpha1 import KINDS, GPUPartition, SchedulingPolicy, SwitchTopology
+from k8s_control_plane import CRD_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
 KIND_CONFIG = ROOT / "kind-config.yaml"
 SAMPLE = ROOT / "manifests" / "kind"
 SCRIPTS = ROOT / "scripts" / "kind"
-CRD_NAMES = tuple(f"{p}.gputwin.io" for p in
-                  ("switchtopologies", "gpupartitions", "schedulingpolicies", "gpujobs", "tracereplays"))  # fmt: skip
 
 
 def free_port() -> int:
@@ -102,18 +101,6 @@ def test_every_sample_job_routes_to_a_partition_that_can_hold_it() -> None:
 
 
 # --- on the real API server --------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def crds(kubectl: Any) -> Iterator[None]:
-    """The gputwin CRDs installed (and removed afterwards if this module installed them)."""
-    present = kubectl.run("get", "crd", *CRD_NAMES, check=False).returncode == 0
-    if not present:
-        kubectl.run("apply", "-k", str(ROOT / "crds"))
-        kubectl.run("wait", "--for=condition=Established", "--timeout=60s", "crd", *CRD_NAMES)
-    yield
-    if not present:
-        kubectl.run("delete", "crd", *CRD_NAMES, "--wait=false")
 
 
 def test_kind_sample_passes_the_crds_validation_server_side(kubectl: Any, crds: None) -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +14,6 @@ from pydantic import ValidationError
 from gputwin.api.v1alpha1 import TraceReplay
 from gputwin.api.workloads import MAX_SEARCH_TRIALS
 
-ROOT = Path(__file__).resolve().parents[2]
 CRD = "tracereplays.gputwin.io"
 SPACE = {"queue": ["sjf", "qssf"], "backfill": True, "max_wait": {"low": 0, "high": 900, "step": 60},
          "las_first_threshold": {"low": 600, "high": 36000, "log": True}}  # fmt: skip
@@ -26,24 +23,13 @@ REPLAY = {"apiVersion": "gputwin.io/v1alpha1", "kind": "TraceReplay",
                    "search": {"budget": 30, "seed": 4, "space": SPACE}}}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def crd(kubectl: Any) -> Iterator[None]:
-    """crds/ applied and Established; removed at the end if this module installed them."""
-    existed = kubectl.run("get", "crd", CRD, "--ignore-not-found", "-o", "name").stdout.strip()
-    kubectl.run("apply", "-k", str(ROOT / "crds"))
-    kubectl.run("wait", "--for=condition=Established", "--timeout=60s", f"crd/{CRD}")
-    yield
-    if not existed:
-        kubectl.run("delete", "-k", str(ROOT / "crds"), "--ignore-not-found", "--wait=false", check=False)
-
-
 def dry_run(kubectl: Any, obj: dict[str, Any]) -> Any:
     return kubectl.run(
         "apply", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(obj), check=False
     )
 
 
-def test_the_search_space_is_stored_as_written(crd: None, kubectl: Any) -> None:
+def test_the_search_space_is_stored_as_written(crds: None, kubectl: Any) -> None:
     done = dry_run(kubectl, REPLAY)
     assert done.returncode == 0, done.stderr
     stored = json.loads(done.stdout)
@@ -66,7 +52,7 @@ def test_the_search_space_is_stored_as_written(crd: None, kubectl: Any) -> None:
     ],
 )
 def test_out_of_bounds_searches_are_refused_by_the_server_and_the_model(
-    crd: None, kubectl: Any, search: dict[str, Any], message: str
+    crds: None, kubectl: Any, search: dict[str, Any], message: str
 ) -> None:
     obj = copy.deepcopy(REPLAY)
     obj["spec"]["search"] = search
