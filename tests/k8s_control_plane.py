@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from ci_rule import skip_or_fail  # tests/ci_rule.py
+from polling import wait_for  # tests/polling.py
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts" / "k8s"
@@ -126,14 +127,24 @@ CRD_NAMES = tuple(
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def crds(kubectl: Kubectl) -> Iterator[None]:
-    """crds/ applied and Established; removed at the end if this module installed them."""
+    """crds/ applied and Established once per test session; removed at its end if we installed them.
+
+    Session scope on purpose: a per-module delete raced the next module's install on a loaded
+    machine ("create not allowed while custom resource definition is terminating"). Tests never
+    delete these CRDs; each cleans up its own objects. The teardown only matters with
+    GPUTWIN_KUBECONFIG (a cluster that outlives the session): it polls until the CRDs are gone and
+    fails loudly if they are not, so the next session cannot meet them terminating.
+    """
     existing = kubectl.run("get", "crd", *CRD_NAMES, "--ignore-not-found", "-o", "name").stdout.split()
     kubectl.run("apply", "-k", str(ROOT / "crds"))
-    kubectl.run("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in CRD_NAMES))
+    kubectl.run("wait", "--for=condition=Established", "--timeout=120s", *(f"crd/{n}" for n in CRD_NAMES))
     yield
     if not existing:
-        # Wait until they are gone: the next module would otherwise find them still terminating,
-        # take them for installed, and lose them half-way through.
-        kubectl.run("delete", "crd", *CRD_NAMES, "--ignore-not-found", "--timeout=60s", check=False)
+        kubectl.run("delete", "crd", *CRD_NAMES, "--ignore-not-found", "--wait=false")
+        wait_for(
+            "the gputwin CRDs to be deleted",
+            lambda: not kubectl.run("get", "crd", *CRD_NAMES, "--ignore-not-found", "-o", "name").stdout.split(),
+            timeout=300, interval=1,
+        )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 import tomllib
 import venv
 from pathlib import Path
@@ -55,14 +56,25 @@ def test_installed_package_exposes_operator_and_adapters_from_any_directory(tmp_
 
 @pytest.mark.slow
 def test_plain_pip_install_into_a_clean_venv_imports_operator(tmp_path: Path) -> None:
-    # System site-packages supply the dependencies (no network); the venv's own site-packages
-    # come first on sys.path, so the import below sees the freshly installed wheel.
+    # The wheel is built by the interpreter running the tests (it has the build requirements: the
+    # test extra lists setuptools and wheel), then installed into a venv of its own. That venv sees
+    # the test interpreter's site-packages for the dependencies (no network) through a .pth line,
+    # which sys.path puts AFTER the venv's own site-packages; a plain path line processes no .pth
+    # files there, so the editable install of this checkout stays invisible and the import below
+    # can only find the freshly installed wheel. Nothing comes from the base interpreter.
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--wheel-dir", str(wheels), str(REPO)], check=True, capture_output=True)  # fmt: skip
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, system_site_packages=True, with_pip=True)
+    venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
-    subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", str(REPO)],
+    own_site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                              check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    (Path(own_site) / "test-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    (wheel,) = wheels.glob("gputwin-*.whl")
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
                    check=True, capture_output=True)  # fmt: skip
     proc = subprocess.run([python, "-c", IMPORT_CHECK + "; import gputwin; print(gputwin.__file__)"],
                           cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert str(env_dir) in proc.stdout.splitlines()[-1]
+    assert proc.stdout.splitlines()[-1].startswith(own_site)
