@@ -23,6 +23,7 @@ vocabulary, or `record` / `invalid value` when a reader says something this modu
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -80,8 +81,10 @@ def locate(file: str, access: TraceAccess, annotations: Mapping[str, str] | None
     named = Path(file)
     try:
         resolved = (named if named.is_absolute() else folders[0][1] / named).resolve()
-    except (OSError, RuntimeError):  # a symlink loop (RuntimeError before Python 3.13)
+    except RuntimeError:  # a symlink loop (an OSError from Python 3.13 on)
         raise TraceRefused("TraceNotAllowed", f"{WHERE}: {file}: cannot be resolved (a symlink loop)") from None
+    except OSError as exc:
+        raise TraceRefused("TraceNotAllowed", f"{WHERE}: {file}: cannot be resolved ({exc.strerror})") from None
     if not any(resolved.is_relative_to(folder) for _, folder in folders):
         allowed = " or ".join(f"{what} ({folder})" for what, folder in folders)
         raise TraceRefused("TraceNotAllowed", f"{WHERE}: {file}: resolves outside {allowed}")
@@ -122,7 +125,7 @@ def _kind(mode: int) -> str:
 def _unreadable(file: str, exc: OSError) -> TraceRefused:
     if isinstance(exc, FileNotFoundError):
         return TraceRefused("TraceNotFound", f"{WHERE}: {file}: no such file")
-    if exc.errno == getattr(os, "ELOOP", None):  # O_NOFOLLOW met a symlink swapped in after locate
+    if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink swapped in after locate
         return TraceRefused("TraceNotAllowed", f"{WHERE}: {file}: became a symlink; not followed")
     return TraceRefused("TraceUnreadable", f"{WHERE}: {file}: {exc.strerror or 'cannot be read'}")
 
@@ -168,6 +171,7 @@ KNOWN_REASONS = (
     "not an object", "not a list", "not a string", "not a state", "no submit time for a job that started",
     "more than one GPU", "cannot tell the format", "missing", "no jobs in the file", "unknown format",
 )  # fmt: skip
+_BARE = ("missing required column", "duplicate column", "not UTF-8 text")  # what follows: not a value
 _COUNTS = re.compile(r"expected \d{1,9} fields, got \d{1,9}")
 
 
@@ -184,6 +188,9 @@ def _reason(reason: str) -> str:
         return counts.group(0)
     if reason in KNOWN_REASONS:
         return reason
+    bare = next((r for r in _BARE if reason.startswith(r)), None)
+    if bare:
+        return bare
     known = next((r for r in KNOWN_REASONS if reason.startswith(r) and reason[len(r)] in ":( "), None)
     if known == "cannot tell the format":
         return "cannot tell the format; set spec.trace.format"

@@ -36,7 +36,7 @@ from gputwin.cli.manifests import Manifest, ManifestError, cluster_errors, plura
 from gputwin.operator.backends import SimBackend
 from gputwin.operator.config import ConfigError, trace_access
 from gputwin.operator.controller import Controller
-from gputwin.operator.trace_files import MANIFEST_FOLDER
+from gputwin.operator.trace_files import MANIFEST_FOLDER, TraceAccess
 
 F = TypeVar("F", bound=Callable[..., Any])
 Obj = dict[str, Any]
@@ -71,12 +71,17 @@ files_option = click.option(
 )  # fmt: skip
 
 
-def _reconcile(store: FileStore) -> Controller:
-    """A fresh controller (state is in the files), settled at the current virtual time."""
+def _traces() -> TraceAccess:
+    """The replay sandbox's settings (`$GPUTWIN_TRACE_DIR`, `$GPUTWIN_TRACE_MAX_BYTES`) plus the
+    manifests' folders; read before anything is stored, so a bad setting changes nothing."""
     try:
-        traces = trace_access(manifest_folders=True)
+        return trace_access(manifest_folders=True)
     except ConfigError as exc:
         raise UserError(str(exc)) from None
+
+
+def _reconcile(store: FileStore, traces: TraceAccess) -> Controller:
+    """A fresh controller (state is in the files), settled at the current virtual time."""
     controller = Controller(store, SimBackend(), traces=traces)
     settle(controller, store.now)
     return controller
@@ -108,6 +113,7 @@ def apply(paths: tuple[Path, ...], state: Path) -> None:
     if not paths:
         raise UserError("give -f FILE|DIR: a manifest, or a folder of them")
     manifests = read_manifests(paths, validate=True)
+    traces = _traces()
     store = FileStore(state)
     with store.lock():
         stored = [
@@ -117,7 +123,7 @@ def apply(paths: tuple[Path, ...], state: Path) -> None:
         if errors:
             raise ManifestError(errors)
         outcomes = [(m, store.put(_with_folder(m))) for m in manifests]
-        _reconcile(store)
+        _reconcile(store, traces)
     for m, outcome in outcomes:
         click.echo(f"{resource(m.kind)}/{m.name} {outcome}")
 
@@ -228,6 +234,7 @@ def delete(target: tuple[str, ...], paths: tuple[Path, ...], namespace: str, ign
     (unless --ignore-not-found).
     """
     keys = _delete_keys(target, paths, namespace)
+    traces = _traces()
     store = FileStore(state)
     with store.lock():
         present = [k for k in keys if store.get(*k) is not None]
@@ -236,7 +243,7 @@ def delete(target: tuple[str, ...], paths: tuple[Path, ...], namespace: str, ign
             raise UserError(*(f'{plural(k[0])} "{k[2]}" not found' for k in missing))
         for key in present:
             store.delete(*key)
-        _reconcile(store)
+        _reconcile(store, traces)
     for kind, _, name in present:
         click.echo(f'{resource(kind)} "{name}" deleted')
 
@@ -276,10 +283,11 @@ def run(until: float | None, state: Path) -> None:
     Each step jumps to the next run end or policy wake-up and reconciles there. With --until the
     clock stops at most SECONDS later (and moves there even if nothing happens).
     """
+    traces = _traces()
     store = FileStore(state)
     with store.lock():
         start = store.now
-        controller = _reconcile(store)
+        controller = _reconcile(store, traces)
         limit = start + until if until is not None else float("inf")
         steps = 0
         while _active(store):
