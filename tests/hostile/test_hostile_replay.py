@@ -385,3 +385,11 @@ def test_a_sweep_plan_never_leads_outside_its_folder(
     assert lines[0].startswith(f"error: {folder}/plan.json: ") and says in lines[0], lines[0]
     assert SECRET not in err and "Traceback" not in err
     assert not (folder / "results" / "0.json").exists()
+
+
+def test_the_deployment_ships_with_file_sources_off() -> None:
+    deployment = yaml.safe_load((ROOT / "manifests" / "operator" / "30-deployment.yaml").read_text())
+    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert (env["GPUTWIN_TRACE_DIR"], env["GPUTWIN_TRACE_MAX_BYTES"]) == ("", "32Mi")
+    traces = OperatorConfig.from_env(env).traces
+    assert (traces.base, traces.max_bytes, traces.manifest_folders) == (None, 32 * 2**20, False)
