@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -393,3 +394,14 @@ def test_the_deployment_ships_with_file_sources_off() -> None:
     assert (env["GPUTWIN_TRACE_DIR"], env["GPUTWIN_TRACE_MAX_BYTES"]) == ("", "32Mi")
     traces = OperatorConfig.from_env(env).traces
     assert (traces.base, traces.max_bytes, traces.manifest_folders) == (None, 32 * 2**20, False)
+
+
+def test_only_the_slurm_command_runner_starts_processes_and_never_through_a_shell() -> None:
+    """docs/security.md: what the CLI and operator execute. Every other module reaches SLURM through
+    `adapters/slurm/commands.run_command` (an argv list, shell=False, a timeout)."""
+    sources = [p for d in ("src/gputwin", "operator", "adapters") for p in (ROOT / d).rglob("*.py")]
+    spawn = re.compile(r"^\s*(import|from)\s+(subprocess|pty|multiprocessing\.popen)|\bos\.(system|popen|exec|spawn)", re.M)
+    spawning = {str(p.relative_to(ROOT)) for p in sources if spawn.search(p.read_text())}
+    assert spawning == {"adapters/slurm/commands.py"}
+    runner = (ROOT / "adapters" / "slurm" / "commands.py").read_text()
+    assert "shell=False" in runner and "shell=True" not in runner and "list(argv)" in runner
