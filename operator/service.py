@@ -322,7 +322,8 @@ class OperatorService:
                 result = await loop.run_in_executor(self._replayer, run_replay, *plan)
             except Exception as exc:  # a crash is the replay's outcome, not ours
                 log.exception("TraceReplay %s/%s crashed", key[0], key[1])
-                result = ReplayResult("Failed", "ReplayError", f"the replay crashed ({type(exc).__name__}); see the operator log")  # no str(exc): it may quote the trace
+                crashed = f"the replay crashed ({type(exc).__name__}); see the operator log"
+                result = ReplayResult("Failed", "ReplayError", crashed)  # not str(exc): it may quote the trace
             if await self._in_worker(self._record, key, result):
                 self.poke()  # a promoted winner changed SchedulingPolicies: reschedule with them
         except Exception:  # recording failed: the replay stays pending and runs again
