@@ -2,14 +2,20 @@
 
 The kopf handlers (issue: declarative API) read one `OperatorConfig` at start-up. Every setting
 has an environment variable so the Deployment in manifests/ can set it without flags.
+`trace_access` reads the TraceReplay file sandbox's two (`GPUTWIN_TRACE_DIR`,
+`GPUTWIN_TRACE_MAX_BYTES`; see gputwin.operator.trace_files), which the emulator reads too.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping
+
+from gputwin.operator.trace_files import DEFAULT_MAX_BYTES, TRACE_DIR_ENV, TRACE_MAX_ENV, TraceAccess
 
 BACKENDS = ("sim", "kubernetes", "slurm")
 PASS_DUTY = 0.5  # the largest share of wall time reconcile passes take (gputwin.operator.service)
@@ -25,6 +31,7 @@ class OperatorConfig:
     namespace: str = ""  # empty: watch every namespace
     health_port: int = 8080
     pass_duty: float = PASS_DUTY
+    traces: TraceAccess = field(default_factory=TraceAccess)  # no file source until an admin sets one
 
     @staticmethod
     def from_env(env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -35,7 +42,30 @@ class OperatorConfig:
         port = env.get("GPUTWIN_HEALTH_PORT", "8080")
         if not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(f"GPUTWIN_HEALTH_PORT: {port!r} is not a TCP port")
-        return OperatorConfig(backend, env.get("GPUTWIN_NAMESPACE", ""), int(port), pass_duty(env))
+        namespace = env.get("GPUTWIN_NAMESPACE", "")
+        return OperatorConfig(backend, namespace, int(port), pass_duty(env), trace_access(env))
+
+
+_SIZE = re.compile(r"(\d{1,15})(Ki|Mi|Gi)?")
+_UNITS = {None: 1, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
+
+
+def trace_access(env: Mapping[str, str] | None = None, *, manifest_folders: bool = False) -> TraceAccess:
+    """`GPUTWIN_TRACE_DIR` (an existing folder; empty or unset: no file sources) and
+    `GPUTWIN_TRACE_MAX_BYTES` (bytes, or with a Ki/Mi/Gi suffix), as the replay sandbox's settings."""
+    env = os.environ if env is None else env
+    raw_dir = env.get(TRACE_DIR_ENV, "").strip()
+    base = None
+    if raw_dir:
+        base = Path(raw_dir).resolve()
+        if not base.is_dir():
+            raise ConfigError(f"{TRACE_DIR_ENV}={raw_dir!r}: not a folder; want the folder trace files come from")
+    raw_max = env.get(TRACE_MAX_ENV, "").strip()
+    size = _SIZE.fullmatch(raw_max)
+    if raw_max and (size is None or int(size.group(1)) == 0):
+        raise ConfigError(f"{TRACE_MAX_ENV}={raw_max!r}: not a size; want bytes > 0, e.g. 33554432 or 32Mi")
+    max_bytes = int(size.group(1)) * _UNITS[size.group(2)] if size else DEFAULT_MAX_BYTES
+    return TraceAccess(base, max_bytes, manifest_folders)
 
 
 def pass_duty(env: Mapping[str, str] | None = None) -> float:

@@ -28,9 +28,10 @@ from gputwin.operator.backends import Backend, occupancy_of
 from gputwin.operator.cluster import ClusterView, read_cluster, write_cluster_statuses
 from gputwin.operator.deploy import Deployer, DeployOutcome
 from gputwin.operator.jobs import JobControl
-from gputwin.operator.replay import ReplayCluster, ReplayResult, replay_cluster, run_replay, trace_text
+from gputwin.operator.replay import ReplayCluster, ReplayResult, Trace, replay_cluster, run_replay, trace_source
 from gputwin.operator.statuses import StatusBook, condition, updated
 from gputwin.operator.store import Obj, Store, is_deleted, name_of, namespace_of
+from gputwin.operator.trace_files import TraceAccess
 
 COMPLETE = "Complete"
 DONE = ("Succeeded", "Failed")
@@ -45,8 +46,10 @@ class Controller:
         backend: Backend,
         options: SchedulerOptions | None = None,
         deployer: Deployer | None = None,
+        traces: TraceAccess | None = None,
     ) -> None:
         self.store, self.backend, self.deployer = store, backend, deployer
+        self.traces = traces or TraceAccess()  # where TraceReplay files may come from: by default nowhere
         self.options = options or SchedulerOptions()
         self.jobs = JobControl(store, backend)
         self.cluster: ClusterSpec | None = None
@@ -130,9 +133,9 @@ class Controller:
             out.append(obj)
         return out
 
-    def plan_replay(self, obj: Obj) -> tuple[TraceReplaySpec, ReplayCluster, str | None] | ReplayResult:
-        """What to replay on which cluster (and a ConfigMap trace's text), or the result already
-        (invalid, no cluster yet, the ConfigMap or its key missing)."""
+    def plan_replay(self, obj: Obj) -> tuple[TraceReplaySpec, ReplayCluster, Trace] | ReplayResult:
+        """What to replay on which cluster (and a ConfigMap trace's text, or the checked file), or
+        the result already (invalid, no cluster yet, the ConfigMap, its key or the file refused)."""
         try:
             replay = TraceReplay.model_validate({k: v for k, v in obj.items() if k != "status"})
         except ValidationError as exc:
@@ -141,7 +144,8 @@ class Controller:
         cluster = replay_cluster(self.view or read_cluster(self.store), replay.spec)
         if isinstance(cluster, str):
             return ReplayResult("Pending", "ClusterNotReady", cluster)
-        trace = trace_text(self.store, namespace_of(obj), replay.spec)
+        annotations = obj.get("metadata", {}).get("annotations") or {}
+        trace = trace_source(self.store, namespace_of(obj), replay.spec, self.traces, annotations)
         if isinstance(trace, ReplayResult):
             return trace
         return replay.spec, cluster, trace

@@ -11,18 +11,26 @@ always gives the same trials). The best RECORDED_TRIALS distinct policies join t
 candidates named with their knobs; a winning trial is promoted whole (names, backfill, wait
 bound, sizing factor, params), so the SchedulingPolicy then says exactly what was simulated.
 
-A trace kept in a ConfigMap (`spec.trace.configMap`) is read from the store beforehand, on the
-thread that owns the store (`trace_text`), and handed to `run_replay` as text. A missing
-ConfigMap or key fails the replay for that generation: fix it, then edit or re-create the replay.
+A trace kept in a ConfigMap (`spec.trace.configMap`, always of the replay's own namespace) is
+read from the store beforehand, on the thread that owns the store (`trace_source`), and handed to
+`run_replay` as text. A file (`spec.trace.file`) is checked there too, by the sandbox of
+`gputwin.operator.trace_files` (allowed folders, regular files, a size cap), and read by
+`run_replay`. A missing ConfigMap, key or file fails the replay for that generation: fix it,
+then edit or re-create the replay.
+
+Neither a file nor a ConfigMap is written by whoever may create a TraceReplay, so no status or
+Event quotes either: reader errors are `redacted`, and a reader that fails in any other way fails
+the replay with its error's type only (never the command or the operator pass running it).
 """
 
 from __future__ import annotations
 
+import logging
 import tempfile
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 from gputwin.adapters.traces import TraceError, read_trace
 from gputwin.api.convert import cluster_spec
@@ -41,6 +49,7 @@ from gputwin.api.workloads import search_vocabulary
 from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
 from gputwin.operator.cluster import ClusterView
 from gputwin.operator.store import Store
+from gputwin.operator.trace_files import TraceAccess, TraceFile, TraceRefused, locate, opened, redacted
 from gputwin.sim.run import Overrides, RunError, policy_label, run
 from gputwin.sim.space import Space, SpaceError, parse_space
 
@@ -49,6 +58,8 @@ CURRENT = "current"
 FORMATS = {"auto": "auto", "helios": "helios", "philly": "helios", "alibaba": "alibaba", "sacct": "sacct"}
 METRICS = ("jobs", "avg_jct", "avg_queue", "p50_jct", "p99_jct", "p99_queue", "makespan")
 RECORDED_TRIALS = 5  # a search's best distinct policies shown in status (the rest: noise for readers)
+Trace: TypeAlias = str | TraceFile | None  # what a replay reads: a ConfigMap's text, a checked file, nothing yet
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +133,29 @@ def replay_cluster(view: ClusterView, spec: TraceReplaySpec) -> ReplayCluster | 
     )
 
 
+def trace_source(
+    store: Store,
+    namespace: str | None,
+    spec: TraceReplaySpec,
+    access: TraceAccess,
+    annotations: Mapping[str, str] | None = None,
+) -> Trace | ReplayResult:
+    """What `run_replay` reads: a `configMap` source's text, a `file` source checked by the sandbox
+    (None for other sources), or the Failed result saying why not. `annotations`: the replay's."""
+    if spec.trace.file is not None:
+        try:
+            return locate(spec.trace.file, access, annotations)
+        except TraceRefused as exc:
+            return ReplayResult("Failed", exc.reason, exc.message)
+    return trace_text(store, namespace, spec)
+
+
 def trace_text(store: Store, namespace: str | None, spec: TraceReplaySpec) -> str | ReplayResult | None:
-    """The trace of a `configMap` source (None for other sources), or the Failed result saying why not."""
+    """The trace of a `configMap` source (None for other sources), or the Failed result saying why not.
+
+    Only the replay's own namespace is read (ConfigMapRef has no namespace field). A missing key
+    does not list the keys there: a replay's author may not be allowed to read that ConfigMap.
+    """
     ref = spec.trace.config_map
     if ref is None:
         return None
@@ -134,15 +166,14 @@ def trace_text(store: Store, namespace: str | None, spec: TraceReplaySpec) -> st
         fix = f"create it with the trace under key {ref.key}, then edit or re-create this TraceReplay"
         return ReplayResult("Failed", "TraceNotFound", f"{where} not found; {fix}")
     if ref.key not in data:
-        keys = ", ".join(sorted(data)) or "none"
-        return ReplayResult("Failed", "TraceNotFound", f"{where} has no key {ref.key} (its keys: {keys})")
+        return ReplayResult("Failed", "TraceNotFound", f"{where} has no key {ref.key}")
     return data[ref.key]
 
 
-def run_replay(spec: TraceReplaySpec, cluster: ReplayCluster, trace: str | None = None) -> ReplayResult:
+def run_replay(spec: TraceReplaySpec, cluster: ReplayCluster, trace: Trace = None) -> ReplayResult:
     """Replay the trace under `current`, every candidate and the search's trials; rank by the objective.
 
-    `trace`: the text of a `configMap` source (see `trace_text`); file sources are read here.
+    `trace`: what `trace_source` returned: a `configMap` source's text, or the checked file.
     """
     try:
         space = None if spec.search is None else parse_space(spec.search.space, "spec.search.space",
@@ -156,6 +187,9 @@ def run_replay(spec: TraceReplaySpec, cluster: ReplayCluster, trace: str | None 
         runs, trials = _ranked(spec, space, cluster.spec, jobs)
     except RunError as exc:
         return ReplayResult("Failed", "ReplayFailed", str(exc))
+    except Exception as exc:  # e.g. a trace value the simulator cannot handle: fail this replay only
+        log.warning("TraceReplay simulation failed", exc_info=True)  # the details: for the operator's log
+        return ReplayResult("Failed", "ReplayFailed", f"the simulation failed ({type(exc).__name__})")
     ranked = sorted(runs, key=lambda r: (getattr(r.result.metrics, spec.objective), r.order))
     candidates = tuple(r.result for r in ranked)
     winner = candidates[0]
@@ -164,26 +198,43 @@ def run_replay(spec: TraceReplaySpec, cluster: ReplayCluster, trace: str | None 
     return ReplayResult("Succeeded", "Replayed", message, candidates, winner.name, promotions, trials)
 
 
-def _jobs(spec: TraceReplaySpec, trace: str | None) -> tuple[JobSpec, ...] | ReplayResult:
-    """The trace's jobs, or the Failed result saying why they cannot be read."""
+def _jobs(spec: TraceReplaySpec, trace: Trace) -> tuple[JobSpec, ...] | ReplayResult:
+    """The trace's jobs, or the Failed result saying why they cannot be read (never quoting them)."""
     if spec.trace.sacct is not None:
         message = ("spec.trace.sacct: replaying SLURM accounting arrives with the SLURM issue; "
                    "use a file or configMap trace for now")  # fmt: skip
         return ReplayResult("Failed", "UnsupportedSource", message)
     fmt = FORMATS[spec.trace.format]
-    if spec.trace.config_map is not None:
-        if trace is None:
+    ref = spec.trace.config_map
+    if ref is not None:
+        if not isinstance(trace, str):
             return ReplayResult("Failed", "TraceNotFound", "spec.trace.configMap: the trace was not read")
-        where = f"spec.trace.configMap ({spec.trace.config_map.name}/{spec.trace.config_map.key})"
-        try:
-            return _read_text(trace, spec.trace.config_map.key, fmt)
-        except (TraceError, OSError, UnicodeError) as exc:
-            return ReplayResult("Failed", "TraceUnreadable", f"{where}: {exc}")
-    assert spec.trace.file is not None  # exactly one source is set (the model checks)
+        text = trace
+        return _read(f"spec.trace.configMap ({ref.name}/{ref.key})", lambda: _read_text(text, ref.key, fmt))
+    if not isinstance(trace, TraceFile):  # a plan made without the sandbox: never read unchecked
+        return ReplayResult("Failed", "TraceNotAllowed", "spec.trace.file: the file was not checked")
+    return _read(f"spec.trace.file ({trace.shown})", lambda: _read_file(trace, fmt))
+
+
+def _read(where: str, read: Callable[[], tuple[JobSpec, ...]]) -> tuple[JobSpec, ...] | ReplayResult:
     try:
-        return tuple(read_trace(Path(spec.trace.file), fmt).jobs)
-    except (TraceError, OSError) as exc:
-        return ReplayResult("Failed", "TraceUnreadable", f"spec.trace.file: {exc}")
+        return read()
+    except TraceRefused as exc:
+        return ReplayResult("Failed", exc.reason, exc.message)
+    except TraceError as exc:
+        return ReplayResult("Failed", "TraceUnreadable", redacted(exc, where))
+    except UnicodeError:
+        return ReplayResult("Failed", "TraceUnreadable", f"{where}: not UTF-8 text")
+    except OSError as exc:  # str(exc) would name /proc/self/fd/N or a temporary file
+        return ReplayResult("Failed", "TraceUnreadable", f"{where}: {exc.strerror or 'cannot be read'}")
+    except Exception as exc:  # a reader's failure on hostile input fails this replay, nothing else
+        log.warning("TraceReplay trace reader failed", exc_info=True)
+        return ReplayResult("Failed", "TraceUnreadable", f"{where}: the reader failed ({type(exc).__name__})")
+
+
+def _read_file(trace: TraceFile, fmt: str) -> tuple[JobSpec, ...]:
+    with opened(trace) as path:
+        return tuple(read_trace(path, fmt).jobs)
 
 
 def _read_text(text: str, key: str, fmt: str) -> tuple[JobSpec, ...]:
@@ -283,6 +334,8 @@ __all__ = [
     "ReplayResult",
     "label",
     "replay_cluster",
+    "Trace",
     "run_replay",
+    "trace_source",
     "trace_text",
 ]

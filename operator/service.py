@@ -54,7 +54,7 @@ from gputwin.operator.config import ConfigError, pass_duty
 from gputwin.operator.controller import Controller
 from gputwin.operator.deploy import Deployer
 from gputwin.operator.kube_backend import KubernetesBackend
-from gputwin.operator.replay import ReplayCluster, ReplayResult, run_replay
+from gputwin.operator.replay import ReplayCluster, ReplayResult, Trace, run_replay
 from gputwin.operator.slurm_backend import SlurmBackend, SlurmDeployer, from_sacct
 from gputwin.operator.store import Obj, is_deleted, name_of, namespace_of
 
@@ -66,7 +66,7 @@ BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 
 T = TypeVar("T")
 ReplayKey = tuple[str | None, str, int | None]  # namespace, name, generation
-Plan = tuple[TraceReplaySpec, ReplayCluster, str | None]  # spec, cluster, a ConfigMap trace's text
+Plan = tuple[TraceReplaySpec, ReplayCluster, Trace]  # spec, cluster, a ConfigMap's text or the checked file
 
 log = logging.getLogger(__name__)
 
@@ -322,7 +322,8 @@ class OperatorService:
                 result = await loop.run_in_executor(self._replayer, run_replay, *plan)
             except Exception as exc:  # a crash is the replay's outcome, not ours
                 log.exception("TraceReplay %s/%s crashed", key[0], key[1])
-                result = ReplayResult("Failed", "ReplayError", f"{type(exc).__name__}: {exc}")
+                crashed = f"the replay crashed ({type(exc).__name__}); see the operator log"
+                result = ReplayResult("Failed", "ReplayError", crashed)  # not str(exc): it may quote the trace
             if await self._in_worker(self._record, key, result):
                 self.poke()  # a promoted winner changed SchedulingPolicies: reschedule with them
         except Exception:  # recording failed: the replay stays pending and runs again

@@ -12,6 +12,10 @@ A sweep folder is all a task needs, so it can run on another machine that mounts
 `run_task` is what each task runs, whatever the executor (`gputwin sweep-task FOLDER INDEX`);
 `gather` reads the results back the same way for every executor, and names the tasks that left
 none. A result already present is not run again (`pending`), so an interrupted sweep resumes.
+
+A sweep folder never resolves outside itself: plan.json's trace and cluster are plain names (no
+`/`, `..` or NUL), and each input, resolved (symlinks followed), must lie under its inputs/
+folder, as must every file of a cluster folder; anything else is a SweepError naming the field.
 """
 
 from __future__ import annotations
@@ -59,11 +63,37 @@ class SweepPlan:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> SweepPlan:
+        if not isinstance(data, dict):
+            raise SweepError(f"{PLAN}: not a JSON object")
         if data.get("version") != PLAN_VERSION:
             raise SweepError(f"{PLAN}: version {data.get('version')!r}, this gputwin reads {PLAN_VERSION}")
         fields = {k: v for k, v in data.items() if k != "version"}
-        fields["candidates"] = tuple(Candidate(**c) for c in fields["candidates"])
-        return SweepPlan(**fields)
+        for name in ("trace", "cluster"):
+            _plain_name(fields.get(name), name)
+        try:
+            fields["candidates"] = tuple(Candidate(**c) for c in fields["candidates"])
+            return SweepPlan(**fields)
+        except (KeyError, TypeError) as exc:
+            raise SweepError(f"{PLAN}: candidates: not this gputwin's plan ({type(exc).__name__})") from None
+
+
+def _plain_name(name: object, field: str) -> None:
+    """A name under inputs/<field>/: one path component, never `.`, `..`, a separator or NUL."""
+    plain = isinstance(name, str) and 0 < len(name) <= 255 and name not in (".", "..")
+    if not plain or any(c in str(name) for c in ("/", "\\", "\0")):
+        raise SweepError(f"{PLAN}: {field}: {str(name)[:80]!r} is not a file name (no /, .. or NUL)")
+
+
+def _input(folder: Path, field: str, name: str) -> Path:
+    """inputs/<field>/<name>, refused when it (or, for a folder, a file in it) resolves outside."""
+    root = (folder / INPUTS / field).resolve()
+    path = root / name
+    inside = [path, *(path.rglob("*") if path.is_dir() and not path.is_symlink() else ())]
+    for entry in inside:
+        if not entry.resolve().is_relative_to(root):
+            shown = entry.relative_to(folder)
+            raise SweepError(f"{folder / PLAN}: {field}: {shown} resolves outside {folder / INPUTS / field}")
+    return path
 
 
 def write_plan(folder: Path, trace: Path, fmt: str, cluster: Path, *, gpus_per_node: int = 8,
@@ -97,14 +127,17 @@ def write_plan(folder: Path, trace: Path, fmt: str, cluster: Path, *, gpus_per_n
 def read_plan(folder: Path) -> SweepPlan:
     try:
         data = json.loads((folder / PLAN).read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise SweepError(f"{folder / PLAN}: {exc}") from exc
-    return SweepPlan.from_json(data)
+    try:
+        return SweepPlan.from_json(data)
+    except SweepError as exc:  # from_json names plan.json; say which folder's
+        raise SweepError(f"{folder}/{exc}") from None
 
 
 def load_inputs(folder: Path, plan: SweepPlan) -> tuple[ClusterSpec, tuple[JobSpec, ...]]:
-    cluster = load_cluster(folder / INPUTS / "cluster" / plan.cluster, gpus_per_node=plan.gpus_per_node)
-    trace = read_trace(folder / INPUTS / "trace" / plan.trace, plan.fmt, skip_invalid=plan.skip_invalid)
+    cluster = load_cluster(_input(folder, "cluster", plan.cluster), gpus_per_node=plan.gpus_per_node)
+    trace = read_trace(_input(folder, "trace", plan.trace), plan.fmt, skip_invalid=plan.skip_invalid)
     return cluster, tuple(trace.jobs)
 
 
@@ -112,7 +145,7 @@ def same_inputs(folder: Path, plan: SweepPlan, trace: Path, cluster: Path) -> bo
     """Whether the sweep's copies of its inputs are these files, byte for byte. A resumed sweep
     keeps the copies made when it started, and the originals may have changed since: only then
     may inputs loaded from the originals stand in for the copies."""
-    ours_trace, ours_cluster = folder / INPUTS / "trace" / plan.trace, folder / INPUTS / "cluster" / plan.cluster
+    ours_trace, ours_cluster = _input(folder, "trace", plan.trace), _input(folder, "cluster", plan.cluster)
     if not (ours_trace.is_file() and filecmp.cmp(trace, ours_trace, shallow=False)):
         return False
     if cluster.is_file():

@@ -16,6 +16,7 @@ from gputwin.core.decision import Start
 from gputwin.operator.backends import SimBackend
 from gputwin.operator.controller import Controller
 from gputwin.operator.store import MemoryStore
+from gputwin.operator.trace_files import TraceAccess
 
 ROOT = Path(__file__).resolve().parents[2]
 TWO_LEAF = ROOT / "manifests" / "samples" / "two-leaf.yaml"
@@ -58,7 +59,7 @@ def job(name: str, gpus: int, duration: float, task_type: str = "infer", **spec:
 def setup(*jobs: Obj, cluster: list[Obj] | None = None) -> tuple[MemoryStore, RecordingBackend, Controller]:
     store = MemoryStore([*(cluster if cluster is not None else manifests(TWO_LEAF)), *jobs])
     backend = RecordingBackend()
-    return store, backend, Controller(store, backend)
+    return store, backend, Controller(store, backend, traces=TraceAccess(demo_trace_path().resolve().parent))
 
 
 def status(store: MemoryStore, kind: str, name: str, namespace: str | None = None) -> Obj:
@@ -371,14 +372,12 @@ def test_a_promoted_winner_is_written_into_the_policies() -> None:
 
 
 def test_an_unreadable_trace_fails_the_replay_with_a_reason() -> None:
-    store, _, controller = setup(
-        replay(file="/nonexistent/trace.csv"), cluster=manifests(demo_cluster_path())
-    )
+    store, _, controller = setup(replay(file="nonexistent.csv"), cluster=manifests(demo_cluster_path()))
     controller.reconcile(T0)
     result = status(store, "TraceReplay", "what-if")
     cond = result["conditions"][0]
-    assert (result["phase"], cond["reason"]) == ("Failed", "TraceUnreadable")
-    assert "/nonexistent/trace.csv" in cond["message"]
+    assert (result["phase"], cond["reason"]) == ("Failed", "TraceNotFound")
+    assert "spec.trace.file: nonexistent.csv: no such file" == cond["message"]
 
 
 def configmap_replay(name: str = "what-if", configmap: str = "traces", key: str = "jobs.csv") -> Obj:
@@ -403,8 +402,8 @@ def test_trace_replay_reads_its_trace_from_a_configmap() -> None:
     conds = {n: s["conditions"][0] for n, s in missing.items()}
     assert {s["phase"] for s in missing.values()} == {"Failed"}
     assert {c["reason"] for c in conds.values()} == {"TraceNotFound"}
-    no_key = "ConfigMap default/traces has no key x.csv (its keys: README, jobs.csv)"
-    assert no_key in conds["no-key"]["message"]
+    no_key = "ConfigMap default/traces has no key x.csv"  # not its keys: the author may not read it
+    assert conds["no-key"]["message"].endswith(no_key)
     assert "ConfigMap default/absent not found" in conds["no-cm"]["message"]
     # Fixed ConfigMap: the same generation is not replayed again; an edit of the spec is.
     store.put_configmap("default", "absent", {"jobs.csv": head})

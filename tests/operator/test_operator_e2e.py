@@ -294,18 +294,7 @@ def samples(crds: None, kubectl: Any) -> Iterator[None]:
             "-p",
             json.dumps({"spec": {"durationSeconds": seconds}}),
         )
-    trace = ROOT / "src" / "gputwin" / "data" / "demo-trace.csv"
-    kubectl.run(
-        "patch",
-        "tracereplay",
-        "demo-what-if",
-        "-n",
-        "default",
-        "--type=merge",
-        "-p",
-        json.dumps({"spec": {"trace": {"file": str(trace)}}}),
-    )
-    yield
+    yield  # the sample replay's file, demo-trace.csv, is read from GPUTWIN_TRACE_DIR=manifests/samples
     kubectl.run("delete", "-f", str(SAMPLES), "--ignore-not-found", "--wait=false", check=False)
 
 
@@ -315,7 +304,8 @@ def operator(
 ) -> Iterator[Operator]:
     """The operator, started after the samples exist, as the operator's ServiceAccount."""
     work = tmp_path_factory.mktemp("operator-cwd")
-    env = {**os.environ, "KUBECONFIG": str(sa_kubeconfig), "GPUTWIN_BACKEND": "sim", "GPUTWIN_NAMESPACE": ""}
+    env = {**os.environ, "KUBECONFIG": str(sa_kubeconfig), "GPUTWIN_BACKEND": "sim", "GPUTWIN_NAMESPACE": "",
+           "GPUTWIN_TRACE_DIR": str(SAMPLES.resolve())}  # fmt: skip
     running = Operator(env, work, work, free_port())
     running.env["GPUTWIN_HEALTH_PORT"] = str(running.port)
     running.start()

@@ -27,6 +27,7 @@ from gputwin.operator.metrics import METRICS
 from gputwin.operator.service import build_backend, build_deployer
 from gputwin.operator.slurm_backend import JOBS_BLOCKER, RETRY_SECONDS, SlurmBackend, SlurmDeployer
 from gputwin.operator.store import MemoryStore
+from gputwin.operator.trace_files import TraceAccess
 from slurm_testcluster import Cluster, managed_snapshot  # tests/slurm/ helpers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,9 +41,12 @@ def cluster_objects() -> list[Obj]:
 
 
 def controller(
-    store: MemoryStore, conf_dir: Path, backend: SlurmBackend | None = None, **deployer: Any
+    store: MemoryStore, conf_dir: Path, backend: SlurmBackend | None = None, traces: Path | None = None,
+    **deployer: Any,
 ) -> Controller:
-    return Controller(store, backend or SlurmBackend(), deployer=SlurmDeployer(conf_dir, **deployer))
+    access = TraceAccess(traces.resolve()) if traces is not None else None  # where replay files may be
+    return Controller(store, backend or SlurmBackend(), deployer=SlurmDeployer(conf_dir, **deployer),
+                      traces=access)  # fmt: skip
 
 
 def last_deploy(store: MemoryStore, policy: str) -> Obj:
@@ -164,7 +168,7 @@ def test_promoted_winner_is_deployed_to_slurm(conf_dir: Path, tmp_path: Path, fa
         with open(folder / PARTITIONS, "ab") as handle:
             handle.write(b"PartitionName=evil Nodes=gpu01 NoSuchKey=1\n")
 
-    ctl = controller(store, conf_dir, after_write=corrupt if fails else None)
+    ctl = controller(store, conf_dir, traces=tmp_path, after_write=corrupt if fails else None)
     store.put(promote_replay(trace_favouring_srtf(tmp_path)))
     ctl.reconcile(T0 + 10)
     replay = store.get("TraceReplay", "default", "what-if")

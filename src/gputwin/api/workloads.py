@@ -53,7 +53,8 @@ class GPUJob(ResourceBase):
 
 
 class ConfigMapRef(ApiModel):
-    """A trace stored in a ConfigMap of the TraceReplay's namespace."""
+    """A trace stored in a ConfigMap of the TraceReplay's namespace (no namespace field, on purpose:
+    a replay reads only its own namespace's ConfigMaps; docs/security.md)."""
 
     name: DnsName = Field(description="ConfigMap name.")
     key: str = Field(min_length=1, description="Key of the ConfigMap entry holding the trace.")
@@ -72,7 +73,10 @@ class TraceSource(ApiModel):
     """Where the replayed jobs come from: exactly one of file, configMap or sacct."""
 
     file: str | None = Field(
-        default=None, min_length=1, description="Path of a trace file readable by the replayer."
+        default=None, min_length=1, max_length=4096,  # PATH_MAX
+        description="A regular trace file: in a cluster under the operator's GPUTWIN_TRACE_DIR (relative "
+        "to it; unset, file sources are refused), in the emulator under the manifest's folder (relative "
+        "to it) or GPUTWIN_TRACE_DIR; symlinks and .. must not lead out. See docs/security.md.",
     )
     config_map: ConfigMapRef | None = Field(default=None, description="A trace inside a ConfigMap.")
     sacct: SacctWindow | None = Field(default=None, description="A window of SLURM accounting history.")

@@ -8,6 +8,12 @@ only `gputwin run` moves the clock, event by event, never second by second.
 
 User mistakes (a bad manifest, an unknown kind, a missing object) end the command with one line per
 problem on stderr and exit status 2, with nothing stored.
+
+A TraceReplay's `spec.trace.file` is relative to the folder of the manifest that declared it
+(`apply` records that folder in the annotation `gputwin.io/manifest-folder`, replacing any value
+the manifest gave), and must stay inside that folder or `$GPUTWIN_TRACE_DIR`: the sandbox of
+`gputwin.operator.trace_files`, as in a cluster. A replay whose file fails it, or fails to read,
+gets a Failed status; later commands carry on.
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ from gputwin.adapters.emulator import FileStore
 from gputwin.api.status import rfc3339
 from gputwin.api.v1alpha1 import KINDS
 from gputwin.cli.kubectl import UserError, age, format_rows, resolve_kinds, table
-from gputwin.cli.manifests import ManifestError, cluster_errors, plural, read_manifests, resource
+from gputwin.cli.manifests import Manifest, ManifestError, cluster_errors, plural, read_manifests, resource
 from gputwin.operator.backends import SimBackend
+from gputwin.operator.config import ConfigError, trace_access
 from gputwin.operator.controller import Controller
+from gputwin.operator.trace_files import MANIFEST_FOLDER, TraceAccess
 
 F = TypeVar("F", bound=Callable[..., Any])
 Obj = dict[str, Any]
@@ -63,9 +71,18 @@ files_option = click.option(
 )  # fmt: skip
 
 
-def _reconcile(store: FileStore) -> Controller:
+def _traces() -> TraceAccess:
+    """The replay sandbox's settings (`$GPUTWIN_TRACE_DIR`, `$GPUTWIN_TRACE_MAX_BYTES`) plus the
+    manifests' folders; read before anything is stored, so a bad setting changes nothing."""
+    try:
+        return trace_access(manifest_folders=True)
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _reconcile(store: FileStore, traces: TraceAccess) -> Controller:
     """A fresh controller (state is in the files), settled at the current virtual time."""
-    controller = Controller(store, SimBackend())
+    controller = Controller(store, SimBackend(), traces=traces)
     settle(controller, store.now)
     return controller
 
@@ -96,6 +113,7 @@ def apply(paths: tuple[Path, ...], state: Path) -> None:
     if not paths:
         raise UserError("give -f FILE|DIR: a manifest, or a folder of them")
     manifests = read_manifests(paths, validate=True)
+    traces = _traces()
     store = FileStore(state)
     with store.lock():
         stored = [
@@ -104,10 +122,20 @@ def apply(paths: tuple[Path, ...], state: Path) -> None:
         errors = cluster_errors(stored, manifests)
         if errors:
             raise ManifestError(errors)
-        outcomes = [(m, store.put(m.obj)) for m in manifests]
-        _reconcile(store)
+        outcomes = [(m, store.put(_with_folder(m))) for m in manifests]
+        _reconcile(store, traces)
     for m, outcome in outcomes:
         click.echo(f"{resource(m.kind)}/{m.name} {outcome}")
+
+
+def _with_folder(manifest: Manifest) -> Obj:
+    """A TraceReplay with the folder of its manifest file in MANIFEST_FOLDER (any other kind as is)."""
+    if manifest.kind != "TraceReplay":
+        return manifest.obj
+    file = manifest.where.rsplit(":doc", 1)[0]  # where: FILE:docN[.items[i]]
+    meta = dict(manifest.obj.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), MANIFEST_FOLDER: str(Path(file).resolve().parent)}
+    return {**manifest.obj, "metadata": meta}
 
 
 # --- get ------------------------------------------------------------------------------------------
@@ -206,6 +234,7 @@ def delete(target: tuple[str, ...], paths: tuple[Path, ...], namespace: str, ign
     (unless --ignore-not-found).
     """
     keys = _delete_keys(target, paths, namespace)
+    traces = _traces()
     store = FileStore(state)
     with store.lock():
         present = [k for k in keys if store.get(*k) is not None]
@@ -214,7 +243,7 @@ def delete(target: tuple[str, ...], paths: tuple[Path, ...], namespace: str, ign
             raise UserError(*(f'{plural(k[0])} "{k[2]}" not found' for k in missing))
         for key in present:
             store.delete(*key)
-        _reconcile(store)
+        _reconcile(store, traces)
     for kind, _, name in present:
         click.echo(f'{resource(kind)} "{name}" deleted')
 
@@ -254,10 +283,11 @@ def run(until: float | None, state: Path) -> None:
     Each step jumps to the next run end or policy wake-up and reconciles there. With --until the
     clock stops at most SECONDS later (and moves there even if nothing happens).
     """
+    traces = _traces()
     store = FileStore(state)
     with store.lock():
         start = store.now
-        controller = _reconcile(store)
+        controller = _reconcile(store, traces)
         limit = start + until if until is not None else float("inf")
         steps = 0
         while _active(store):
