@@ -29,6 +29,7 @@ import yaml
 
 from gputwin.api.convert import cluster_spec
 from gputwin.api.v1alpha1 import KINDS, GPUPartition, SchedulingPolicy, SwitchTopology
+from ci_rule import skip_or_fail  # tests/ci_rule.py
 from k8s_control_plane import CRD_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -203,7 +204,7 @@ def test_kind_scripts_parse(script: str) -> None:
 
 def test_kind_scripts_are_shellcheck_clean() -> None:
     if shutil.which("shellcheck") is None:
-        pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
+        skip_or_fail("shellcheck is not installed (apt-get install shellcheck)")
     done = subprocess.run(["shellcheck", "-x", *sorted(str(p) for p in SCRIPTS.glob("*.sh"))],
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 0, done.stdout

@@ -541,7 +541,9 @@ def test_edited_replay_runs_again_while_jobs_keep_being_scheduled(
         return len(seen) == 2
 
     wait_for("the job and the new replay", replayed, 60, on_timeout=operator.tail)
-    assert seen["job started"] < seen["replay done"], seen
+    # Both may first show in the same poll (one poll takes a few API calls; on a loaded machine
+    # that is as long as the replay): the job must not have started after the replay ended.
+    assert seen["job started"] <= seen["replay done"], seen
     complete = _condition(api.status("tracereplays", "demo-what-if", "default"), "Complete")
     assert "wins on avg_queue" in complete["message"]
 
