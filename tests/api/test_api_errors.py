@@ -115,19 +115,64 @@ YAML_CASES = {
     ),
     "reserved-param": (
         edit(2, "{queue: {policy: sjf}}", "{params: {max_wait: 3, window: 5}}"),
-        "{f}:doc3: spec: params may not set max_wait: use the typed fields",
+        "{f}:doc3: spec.params: may not set max_wait: use the typed fields",
     ),
     "qssf-prior-not-seconds": (
         edit(2, "{queue: {policy: sjf}}", "{queue: {policy: qssf}, params: {qssf_prior: soon}}"),
-        "{f}:doc3: spec: params.qssf_prior: expected seconds (a number >= 0), got 'soon'",
+        "{f}:doc3: spec.params: qssf_prior: expected seconds (a number >= 0), got 'soon'",
     ),
     "qssf-prior-negative": (
         edit(2, "{queue: {policy: sjf}}", "{queue: {policy: qssf}, params: {qssf_prior: -60}}"),
-        "{f}:doc3: spec: params.qssf_prior: expected seconds (a number >= 0), got -60",
+        "{f}:doc3: spec.params: qssf_prior: expected seconds (a number >= 0), got -60",
+    ),
+    "qssf-prior-beyond-a-year": (
+        edit(2, "{queue: {policy: sjf}}", "{queue: {policy: qssf}, params: {qssf_prior: 1000000000}}"),
+        "{f}:doc3: spec.params: qssf_prior: expected seconds (a number >= 0), got 1000000000: at most 31622400",
+    ),
+    "unknown-param": (
+        edit(2, "{queue: {policy: sjf}}", "{queue: {policy: qssf}, params: {qssf_priorr: 100}}"),
+        "{f}:doc3: spec.params: qssf_priorr: unknown param; known: las_thresholds, min_samples, qssf_prior",
+    ),
+    "las-thresholds-not-numbers": (
+        edit(2, "{queue: {policy: sjf}}", "{queue: {policy: las}, params: {las_thresholds: '60,soon'}}"),
+        "{f}:doc3: spec.params: las_thresholds: expected GPU-seconds (a number >= 0), got 'soon'",
+    ),
+    "min-samples-fraction": (
+        edit(2, "{queue: {policy: sjf}}", "{sizing: {policy: history}, params: {min_samples: 2.5}}"),
+        "{f}:doc3: spec.params: min_samples: expected a whole number of jobs, got 2.5",
+    ),
+    "two-partitions-one-task-type": (
+        [*VALID, PARTITION.replace("{name: a}", "{name: b}").replace('"n[1-2]"', '"n[3-4]"')],
+        "{f}:doc4: spec.taskTypes[0]: task type 'a' is also served by GPUPartition 'a' ({f}:doc2); "
+        "one partition per task type",
+    ),
+    "two-catch-alls": (
+        [
+            TOPOLOGY,
+            PARTITION.replace("[a]", '["*"]'),
+            POLICY,
+            PARTITION.replace("{name: a}", "{name: b}").replace('"n[1-2]"', '"n[3-4]"').replace("[a]", '[b, "*"]'),
+        ],
+        "{f}:doc4: spec.taskTypes[1]: the catch-all '*' is also served by GPUPartition 'a' ({f}:doc2); "
+        "one partition per task type",
+    ),
+    "task-type-with-newline": (
+        edit(1, "taskTypes: [a]", 'taskTypes: ["a\\nb"]'),
+        "{f}:doc2: spec.taskTypes[0]: 'a\\nb' is not a valid task type (1-64 of A-Z a-z 0-9 _ . -, not "
+        "starting with . or -) or '*' alone",
     ),
     "non-scalar-param": (
         edit(2, "{queue: {policy: sjf}}", "{params: {thresholds: [1, 2]}}"),
         "{f}:doc3: spec.params.thresholds: must be a string, number or boolean",
+    ),
+    "param-text-too-long": (
+        edit(2, "{queue: {policy: sjf}}", "{params: {las_thresholds: '" + "1" * 300 + "'}}"),
+        "{f}:doc3: spec.params.las_thresholds: at most 256 characters",
+    ),
+    "param-number-of-300-digits": (
+        edit(2, "{queue: {policy: sjf}}", "{params: {las_thresholds: " + "1" * 300 + "}}"),
+        "{f}:doc3: spec.params: las_thresholds: expected GPU-seconds (a number >= 0), got a number of more "
+        "than 40 digits: at most 518101401600",
     ),
     # hostlists
     "bad-hostlist": (
@@ -152,13 +197,13 @@ YAML_CASES = {
         "{f}:doc2: spec.policy: unknown SchedulingPolicy 'q'; declared: 'p'",
     ),
     "node-in-two-partitions": (
-        [*VALID, PARTITION.replace("{name: a}", "{name: b}").replace('"n[1-2]"', '"n[2-3]"')],
+        [*VALID, PARTITION.replace("{name: a}", "{name: b}").replace('"n[1-2]"', '"n[2-3]"').replace("[a]", "[b]")],
         "{f}:doc4: spec.nodes: node 'n2' already in GPUPartition 'a'",
     ),
     "selector-overlaps": (
         [
             *VALID,
-            PARTITION.replace("{name: a}", "{name: b}").replace(
+            PARTITION.replace("{name: a}", "{name: b}").replace("[a]", "[b]").replace(
                 'nodes: "n[1-2]"', "nodeSelector: {matchLabels: {pool: a}}"
             ),
         ],
