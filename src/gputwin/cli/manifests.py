@@ -19,16 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from gputwin.api.crdgen import NAMES
-from gputwin.api.loader import _StrictLoader  # duplicate keys refused, dates kept as strings
 from gputwin.api.meta import API_VERSION, GROUP
 from gputwin.api.problems import Problem, field_path
 from gputwin.api.v1alpha1 import KINDS
 from gputwin.api.validate import Document, check_cluster
+from gputwin.api.yamlfiles import Budget, YamlFileError, documents, list_files, read_text
 
 Obj = dict[str, Any]
 CLUSTER_KINDS = ("SwitchTopology", "GPUPartition", "SchedulingPolicy")
@@ -87,9 +86,10 @@ def read_manifests(
     """
     found: list[Manifest] = []
     errors: list[str] = []
+    budget = Budget()
     for path in paths:
         for file in _files(Path(path), errors):
-            found += _read_file(file, default_namespace, errors)
+            found += _read_file(file, default_namespace, errors, budget)
     if validate:
         errors += schema_errors(found)
     if not found and not errors:
@@ -101,9 +101,14 @@ def read_manifests(
 
 def _files(path: Path, errors: list[str]) -> list[Path]:
     if path.is_dir():
-        files = sorted(
-            p for p in path.iterdir() if p.is_file() and p.suffix.lower() in (".yaml", ".yml", ".json")
-        )
+        try:
+            files = list_files(path, (".yaml", ".yml", ".json"))
+        except YamlFileError as exc:
+            errors.append(f"{path}: {exc}")
+            return []
+        except OSError as exc:
+            errors.append(f"{path}: path: {exc.strerror or type(exc).__name__}")
+            return []
         if not files:
             errors.append(f"{path}: no *.yaml, *.yml or *.json files in the directory")
         return files
@@ -113,21 +118,14 @@ def _files(path: Path, errors: list[str]) -> list[Path]:
     return [path]
 
 
-def _read_file(file: Path, namespace: str, errors: list[str]) -> list[Manifest]:
+def _read_file(file: Path, namespace: str, errors: list[str], budget: Budget) -> list[Manifest]:
     found: list[Manifest] = []
-    index = 0
     try:
-        for index, data in enumerate(
-            yaml.load_all(file.read_text(encoding="utf-8"), Loader=_StrictLoader), start=1
-        ):
+        for index, data in documents(read_text(file, budget)):
             if data is not None:
                 found += _objects(f"{file}:doc{index}", data, namespace, errors)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        errors.append(f"{file}:doc{index + 1}: {at}{getattr(exc, 'problem', None) or exc}")
-    except (OSError, UnicodeDecodeError) as exc:
-        errors.append(f"{file}: {exc}")
+    except YamlFileError as exc:
+        errors.append(f"{file}{'' if exc.doc is None else f':doc{exc.doc}'}: {exc}")
     return found
 
 
