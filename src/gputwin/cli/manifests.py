@@ -58,12 +58,25 @@ class Manifest:
 
     @property
     def name(self) -> str:
-        return str(self.obj.get("metadata", {}).get("name", ""))
+        return _text(self._meta.get("name", ""))
 
     @property
     def namespace(self) -> str | None:
-        namespace = self.obj.get("metadata", {}).get("namespace")
-        return str(namespace) if namespace else None
+        namespace = self._meta.get("namespace")
+        return _text(namespace) if namespace else None
+
+    @property
+    def _meta(self) -> Obj:
+        meta = self.obj.get("metadata")
+        return meta if isinstance(meta, dict) else {}
+
+
+def _text(value: Any) -> str:
+    """A name as it goes into one line of output: printable, at most 80 characters (the schema
+    refuses anything else; this only keeps the refusal on one line)."""
+    text = value if isinstance(value, str) else _shown(value)
+    text = text if text.isprintable() else json.dumps(text)[1:-1]
+    return text if len(text) <= 80 else text[:80] + "..."
 
 
 def resource(kind: str) -> str:
