@@ -128,7 +128,7 @@ def _parse(where: str, data: Any) -> tuple[Resource | None, list[Problem]]:
     kind = data.get("kind")
     model = KINDS.get(kind) if isinstance(kind, str) else None
     if model is None:
-        got = "missing" if kind is None else f"unknown kind {kind!r}"
+        got = "missing" if kind is None else f"unknown kind {kind!r:.80}"
         return None, [Problem(where, "kind", f"{got}; expected one of {', '.join(sorted(KINDS))}")]
     try:
         return model.model_validate(data), []

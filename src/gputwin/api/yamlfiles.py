@@ -6,7 +6,8 @@ SLURM renderer all read a cluster with, so no file can hang, exhaust or crash th
 - Text must be UTF-8; YAML refuses control characters (NUL included) itself.
 - A document nests at most `MAX_DEPTH` levels and holds at most `MAX_NODES` values, aliases
   counted as often as they are used (so `&a [*b, *b, ...]` cannot expand into billions).
-- Keys appear once per mapping; dates stay strings (as the API server sees them); an integer of
+- Values are JSON's (no `!!binary`, `!!set`, `!!omap`, `!!pairs`, `!!timestamp`), keys appear
+  once per mapping; dates stay strings (as the API server sees them); an integer of
   more than `MAX_INT_DIGITS` characters is read as a float, so any bound on its field refuses it
   by the field's name instead of Python's digit limit raising.
 
@@ -102,9 +103,9 @@ def _read_at_most(fd: int, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def documents(text: str) -> Iterator[tuple[int, Any]]:
+def documents(text: str, loader_class: type[Any] | None = None) -> Iterator[tuple[int, Any]]:
     """Each YAML document of `text` as data, with its 1-based index; empty documents give None."""
-    loader = StrictLoader(text)
+    loader = (loader_class or StrictLoader)(text)
     done = 0
     try:
         while loader.check_node():
@@ -165,33 +166,23 @@ class _PurePythonParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Pa
         yaml.composer.Composer.__init__(self)
         self._depth = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
 
-_Parser: Any = _PurePythonParser
-if yaml.__with_libyaml__:  # libyaml: ten times faster, and its parser caps nesting itself
-    from yaml.cyaml import CParser as _Parser
-
-
-class StrictLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):  # type: ignore[misc]
-    """A safe loader that refuses duplicate keys, keeps dates as strings and bounds integers.
+class _StrictConstructor(yaml.constructor.SafeConstructor):
+    """SafeConstructor that refuses duplicate keys, keeps dates as strings and bounds integers.
 
     PyYAML keeps the last of two equal keys silently (a second `spec:` would erase the first), and
     turns `2024-05-01` into a date where the Kubernetes API server sees a string.
     """
-
-    def __init__(self, stream: str) -> None:
-        _Parser.__init__(self, stream)
-        yaml.constructor.SafeConstructor.__init__(self)
-        yaml.resolver.Resolver.__init__(self)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -214,14 +205,52 @@ class StrictLoader(_Parser, yaml.constructor.SafeConstructor, yaml.resolver.Reso
                 return float(text.replace("_", ""))
             except ValueError:
                 return float("inf")  # a long hex, octal or base-60 integer
-        return super().construct_yaml_int(node)  # type: ignore[no-any-return]
+        return super().construct_yaml_int(node)
 
 
-StrictLoader.add_constructor("tag:yaml.org,2002:int", StrictLoader.construct_bounded_int)
-StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, regex) for tag, regex in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
-}
+    def refuse_non_json(self, node: yaml.Node) -> None:
+        # Kubernetes objects are JSON: bytes, sets, pairs and datetimes have no place in them.
+        raise yaml.constructor.ConstructorError(
+            None, None, f"tag {node.tag.replace('tag:yaml.org,2002:', '!!')} is not accepted: a manifest "
+            "holds JSON values (strings, numbers, booleans, null, lists, mappings)", node.start_mark,
+        )  # fmt: skip
+
+
+_StrictConstructor.add_constructor("tag:yaml.org,2002:int", _StrictConstructor.construct_bounded_int)  # type: ignore[type-var]
+for _tag in ("binary", "set", "omap", "pairs", "timestamp"):
+    _StrictConstructor.add_constructor(f"tag:yaml.org,2002:{_tag}", _StrictConstructor.refuse_non_json)  # type: ignore[type-var]
+
+
+class _StrictResolver(yaml.resolver.Resolver):
+    yaml_implicit_resolvers = {
+        first: [(tag, regex) for tag, regex in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
+    }
+
+
+class PureStrictLoader(_PurePythonParser, _StrictConstructor, _StrictResolver):
+    """The strict loader on PyYAML's own parser (where libyaml is missing)."""
+
+    def __init__(self, stream: str) -> None:
+        _PurePythonParser.__init__(self, stream)
+        _StrictConstructor.__init__(self)
+        _StrictResolver.__init__(self)
+
+
+StrictLoader: type[Any] = PureStrictLoader
+if yaml.__with_libyaml__:  # libyaml: ten times faster, and its parser caps nesting itself
+    import yaml.cyaml
+
+    class _CStrictLoader(yaml.cyaml.CParser, _StrictConstructor, _StrictResolver):  # type: ignore[misc,name-defined]
+        """The strict loader on libyaml's parser."""
+
+        def __init__(self, stream: str) -> None:
+            yaml.cyaml.CParser.__init__(self, stream)  # type: ignore[attr-defined]
+            _StrictConstructor.__init__(self)
+            _StrictResolver.__init__(self)
+
+    StrictLoader = _CStrictLoader
+
 
 __all__ = [
     "MAX_DEPTH",
@@ -230,6 +259,7 @@ __all__ = [
     "MAX_NODES",
     "MAX_TOTAL_BYTES",
     "Budget",
+    "PureStrictLoader",
     "StrictLoader",
     "YamlFileError",
     "documents",

@@ -292,7 +292,7 @@ def _shown(value: Any) -> str:
         return '"array"'
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**40:
         return '"a number of more than 40 digits"'  # json.dumps fails past 4300 digits
-    shown = "" if value is None else json.dumps(value)
+    shown = "" if value is None else json.dumps(value, default=repr)
     return shown if len(shown) <= 80 else shown[:80] + "..."  # an error stays one short line
 
 

@@ -142,8 +142,9 @@ def las_thresholds(params: Mapping[str, object]) -> tuple[float, ...]:
     """The `las_thresholds` param: attained GPU-seconds per level, a number or a comma-separated
     list of them (`"3600,36000"`), each > 0; ValueError naming the param otherwise."""
     raw = params.get("las_thresholds", "3600,36000")
+    parts: list[object]
     if isinstance(raw, str):
-        parts: list[object] = raw.split(",")
+        parts = list(raw.split(","))
     elif isinstance(raw, (list, tuple)):
         parts = list(raw)
     else:
