@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from gputwin.api.resources import demo_trace_path
-from gputwin.api.yamlfiles import MAX_FILE_BYTES, MAX_FILES
+from gputwin.api.yamlfiles import MAX_FILE_BYTES, MAX_FILES, MAX_TOTAL_BYTES
 from gputwin.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,6 +105,16 @@ def huge(tmp: Path) -> Path:
     return path
 
 
+def a_mib_of_jobs(tmp: Path) -> Path:
+    """Just under the size cap, valid up to its last document: the slowest refusal there is."""
+    path, docs, size = tmp / "cluster.yaml", [CLUSTER], len(CLUSTER)
+    while size < MAX_TOTAL_BYTES - 1000:
+        docs.append(JOB.replace("name: j,", f"name: j{len(docs)},"))
+        size += len(docs[-1]) + 4
+    path.write_text("---\n".join([*docs, JOB.replace("gpus: 4", "gpus: 0")]))
+    return path
+
+
 def many_files(tmp: Path) -> Path:
     folder = tmp / "cluster"
     folder.mkdir()
@@ -156,6 +166,7 @@ CASES: dict[str, tuple[Make, str]] = {
     "fifo": (fifo, "path"),
     "dev-zero": (device, "path"),
     "larger-than-the-cap": (huge, "path"),
+    "a-mib-of-jobs-the-last-bad": (a_mib_of_jobs, "spec.gpus"),
     f"folder-of-{MAX_FILES + 1}-files": (many_files, "path"),
     "100k-deep-flow": (text("[" * 100_000), "line 1, column"),
     "200-deep-mappings": (text("a: " + "{a: " * 200 + "1" + "}" * 200 + "\n"), "line 1, column"),
