@@ -145,8 +145,8 @@ YAML_CASES = {
     ),
     "two-partitions-one-task-type": (
         [*VALID, PARTITION.replace("{name: a}", "{name: b}").replace('"n[1-2]"', '"n[3-4]"')],
-        "{f}:doc4: spec.taskTypes[0]: task type 'a' is also served by GPUPartition 'a' ({f}:doc2); "
-        "one partition per task type",
+        ("{f}:doc4: spec.taskTypes[0]: task type 'a' is also served by GPUPartition 'a' ({f}:doc2); "
+        "one partition per task type"),
     ),
     "two-catch-alls": (
         [
@@ -155,13 +155,13 @@ YAML_CASES = {
             POLICY,
             PARTITION.replace("{name: a}", "{name: b}").replace('"n[1-2]"', '"n[3-4]"').replace("[a]", '[b, "*"]'),
         ],
-        "{f}:doc4: spec.taskTypes[1]: the catch-all '*' is also served by GPUPartition 'a' ({f}:doc2); "
-        "one partition per task type",
+        ("{f}:doc4: spec.taskTypes[1]: the catch-all '*' is also served by GPUPartition 'a' ({f}:doc2); "
+        "one partition per task type"),
     ),
     "task-type-with-newline": (
         edit(1, "taskTypes: [a]", 'taskTypes: ["a\\nb"]'),
-        "{f}:doc2: spec.taskTypes[0]: 'a\\nb' is not a valid task type (1-64 of A-Z a-z 0-9 _ . -, not "
-        "starting with . or -) or '*' alone",
+        ("{f}:doc2: spec.taskTypes[0]: 'a\\nb' is not a valid task type (1-64 of A-Z a-z 0-9 _ . -, not "
+        "starting with . or -) or '*' alone"),
     ),
     "non-scalar-param": (
         edit(2, "{queue: {policy: sjf}}", "{params: {thresholds: [1, 2]}}"),
@@ -173,8 +173,8 @@ YAML_CASES = {
     ),
     "param-number-of-300-digits": (
         edit(2, "{queue: {policy: sjf}}", "{params: {las_thresholds: " + "1" * 300 + "}}"),
-        "{f}:doc3: spec.params: las_thresholds: expected GPU-seconds (a number >= 0), got "
-        "1.1111111111111112e+299: at most 518101401600",  # read as a float: no digit limit raises
+        ("{f}:doc3: spec.params: las_thresholds: expected GPU-seconds (a number >= 0), got "
+        "1.1111111111111112e+299: at most 518101401600"),  # read as a float: no digit limit raises
     ),
     # hostlists
     "bad-hostlist": (
@@ -276,7 +276,7 @@ CSV_CASES = {
             "{f}:3: num_nodes: must be a positive integer, got 'four'\n"
             "{f}:4: num_nodes: must be a positive integer, got 0\n"
             "{f}:5: vc: 'ok' is listed twice (first on line 2)\n"
-            "{f}:6: vc: 'bad vc' is not a valid VC name (letters, digits, '-', '_', '.')\n"
+            "{f}:6: vc: 'bad vc' is not a valid VC name (letters, digits, '-', '_', '.', alphanumeric ends, at most 48)\n"
             "{f}:7: num_nodes: missing"
         ),
     ),

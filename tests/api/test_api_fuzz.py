@@ -20,7 +20,9 @@ from gputwin.api.problems import ClusterError
 from gputwin.cli.manifests import ManifestError, cluster_errors, read_manifests
 
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLES = sorted([*(ROOT / "manifests" / "samples").glob("*.yaml"), *(ROOT / "manifests" / "examples").glob("*.yaml")])
+SAMPLES = sorted(
+    [*(ROOT / "manifests" / "samples").glob("*.yaml"), *(ROOT / "manifests" / "examples").glob("*.yaml")]
+)
 FUZZ = settings(max_examples=60, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -52,13 +54,19 @@ def test_random_bytes(data: bytes) -> None:
 
 
 SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=30)
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=30),
 )
 VALUES = st.recursive(
     SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
     max_leaves=30,
 )  # fmt: skip
-KINDS = st.sampled_from(["SwitchTopology", "GPUPartition", "SchedulingPolicy", "GPUJob", "TraceReplay", "List", "x"])
+KINDS = st.sampled_from(
+    ["SwitchTopology", "GPUPartition", "SchedulingPolicy", "GPUJob", "TraceReplay", "List", "x"]
+)
 
 
 @FUZZ

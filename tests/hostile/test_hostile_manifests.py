@@ -131,24 +131,54 @@ LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
 # id -> (how to make the bad input, the FIELD the error must name)
 CASES: dict[str, tuple[Make, str]] = {
     # numbers beyond the schema's bounds
-    "duration-of-318913-years": (job("durationSeconds: 60", "durationSeconds: 10000000000000"), "spec.durationSeconds"),
-    "duration-of-400-digits": (job("durationSeconds: 60", "durationSeconds: " + "9" * 400), "spec.durationSeconds"),
+    "duration-of-318913-years": (
+        job("durationSeconds: 60", "durationSeconds: 10000000000000"),
+        "spec.durationSeconds",
+    ),
+    "duration-of-400-digits": (
+        job("durationSeconds: 60", "durationSeconds: " + "9" * 400),
+        "spec.durationSeconds",
+    ),
     "gpus-of-5000-digits": (job("gpus: 4", "gpus: " + "9" * 5000), "spec.gpus"),
     "gpus-beyond-any-job": (job("gpus: 4", "gpus: 100000"), "spec.gpus"),
-    "priority-beyond-int32": (job("durationSeconds: 60", "durationSeconds: 60, priority: 99999999999"), "spec.priority"),
+    "priority-beyond-int32": (
+        job("durationSeconds: 60", "durationSeconds: 60, priority: 99999999999"),
+        "spec.priority",
+    ),
     "user-name-of-10k-characters": (job("gpus: 4", "gpus: 4, user: " + "u" * 10_000), "spec.user"),
     "gpus-per-node-1000": (cluster("gpusPerNode: 8", "gpusPerNode: 1000"), "spec.nodeGroups[0].gpusPerNode"),
-    "max-gpus-per-job-a-million": (cluster("maxGPUsPerJob: 8", "maxGPUsPerJob: 1000000"), "spec.maxGPUsPerJob"),
+    "max-gpus-per-job-a-million": (
+        cluster("maxGPUsPerJob: 8", "maxGPUsPerJob: 1000000"),
+        "spec.maxGPUsPerJob",
+    ),
     "priority-tier-beyond-slurm": (cluster("priorityTier: 1", "priorityTier: 70000"), "spec.priorityTier"),
-    "max-wait-of-31-years": (cluster("maxWaitSeconds: 300", "maxWaitSeconds: 1000000000"), "spec.placement.maxWaitSeconds"),
-    "checkpoint-of-a-century": (policy("{preemption: {checkpointSeconds: 3153600000}}"), "spec.preemption.checkpointSeconds"),
-    "allowed-gpus-a-million": (policy("{sizing: {policy: history, allowedGPUs: [1000000]}}"), "spec.sizing.allowedGPUs[0]"),
+    "max-wait-of-31-years": (
+        cluster("maxWaitSeconds: 300", "maxWaitSeconds: 1000000000"),
+        "spec.placement.maxWaitSeconds",
+    ),
+    "checkpoint-of-a-century": (
+        policy("{preemption: {checkpointSeconds: 3153600000}}"),
+        "spec.preemption.checkpointSeconds",
+    ),
+    "allowed-gpus-a-million": (
+        policy("{sizing: {policy: history, allowedGPUs: [1000000]}}"),
+        "spec.sizing.allowedGPUs[0]",
+    ),
     # policy params
     "param-typo": (policy("{queue: {policy: qssf}, params: {qssf_priorr: 100}}"), "spec.params"),
     "param-reserved": (policy("{params: {max_wait: 100}}"), "spec.params"),
-    "qssf-prior-of-a-century": (policy("{queue: {policy: qssf}, params: {qssf_prior: 3153600000}}"), "spec.params"),
-    "las-thresholds-not-numbers": (policy("{queue: {policy: las}, params: {las_thresholds: 'a,b'}}"), "spec.params"),
-    "las-thresholds-100-levels": (policy("{queue: {policy: las}, params: {las_thresholds: '" + ",".join(["9"] * 100) + "'}}"), "spec.params"),
+    "qssf-prior-of-a-century": (
+        policy("{queue: {policy: qssf}, params: {qssf_prior: 3153600000}}"),
+        "spec.params",
+    ),
+    "las-thresholds-not-numbers": (
+        policy("{queue: {policy: las}, params: {las_thresholds: 'a,b'}}"),
+        "spec.params",
+    ),
+    "las-thresholds-100-levels": (
+        policy("{queue: {policy: las}, params: {las_thresholds: '" + ",".join(["9"] * 100) + "'}}"),
+        "spec.params",
+    ),
     "min-samples-negative": (policy("{sizing: {policy: history}, params: {min_samples: -1}}"), "spec.params"),
     # task types: what the SLURM renderer could not write is refused by the model too
     "task-type-newline": (task_types('["a\\nPartitionName=evil"]'), "spec.taskTypes[0]"),
@@ -173,7 +203,10 @@ CASES: dict[str, tuple[Make, str]] = {
     "billion-laughs": (text(LAUGHS), "line "),
     "nul-byte": (text(CLUSTER.replace("name: spine", "name: sp\0ine")), "line 13, column 15"),
     "not-utf8": (text(CLUSTER.encode().replace(b"spine", b"sp\xffine", 1)), "encoding"),
-    "duplicate-key": (text(CLUSTER.replace("  name: two-leaf\n", "  name: two-leaf\n  name: other\n")), "line 11, column 3"),
+    "duplicate-key": (
+        text(CLUSTER.replace("  name: two-leaf\n", "  name: two-leaf\n  name: other\n")),
+        "line 11, column 3",
+    ),
 }
 
 
@@ -218,15 +251,27 @@ def test_the_corpus_is_large_enough() -> None:
 
 @pytest.mark.parametrize("command", ["simulate", "apply", "render"])
 @pytest.mark.parametrize("types", ["[train]", '["*"]'], ids=["task-type", "catch-all"])
-def test_two_partitions_serving_one_task_type_are_both_named(tmp_path: Path, command: str, types: str) -> None:
+def test_two_partitions_serving_one_task_type_are_both_named(
+    tmp_path: Path, command: str, types: str
+) -> None:
     bad = partition_with(types, train=types)(tmp_path)
     _, _, err, _ = run(*commands(bad, tmp_path / "state")[command])
-    assert f"{bad}:doc6" in err and "GPUPartition 'train'" in err and "GPUPartition \"extra\"" in err or (
-        command != "apply" and f"{bad}:doc2" in err
+    assert (
+        f"{bad}:doc6" in err
+        and "GPUPartition 'train'" in err
+        and 'GPUPartition "extra"' in err
+        or (command != "apply" and f"{bad}:doc2" in err)
     ), err
 
 
-BOUNDED = ["fifo", "dev-zero", "larger-than-the-cap", "100k-deep-flow", "billion-laughs", "gpus-of-5000-digits"]
+BOUNDED = [
+    "fifo",
+    "dev-zero",
+    "larger-than-the-cap",
+    "100k-deep-flow",
+    "billion-laughs",
+    "gpus-of-5000-digits",
+]
 
 
 @pytest.mark.parametrize("case", BOUNDED)

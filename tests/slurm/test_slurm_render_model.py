@@ -45,7 +45,7 @@ CLUSTERS: dict[str, tuple[str, bool]] = {
     "hash": (with_task_types('["#x"]'), False),
     "long-bracket": (with_task_types('["a]]..os.exit()--[["]'), False),
     "double-quote": (with_task_types("['x\"]=1']"), False),
-    "single-quote": (with_task_types("[\"x'y\"]"), False),
+    "single-quote": (with_task_types('["x\'y"]'), False),
     "space": (with_task_types('["a b"]'), False),
     "comma": (with_task_types('["a,b"]'), False),
     "leading-dash": (with_task_types('["-p"]'), False),
@@ -88,10 +88,36 @@ TASK_CHARS = st.sampled_from(list("abcXYZ019_.-*#\"' ,;=[]{}\n\t\\$") + ["ä", "
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(task=st.text(TASK_CHARS, min_size=0, max_size=70))
-def test_any_task_type_gets_the_same_verdict_everywhere(tmp_path_factory: pytest.TempPathFactory, task: str) -> None:
+def test_any_task_type_gets_the_same_verdict_everywhere(
+    tmp_path_factory: pytest.TempPathFactory, task: str
+) -> None:
     text = with_task_types(f"[{json.dumps(task)}]")  # a JSON string is a YAML double-quoted scalar
     loaded, applied, rendered = verdicts(tmp_path_factory.mktemp("t"), text)
     assert loaded == applied == rendered, (task, loaded, applied, rendered)
+
+
+@pytest.mark.parametrize(
+    ("name", "table", "valid"),
+    [
+        ("vcs.csv", "vc,num_nodes\ntrain,2\n" + "v" * 48 + ",1\n", True),
+        ("my vcs!.csv", "vc,num_nodes\ntrain,2\n", True),  # the topology is then named vc-table
+        ("vcs.csv", "vc,num_nodes\n" + "v" * 49 + ",1\n", False),
+        ("vcs.csv", "vc,num_nodes\n_x,1\n", False),
+    ],
+    ids=["48-character-vc", "odd-file-name", "49-character-vc", "underscore-first"],
+)
+def test_a_vc_table_gets_the_same_verdict_from_simulate_and_render(
+    tmp_path: Path, name: str, table: str, valid: bool
+) -> None:
+    path = tmp_path / name
+    path.write_text(table)
+    try:
+        render(load_cluster(path))
+        loaded = True
+    except ClusterError:
+        loaded = False
+    rendered = CliRunner().invoke(cli, ["slurm", "render", "--cluster", str(path)])
+    assert (loaded, rendered.exit_code) == (valid, 0 if valid else 2), rendered.output
 
 
 def test_the_catch_all_takes_unknown_task_types_in_lua(tmp_path: Path) -> None:
@@ -99,6 +125,6 @@ def test_the_catch_all_takes_unknown_task_types_in_lua(tmp_path: Path) -> None:
     path.write_text(with_task_types('[train, "*"]'))
     lua = render(load_cluster(path))[JOB_SUBMIT]
     assert b'local CATCH_ALL = "train"\n' in lua
-    assert b'["*"]' not in lua and b'part = ROUTES[task] or CATCH_ALL\n' in lua
+    assert b'["*"]' not in lua and b"part = ROUTES[task] or CATCH_ALL\n" in lua
     if lua_checker() is not None:
         check_lua(lua)

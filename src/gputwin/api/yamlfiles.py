@@ -86,7 +86,9 @@ def read_text(file: Path, budget: Budget) -> str:
         os.close(fd)
     if len(data) > limit:
         if limit == MAX_FILE_BYTES:
-            raise YamlFileError("path", f"larger than {MAX_FILE_BYTES} bytes, the most a manifest file may hold")
+            raise YamlFileError(
+                "path", f"larger than {MAX_FILE_BYTES} bytes, the most a manifest file may hold"
+            )
         raise YamlFileError("path", f"the manifest files given hold more than {MAX_TOTAL_BYTES} bytes together, "
                             "the most one command reads")  # fmt: skip
     budget.left -= len(data)
@@ -210,7 +212,6 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
             except ValueError:
                 return float("inf")  # a long hex, octal or base-60 integer
         return super().construct_yaml_int(node)
-
 
     def refuse_non_json(self, node: yaml.Node) -> None:
         # Kubernetes objects are JSON: bytes, sets, pairs and datetimes have no place in them.
