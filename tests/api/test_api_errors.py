@@ -145,7 +145,7 @@ YAML_CASES = {
     ),
     "two-partitions-one-task-type": (
         [*VALID, PARTITION.replace("{name: a}", "{name: b}").replace('"n[1-2]"', '"n[3-4]"')],
-        ("{f}:doc4: spec.taskTypes[0]: task type 'a' is also served by GPUPartition 'a' ({f}:doc2); "
+        ("{f}:doc4: spec.taskTypes[0]: task type 'a' is served by GPUPartition 'b' here and by GPUPartition 'a' ({f}:doc2); "
         "one partition per task type"),
     ),
     "two-catch-alls": (
@@ -155,7 +155,7 @@ YAML_CASES = {
             POLICY,
             PARTITION.replace("{name: a}", "{name: b}").replace('"n[1-2]"', '"n[3-4]"').replace("[a]", '[b, "*"]'),
         ],
-        ("{f}:doc4: spec.taskTypes[1]: the catch-all '*' is also served by GPUPartition 'a' ({f}:doc2); "
+        ("{f}:doc4: spec.taskTypes[1]: the catch-all '*' is served by GPUPartition 'b' here and by GPUPartition 'a' ({f}:doc2); "
         "one partition per task type"),
     ),
     "task-type-with-newline": (

@@ -256,11 +256,10 @@ def test_two_partitions_serving_one_task_type_are_both_named(
 ) -> None:
     bad = partition_with(types, train=types)(tmp_path)
     _, _, err, _ = run(*commands(bad, tmp_path / "state")[command])
-    assert (
-        f"{bad}:doc6" in err
-        and "GPUPartition 'train'" in err
-        and 'GPUPartition "extra"' in err
-        or (command != "apply" and f"{bad}:doc2" in err)
+    what = "the catch-all '*'" if types == '["*"]' else "task type 'train'"
+    reason = f"{what} is served by GPUPartition 'extra' here and by GPUPartition 'train' ({bad}:doc2)"
+    assert err.startswith(f"error: {bad}:doc6: ") and f"spec.taskTypes[0]: {reason}" in err.replace(
+        f'Invalid value: "{types.strip("[]").strip(chr(34))}": ', ""
     ), err
 
 

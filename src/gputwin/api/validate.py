@@ -134,8 +134,8 @@ def _task_type_problems(documents: Sequence[Document]) -> list[Problem]:
             if other == name:
                 continue
             what = "the catch-all '*'" if task == CATCH_ALL else f"task type {task!r}"
-            problems.append(Problem(doc.where, f"spec.taskTypes[{i}]", f"{what} is also served by GPUPartition "
-                                    f"{other!r} ({where}); one partition per task type"))  # fmt: skip
+            reason = f"{what} is served by GPUPartition {name!r} here and by GPUPartition {other!r} ({where})"
+            problems.append(Problem(doc.where, f"spec.taskTypes[{i}]", f"{reason}; one partition per task type"))
     return problems
 
 
