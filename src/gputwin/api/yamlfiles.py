@@ -28,8 +28,8 @@ import yaml
 
 # A declared cluster is kilobytes (the 11-partition Philly example: 8 KB); 1 MiB holds ~7,000
 # GPUJobs and takes about half a second to parse, so a refusal of the largest input still comes
-# within 2 s on a loaded machine. The cap holds per file and for all files of one command; a
-# directory gives at most 1,000 files.
+# within 2 s on a loaded machine (Kubernetes caps a ConfigMap, e.g. a trace, at 1 MiB too). The cap
+# holds per file and for all files of one command; a directory gives at most 1,000 files.
 MAX_FILE_BYTES = 1024 * 1024
 MAX_TOTAL_BYTES = 1024 * 1024
 MAX_FILES = 1000
