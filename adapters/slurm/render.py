@@ -16,8 +16,9 @@ deterministic bytes (same input, same bytes), written later by `apply`:
 - ``job_submit.lua``: routing, GPU sizing, switch requests, priority (see below).
 
 The task-type field (patent claim 2) is the job's comment: ``sbatch --comment=task:<type>``. A job
-with a known type is routed to its partition; an unknown type is refused; no comment leaves the
-job alone (its own ``-p`` or the default partition).
+with a known type is routed to its partition; an unknown type goes to the partition serving
+``"*"`` (the catch-all), or is refused when there is none; no comment leaves the job alone (its own
+``-p`` or the default partition).
 
 What SLURM cannot take from an include + reconfigure is NOT written; it is returned in
 `RenderedConfig.requires` (setting -> value the live controller must already report), which
@@ -29,10 +30,13 @@ one-switch request instead. ``MaxTRESPerJob`` is a QOS limit, not a partition op
 rejects it), so ``maxGPUsPerJob`` is enforced in the Lua script. SLURM has no random placement:
 a `random` partition (a simulation baseline) gets SLURM's own node order, as first-fit does.
 
-Every string from a resource (partition, node, switch, task type, user and job names) passes the
-strict name pattern of `checks` before it is put in any file; Lua strings are additionally limited
-to ``[A-Za-z0-9_.-]`` so no quote, bracket or newline can end a literal. Tables in the Lua script
-are data literals built here, never code from user strings.
+What a valid cluster is, is decided by the API model (`gputwin.api`): task types follow its
+`TASK_TYPE` pattern, one partition per task type and one ``"*"``, names SLURM can take; whatever
+`load_cluster` accepts renders. The renderer still checks every string from a resource (partition,
+node, switch, task type, user and job names) against the same patterns before it is put in any
+file (a ClusterSpec may be built in code), and Lua strings are additionally limited to
+``[A-Za-z0-9_.-]`` so no quote, bracket or newline can end a literal. Tables in the Lua script are
+data literals built here, never code from user strings.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from string import Template
 
 import hostlist
 
+from gputwin.api.meta import CATCH_ALL, TASK_TYPE, TASK_TYPE_RULE
 from gputwin.core.history import DEFAULT_PRIOR, JobHistory
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec
 from gputwin.core.plugins import make_sizer
@@ -64,6 +69,7 @@ TASK_FIELD = "--comment=task:<type>"
 
 # Lua string literals: a subset of the name pattern, so nothing can close or escape the literal.
 _LUA_SAFE = re.compile(r"[A-Za-z0-9_.-]{1,64}", re.ASCII)
+_TASK_TYPE = re.compile(TASK_TYPE[1:-1], re.ASCII)  # the API model's pattern, unanchored for fullmatch
 _LUA_INT_MAX = 2**31 - 1
 # Seconds an srtf job without history is assumed to run; a qssf job gets its partition's
 # `qssf_prior` (QSSF_PRIOR in the script), the twin's guess for a job like none seen before.
@@ -154,7 +160,13 @@ def _check_cluster_names(cluster: ClusterSpec) -> None:
             if member not in known:
                 raise SlurmInputError(f"partition {part.name}: node {member!r} is not in the topology")
         for task in part.task_types:
-            _lua_name(task, f"partition {part.name} task type")
+            _check_task_type(task, f"partition {part.name} task type")
+
+
+def _check_task_type(task: str, what: str) -> None:
+    # The API's pattern, a subset of the Lua-safe one (`_lua_str` checks again as it writes).
+    if task != CATCH_ALL and _TASK_TYPE.fullmatch(task) is None:
+        raise SlurmInputError(f"{what}: refused {task!r:.80}: want {TASK_TYPE_RULE}, or {CATCH_ALL!r} alone")
 
 
 def _header(what: str, version: str) -> str:
@@ -268,14 +280,25 @@ def _lua_table(entries: Iterable[tuple[str, str]], indent: str = "  ") -> str:
     return "{\n" + body + indent[:-2] + "}" if body else "{}"
 
 
-def _routes(cluster: ClusterSpec) -> str:
+def _served(cluster: ClusterSpec) -> dict[str, str]:
+    """Task type (or "*") -> the partition serving it. The API refuses two partitions for one type
+    (`gputwin.api.validate`); a ClusterSpec built in code is held to the same rule here."""
     seen: dict[str, str] = {}
     for part in cluster.partitions:
         for task in part.task_types:
-            if task in seen and seen[task] != part.name:
+            if seen.setdefault(task, part.name) != part.name:
                 raise SlurmInputError(f"task type {task!r} is served by both {seen[task]} and {part.name}")
-            seen.setdefault(task, part.name)
-    return _lua_table((_lua_str(t, "task type"), _lua_str(p, "partition")) for t, p in sorted(seen.items()))
+    return seen
+
+
+def _routes(cluster: ClusterSpec) -> str:
+    served = {t: p for t, p in _served(cluster).items() if t != CATCH_ALL}
+    return _lua_table((_lua_str(t, "task type"), _lua_str(p, "partition")) for t, p in sorted(served.items()))
+
+
+def _catch_all(cluster: ClusterSpec) -> str:
+    part = _served(cluster).get(CATCH_ALL)
+    return "nil" if part is None else _lua_str(part, "partition")
 
 
 def _per_partition(cluster: ClusterSpec, pick: dict[str, float]) -> str:
@@ -341,7 +364,8 @@ def _estimates(tables: LuaTables) -> str:
         ] = seconds
     return _lua_table(
         (_lua_str(u, "user"), _lua_table(
-            ((_lua_str(n, "job name"), _lua_int(s, "estimate seconds")) for n, s in sorted(names.items())), "    "))
+            ((_lua_str(n, "job name"), _lua_int(min(s, PRIORITY_MAX), "estimate seconds"))  # capped there anyway
+             for n, s in sorted(names.items())), "    "))
         for u, names in sorted(nested.items())
     )  # fmt: skip
 
@@ -349,11 +373,13 @@ def _estimates(tables: LuaTables) -> str:
 _LUA_TEMPLATE = Template("""\
 -- Managed by gputwin (gputwin slurm apply), SLURM $version: job routing, GPU sizing, switch
 -- requests and priority. Generated from the cluster's resources; do not edit (rewritten on apply).
--- Task type: sbatch --comment=task:<type>. Known type -> its partition; unknown -> refused;
--- no task comment -> the job keeps its own -p (or the default partition).
+-- Task type: sbatch --comment=task:<type>. Known type -> its partition; unknown -> the catch-all
+-- partition (taskTypes "*") or, without one, refused; no task comment -> the job keeps its own -p
+-- (or the default partition).
 -- SLURM runs this with Lua 5.1. The tables below are data emitted by the renderer.
 
 local ROUTES = $routes
+local CATCH_ALL = $catch_all
 local MAX_GPUS = $max_gpus
 local SWITCH_WAIT = $switch_wait
 local PRIORITY_KIND = $priority_kind
@@ -404,7 +430,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
   local task = task_type(job_desc.comment)
   local part = job_desc.partition
   if task ~= nil then
-    part = ROUTES[task]
+    part = ROUTES[task] or CATCH_ALL
     if part == nil then
       slurm.log_user("gputwin: unknown task type " .. task)
       return slurm.ERROR
@@ -445,6 +471,7 @@ def render_job_submit(cluster: ClusterSpec, tables: LuaTables, version: str) -> 
     return _LUA_TEMPLATE.substitute(
         version=version,
         routes=_routes(cluster),
+        catch_all=_catch_all(cluster),
         max_gpus=_per_partition(cluster, max_gpus),
         switch_wait=_per_partition(cluster, _switch_waits(cluster)),
         priority_kind=_priority_kinds(cluster),
@@ -469,7 +496,8 @@ def sizing_table(cluster: ClusterSpec, history: JobHistory) -> dict[tuple[str, s
         sizer = make_sizer("history", part.policy.params)
         assert isinstance(sizer, HistorySizing)
         capacity = sum(gpus_of[n] for n in part.nodes)
-        for task in part.task_types:
+        # "*" is no job's task type: jobs it catches keep their own and are sized as requested.
+        for task in (t for t in part.task_types if t != CATCH_ALL):
             for requested in range(1, capacity + 1):
                 run = history.run_stats(part.name, task, requested)
                 if run.count == 0:

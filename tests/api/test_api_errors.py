@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gputwin.api.loader import load_cluster, load_documents
 from gputwin.api.problems import ClusterError, Problem
@@ -54,7 +55,8 @@ YAML_CASES = {
     # syntax
     "yaml-syntax": (
         [TOPOLOGY, "kind: GPUPartition\nmetadata:\n  name: a\n   bad: x\n"],
-        "{f}:doc2: line 13, column 7: mapping values are not allowed here",
+        "{f}:doc2: line 13, column 7: mapping values are not allowed "
+        + ("in this context" if yaml.__with_libyaml__ else "here"),  # libyaml's wording, else PyYAML's
     ),
     "yaml-duplicate-key": (
         [TOPOLOGY, "kind: GPUPartition\nkind: GPUJob\n"],
@@ -115,19 +117,64 @@ YAML_CASES = {
     ),
     "reserved-param": (
         edit(2, "{queue: {policy: sjf}}", "{params: {max_wait: 3, window: 5}}"),
-        "{f}:doc3: spec: params may not set max_wait: use the typed fields",
+        "{f}:doc3: spec.params: may not set max_wait: use the typed fields",
     ),
     "qssf-prior-not-seconds": (
         edit(2, "{queue: {policy: sjf}}", "{queue: {policy: qssf}, params: {qssf_prior: soon}}"),
-        "{f}:doc3: spec: params.qssf_prior: expected seconds (a number >= 0), got 'soon'",
+        "{f}:doc3: spec.params: qssf_prior: expected seconds (a number >= 0), got 'soon'",
     ),
     "qssf-prior-negative": (
         edit(2, "{queue: {policy: sjf}}", "{queue: {policy: qssf}, params: {qssf_prior: -60}}"),
-        "{f}:doc3: spec: params.qssf_prior: expected seconds (a number >= 0), got -60",
+        "{f}:doc3: spec.params: qssf_prior: expected seconds (a number >= 0), got -60",
+    ),
+    "qssf-prior-beyond-a-year": (
+        edit(2, "{queue: {policy: sjf}}", "{queue: {policy: qssf}, params: {qssf_prior: 1000000000}}"),
+        "{f}:doc3: spec.params: qssf_prior: expected seconds (a number >= 0), got 1000000000: at most 31622400",
+    ),
+    "unknown-param": (
+        edit(2, "{queue: {policy: sjf}}", "{queue: {policy: qssf}, params: {qssf_priorr: 100}}"),
+        "{f}:doc3: spec.params: qssf_priorr: unknown param; known: las_thresholds, min_samples, qssf_prior",
+    ),
+    "las-thresholds-not-numbers": (
+        edit(2, "{queue: {policy: sjf}}", "{queue: {policy: las}, params: {las_thresholds: '60,soon'}}"),
+        "{f}:doc3: spec.params: las_thresholds: expected GPU-seconds (a number >= 0), got 'soon'",
+    ),
+    "min-samples-fraction": (
+        edit(2, "{queue: {policy: sjf}}", "{sizing: {policy: history}, params: {min_samples: 2.5}}"),
+        "{f}:doc3: spec.params: min_samples: expected a whole number of jobs, got 2.5",
+    ),
+    "two-partitions-one-task-type": (
+        [*VALID, PARTITION.replace("{name: a}", "{name: b}").replace('"n[1-2]"', '"n[3-4]"')],
+        ("{f}:doc4: spec.taskTypes[0]: task type 'a' is served by GPUPartition 'b' here and by GPUPartition 'a' ({f}:doc2); "
+        "one partition per task type"),
+    ),
+    "two-catch-alls": (
+        [
+            TOPOLOGY,
+            PARTITION.replace("[a]", '["*"]'),
+            POLICY,
+            PARTITION.replace("{name: a}", "{name: b}").replace('"n[1-2]"', '"n[3-4]"').replace("[a]", '[b, "*"]'),
+        ],
+        ("{f}:doc4: spec.taskTypes[1]: the catch-all '*' is served by GPUPartition 'b' here and by GPUPartition 'a' ({f}:doc2); "
+        "one partition per task type"),
+    ),
+    "task-type-with-newline": (
+        edit(1, "taskTypes: [a]", 'taskTypes: ["a\\nb"]'),
+        ("{f}:doc2: spec.taskTypes[0]: 'a\\nb' is not a valid task type (1-64 of A-Z a-z 0-9 _ . -, not "
+        "starting with . or -) or '*' alone"),
     ),
     "non-scalar-param": (
         edit(2, "{queue: {policy: sjf}}", "{params: {thresholds: [1, 2]}}"),
         "{f}:doc3: spec.params.thresholds: must be a string, number or boolean",
+    ),
+    "param-text-too-long": (
+        edit(2, "{queue: {policy: sjf}}", "{params: {las_thresholds: '" + "1" * 300 + "'}}"),
+        "{f}:doc3: spec.params.las_thresholds: at most 256 characters",
+    ),
+    "param-number-of-300-digits": (
+        edit(2, "{queue: {policy: sjf}}", "{params: {las_thresholds: " + "1" * 300 + "}}"),
+        ("{f}:doc3: spec.params: las_thresholds: expected GPU-seconds (a number >= 0), got "
+        "1.1111111111111112e+299: at most 518101401600"),  # read as a float: no digit limit raises
     ),
     # hostlists
     "bad-hostlist": (
@@ -152,13 +199,13 @@ YAML_CASES = {
         "{f}:doc2: spec.policy: unknown SchedulingPolicy 'q'; declared: 'p'",
     ),
     "node-in-two-partitions": (
-        [*VALID, PARTITION.replace("{name: a}", "{name: b}").replace('"n[1-2]"', '"n[2-3]"')],
+        [*VALID, PARTITION.replace("{name: a}", "{name: b}").replace('"n[1-2]"', '"n[2-3]"').replace("[a]", "[b]")],
         "{f}:doc4: spec.nodes: node 'n2' already in GPUPartition 'a'",
     ),
     "selector-overlaps": (
         [
             *VALID,
-            PARTITION.replace("{name: a}", "{name: b}").replace(
+            PARTITION.replace("{name: a}", "{name: b}").replace("[a]", "[b]").replace(
                 'nodes: "n[1-2]"', "nodeSelector: {matchLabels: {pool: a}}"
             ),
         ],
@@ -229,7 +276,7 @@ CSV_CASES = {
             "{f}:3: num_nodes: must be a positive integer, got 'four'\n"
             "{f}:4: num_nodes: must be a positive integer, got 0\n"
             "{f}:5: vc: 'ok' is listed twice (first on line 2)\n"
-            "{f}:6: vc: 'bad vc' is not a valid VC name (letters, digits, '-', '_', '.')\n"
+            "{f}:6: vc: 'bad vc' is not a valid VC name (letters, digits, '-', '_', '.', alphanumeric ends, at most 48)\n"
             "{f}:7: num_nodes: missing"
         ),
     ),

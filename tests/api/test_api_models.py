@@ -159,9 +159,10 @@ def test_server_filled_metadata_is_ignored() -> None:
 
 
 def test_params_keep_their_scalar_types() -> None:
-    params = {"a": "s", "b": 2, "c": 0.5, "d": True}
+    params = {"qssf_prior": "900", "min_samples": 2, "las_thresholds": 0.5}
     policy = SchedulingPolicy.model_validate(doc("SchedulingPolicy", {"params": params}))
-    assert policy.spec.params == params and type(policy.spec.params["d"]) is bool
+    assert policy.spec.params == params
+    assert [type(v) for v in policy.spec.params.values()] == [str, int, float]
 
 
 def _undescribed(schema: dict[str, Any]) -> list[str]:

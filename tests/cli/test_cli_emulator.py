@@ -98,7 +98,7 @@ spec: {taskType: train, gpus: 0}
 apiVersion: gputwin.io/v1alpha1
 kind: GPUPartition
 metadata: {name: extra}
-spec: {topology: two-leaf, taskTypes: [dev], nodes: "gpu[06-07]", policy: missing}
+spec: {topology: two-leaf, taskTypes: [eval], nodes: "gpu[06-07]", policy: missing}
 """
     )
     code, out, err = gputwin(state, "apply", "-f", str(bad))

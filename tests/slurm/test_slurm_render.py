@@ -71,6 +71,7 @@ local ROUTES = {
   ["infer"] = "infer",
   ["train"] = "train",
 }
+local CATCH_ALL = nil
 local MAX_GPUS = {
   ["infer"] = 8,
 }

@@ -19,6 +19,9 @@ from gputwin.core.topology import Topology, TopologyError
 
 SPINE = "spine"
 COLUMNS = ("vc", "num_nodes")
+# VC names become partition names, task types and node-name prefixes (`{vc}-n001`), so they follow
+# the switch/node name rule, short enough that the names made from them stay SLURM names (<= 64).
+MAX_VC_NAME = 48
 
 
 def load_vc_table(path: Path, *, gpus_per_node: int, nodes_per_switch: int) -> ClusterSpec:
@@ -34,7 +37,9 @@ def load_vc_table(path: Path, *, gpus_per_node: int, nodes_per_switch: int) -> C
             switches.append(SwitchSpec(leaf, SPINE))
             nodes += [NodeSpec(n, gpus_per_node, leaf) for n in names[start : start + nodes_per_switch]]
         partitions.append(PartitionSpec(name=vc, nodes=tuple(names), task_types=(vc,)))
-    topology = TopologySpec(name=path.stem, switches=tuple(switches), nodes=tuple(nodes))
+    # The file's stem names the topology when it is a valid name (SLURM's files carry it).
+    name = path.stem if re.fullmatch(HOST_NAME, path.stem) and len(path.stem) <= 63 else "vc-table"
+    topology = TopologySpec(name=name, switches=tuple(switches), nodes=tuple(nodes))
     try:
         Topology(topology)
     except TopologyError as exc:  # cannot happen for a well-formed table; guards future layout changes
@@ -69,10 +74,9 @@ def _parse(where: str, reader: csv.DictReader[str]) -> dict[str, int]:
     for row in reader:
         at = f"{where}:{reader.line_num}"
         vc, count = (row.get("vc") or "").strip(), _count(row.get("num_nodes"))
-        if not re.fullmatch(HOST_NAME, vc):
-            problems.append(
-                Problem(at, "vc", f"{vc!r} is not a valid VC name (letters, digits, '-', '_', '.')")
-            )
+        if not re.fullmatch(HOST_NAME, vc) or len(vc) > MAX_VC_NAME:
+            problems.append(Problem(at, "vc", f"{vc!r:.80} is not a valid VC name (letters, digits, '-', '_', "
+                                    f"'.', alphanumeric ends, at most {MAX_VC_NAME})"))  # fmt: skip
         elif vc in vcs:
             problems.append(Problem(at, "vc", f"{vc!r} is listed twice (first on line {first_line[vc]})"))
         if isinstance(count, str):

@@ -17,6 +17,8 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 
+from gputwin.core.bounds import MAX_TEXT
+
 GROUP = "gputwin.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -30,6 +32,13 @@ SizingPolicy = Literal["as-requested", "history"]
 
 # Switch and node names end up as Kubernetes label values and SLURM names: same character set.
 HOST_NAME = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+# A task type routes a job (GPUJob spec.taskType, `sbatch --comment=task:<type>`) to the partition
+# serving it. It is written into SLURM's job_submit.lua as a string literal, so the pattern is the
+# SLURM renderer's name rule: no quote, bracket, space, `#`, `,` or newline can reach the script.
+TASK_TYPE = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$"
+TASK_TYPE_RULE = "1-64 of A-Z a-z 0-9 _ . -, not starting with . or -"
+# A GPUPartition's `taskTypes` may also hold this alone: it catches jobs no other partition serves.
+CATCH_ALL = "*"
 
 
 class ApiModel(BaseModel):
@@ -50,9 +59,9 @@ def _matches(pattern: str, what: str) -> AfterValidator:
 
     def check(value: str) -> str:
         if not compiled.fullmatch(value):
-            raise PydanticCustomError(
-                "name_pattern", "'{name}' is not a valid {what}", {"name": value, "what": what}
-            )
+            # repr: a newline or control character in the value stays on the error's one line.
+            shown = repr(value) if len(value) <= 80 else repr(value[:80]) + "..."
+            raise PydanticCustomError("name_pattern", "{name} is not a valid {what}", {"name": shown, "what": what})
         return value
 
     return AfterValidator(check)
@@ -77,6 +86,21 @@ HostName = Annotated[
     Field(min_length=1, max_length=63, json_schema_extra={"pattern": HOST_NAME}),
     _matches(HOST_NAME, "switch or node name (letters, digits, '-', '_' and '.'; alphanumeric ends)"),
 ]
+TaskType = Annotated[
+    str,
+    Field(min_length=1, max_length=64, json_schema_extra={"pattern": TASK_TYPE}),
+    _matches(TASK_TYPE, f"task type ({TASK_TYPE_RULE})"),
+]
+# What a partition serves: a task type, or "*" for every type no other partition serves.
+_SERVED = rf"^(\{CATCH_ALL}|{TASK_TYPE[1:-1]})$"
+ServedTaskType = Annotated[
+    str,
+    Field(min_length=1, max_length=64, json_schema_extra={"pattern": _SERVED}),
+    _matches(_SERVED, f"task type ({TASK_TYPE_RULE}) or {CATCH_ALL!r} alone"),
+]
+# Names written into SLURM's files (partition and topology names): SLURM's renderer takes at most
+# 64 characters, Kubernetes label values 63.
+SlurmName = Annotated[DnsName, Field(max_length=63)]
 
 
 def expand_hostlist(text: str) -> list[str]:
@@ -111,9 +135,12 @@ Hostlist = Annotated[str, Field(min_length=1), AfterValidator(_check_hostlist)]
 def _one_scalar(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
     # One message instead of one error per union member (params.x.str, params.x.int, ...).
     try:
-        return handler(value)
+        checked = handler(value)
     except ValidationError:
         raise PydanticCustomError("scalar", "must be a string, number or boolean") from None
+    if isinstance(checked, str) and len(checked) > MAX_TEXT:
+        raise PydanticCustomError("scalar", "at most {n} characters", {"n": MAX_TEXT})
+    return checked
 
 
 Scalar = Annotated[str | bool | int | float, WrapValidator(_one_scalar)]
@@ -135,6 +162,15 @@ class ObjectMeta(BaseModel):
     annotations: dict[str, str] = Field(default_factory=dict, description="Kubernetes annotations.")
 
 
+class SlurmObjectMeta(ObjectMeta):
+    """Metadata of the kinds whose names SLURM gets (GPUPartition, SwitchTopology): at most 63 characters."""
+
+    name: SlurmName = Field(
+        description="Object name, a DNS-1123 subdomain of at most 63 characters (SLURM and label values "
+        "take no more); other objects refer to it by this name."
+    )
+
+
 class ResourceBase(ApiModel):
     """Fields every kind shares; subclasses narrow `kind` and add `spec` and their typed `status`."""
 
@@ -144,7 +180,10 @@ class ResourceBase(ApiModel):
 
 __all__ = [
     "API_VERSION",
+    "CATCH_ALL",
     "GROUP",
+    "TASK_TYPE",
+    "TASK_TYPE_RULE",
     "VERSION",
     "ApiModel",
     "DnsLabel",
@@ -156,6 +195,10 @@ __all__ = [
     "QueuePolicy",
     "ResourceBase",
     "Scalar",
+    "ServedTaskType",
     "SizingPolicy",
+    "SlurmName",
+    "SlurmObjectMeta",
+    "TaskType",
     "expand_hostlist",
 ]

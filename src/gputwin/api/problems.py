@@ -9,6 +9,7 @@ operator can turn each problem into a status condition.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -53,7 +54,8 @@ def field_path(loc: Iterable[int | str]) -> str:
             out += f".{part}" if out else part
         else:
             # Map keys such as label names (gputwin.io/pool) would read as nested fields.
-            out += f'["{part}"]'
+            # JSON-quoted: a key holding a quote, newline or separator stays one readable line.
+            out += f"[{json.dumps(part if len(part) <= 80 else part[:80] + '...')}]"
     return out or "document"
 
 

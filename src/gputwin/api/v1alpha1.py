@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from gputwin.api.meta import (
@@ -27,7 +27,10 @@ from gputwin.api.meta import (
     QueuePolicy,
     ResourceBase,
     Scalar,
+    ServedTaskType,
     SizingPolicy,
+    SlurmName,
+    SlurmObjectMeta,
 )
 from gputwin.api.status import GPUPartitionStatus, SchedulingPolicyStatus, SwitchTopologyStatus
 from gputwin.api.workloads import (
@@ -40,7 +43,13 @@ from gputwin.api.workloads import (
     TraceReplaySpec,
     TraceSource,
 )
-from gputwin.core.policies import qssf_prior
+from gputwin.core.bounds import MAX_DURATION_SECONDS, MAX_JOB_GPUS, MAX_NODE_GPUS
+from gputwin.core.plugins import PARAMS, TYPED_PARAMS, check_params
+
+# Task types one partition may serve, GPU counts history sizing may choose from: far more than any
+# real cluster declares, and a bound on how much one resource may ask the scheduler to track.
+MAX_TASK_TYPES = 256
+MAX_ALLOWED_GPUS = 64
 
 # --- SwitchTopology -------------------------------------------------------------------------------
 
@@ -64,7 +73,9 @@ class NodeGroup(ApiModel):
     nodes: Hostlist = Field(
         description="Node names in SLURM hostlist syntax, e.g. gpu[001-016],gpu020; declaration order is kept."
     )
-    gpus_per_node: int = Field(default=8, ge=0, le=64, description="GPUs on each node of the group.")
+    gpus_per_node: int = Field(
+        default=8, ge=0, le=MAX_NODE_GPUS, description=f"GPUs on each node of the group, at most {MAX_NODE_GPUS}."
+    )
     labels: dict[str, str] = Field(
         default_factory=dict,
         description="Labels of every node in the group; GPUPartition nodeSelectors match them.",
@@ -113,6 +124,7 @@ class SwitchTopology(ResourceBase):
 
     scope: ClassVar[str] = "Cluster"
     kind: Literal["SwitchTopology"] = Field(description="SwitchTopology.")
+    metadata: SlurmObjectMeta = Field(description="Standard object metadata; `name` is required.")
     spec: SwitchTopologySpec = Field(description="Switch tree, nodes and overhead model.")
     status: SwitchTopologyStatus | None = Field(
         default=None, description="Written by the operator through the status subresource, never by users."
@@ -133,10 +145,13 @@ class LabelSelector(ApiModel):
 class GPUPartitionSpec(ApiModel):
     """Nodes grouped by the task types they serve (patent claims 2 and 4)."""
 
-    topology: DnsName = Field(description="Name of the SwitchTopology the nodes belong to.")
-    task_types: list[Annotated[str, Field(min_length=1)]] = Field(
+    topology: SlurmName = Field(description="Name of the SwitchTopology the nodes belong to.")
+    task_types: list[ServedTaskType] = Field(
         min_length=1,
-        description='Job task types routed here; "*" catches jobs whose task type no other partition serves.',
+        max_length=MAX_TASK_TYPES,
+        description="Job task types routed here (each 1-64 of A-Z a-z 0-9 _ . -, not starting with . or -; "
+        f'at most {MAX_TASK_TYPES}); "*" catches jobs whose task type no other partition serves. No two '
+        'partitions serve one task type, and only one serves "*".',
     )
     nodes: Hostlist | None = Field(
         default=None,
@@ -156,7 +171,12 @@ class GPUPartitionSpec(ApiModel):
         description="Higher tiers are scheduled first and may preempt lower ones (SLURM PriorityTier).",
     )
     max_gpus_per_job: int = Field(
-        default=0, ge=0, alias="maxGPUsPerJob", description="Largest GPU request accepted; 0 = no limit."
+        default=0,
+        ge=0,
+        le=MAX_JOB_GPUS,
+        alias="maxGPUsPerJob",
+        description=f"Largest GPU request accepted; 0 = no limit; at most {MAX_JOB_GPUS} (the largest job "
+        "gputwin takes).",
     )
 
     @model_validator(mode="after")
@@ -171,6 +191,7 @@ class GPUPartition(ResourceBase):
 
     scope: ClassVar[str] = "Cluster"
     kind: Literal["GPUPartition"] = Field(description="GPUPartition.")
+    metadata: SlurmObjectMeta = Field(description="Standard object metadata; `name` is required.")
     spec: GPUPartitionSpec = Field(description="Topology, served task types, nodes, policy and limits.")
     status: GPUPartitionStatus | None = Field(
         default=None, description="Written by the operator through the status subresource, never by users."
@@ -200,8 +221,10 @@ class PreemptionSpec(ApiModel):
     checkpoint_seconds: float | None = Field(
         default=None,
         ge=0.0,
+        le=MAX_DURATION_SECONDS,
         description="Seconds a preempted job loses to checkpoint and restore; 0 = free; unset = by job "
-        "size as in the Helios reference: 7 s for 1 GPU, 30 s up to 8 GPUs, 60 s above.",
+        "size as in the Helios reference: 7 s for 1 GPU, 30 s up to 8 GPUs, 60 s above; at most "
+        f"{MAX_DURATION_SECONDS} (a year).",
     )
 
 
@@ -218,7 +241,9 @@ class PlacementSpec(ApiModel):
     max_wait_seconds: float = Field(
         default=300.0,
         ge=0.0,
-        description="topology-aware only: longest wait for a compact slot before spreading.",
+        le=MAX_DURATION_SECONDS,
+        description="topology-aware only: longest wait for a compact slot before spreading; at most "
+        f"{MAX_DURATION_SECONDS} (a year).",
     )
 
 
@@ -230,18 +255,20 @@ class SizingSpec(ApiModel):
         description="as-requested: the GPUs the job asked for; history: a count chosen from past jobs' "
         "completion and wait times.",
     )
-    allowed_gpus: list[Annotated[int, Field(ge=1)]] | None = Field(
+    allowed_gpus: list[Annotated[int, Field(ge=1, le=MAX_JOB_GPUS)]] | None = Field(
         default=None,
         alias="allowedGPUs",
         min_length=1,
-        description="GPU counts sizing may choose from, e.g. [1, 2, 4, 8]; unset = any.",
+        max_length=MAX_ALLOWED_GPUS,
+        description=f"GPU counts sizing may choose from, e.g. [1, 2, 4, 8], each 1 to {MAX_JOB_GPUS}, at most "
+        f"{MAX_ALLOWED_GPUS} of them; unset = any.",
     )
     max_factor: float = Field(
         default=2.0, ge=1.0, le=64.0, description="history only: never more than this many times the request."
     )
 
 
-RESERVED_PARAMS = frozenset({"max_wait", "allowed_gpus", "max_factor"})
+RESERVED_PARAMS = TYPED_PARAMS  # set by the typed fields; the core reads them from params
 
 
 class SchedulingPolicySpec(ApiModel):
@@ -253,31 +280,32 @@ class SchedulingPolicySpec(ApiModel):
     sizing: SizingSpec = Field(default_factory=SizingSpec, description="GPU-count sizing.")
     params: dict[str, Scalar] = Field(
         default_factory=dict,
-        description="Policy-specific knobs (strings, numbers or booleans), documented by each policy: "
-        "qssf_prior (qssf: seconds a job is predicted to run when the history has nothing to go on, "
-        "i.e. before any job has finished; default 3600), las_thresholds (las: attained GPU-seconds per level, e.g. \"3600,36000\"), "
-        "min_samples (history sizing). max_wait, allowed_gpus and max_factor are set by the typed "
-        "fields above.",
+        description="Policy-specific knobs (strings of at most 256 characters, numbers or booleans), "
+        "documented by each policy: qssf_prior (qssf: seconds a job is predicted to run when the history "
+        "has nothing to go on, i.e. before any job has finished; 0 to a year, default 3600), "
+        "las_thresholds (las: attained GPU-seconds per level, each > 0, 1 to 16 levels, e.g. "
+        "\"3600,36000\"), min_samples (history sizing: finished jobs of a size before it is chosen, a "
+        "whole number, default 5). Any other key is refused. max_wait, allowed_gpus and max_factor are "
+        "set by the typed fields above.",
         # A map of mixed scalar types has no structural CRD schema: the API server keeps it as is,
         # the Scalar type above checks it when gputwin reads the object.
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
 
-    @model_validator(mode="after")
-    def _no_reserved_params(self) -> Self:
+    @field_validator("params")
+    @classmethod
+    def _known_params(cls, params: dict[str, str | bool | int | float]) -> dict[str, str | bool | int | float]:
         # The loader folds the typed fields into the core's params under these keys: no silent override.
-        clash = sorted(RESERVED_PARAMS & self.params.keys())
+        clash = sorted(RESERVED_PARAMS & params.keys())
         if clash:
             raise PydanticCustomError(
-                "reserved_param",
-                "params may not set {keys}: use the typed fields",
-                {"keys": ", ".join(clash)},
+                "reserved_param", "may not set {keys}: use the typed fields", {"keys": ", ".join(clash)}
             )
-        try:  # checked here so a bad value is a line about this file, not a failure in the scheduler
-            qssf_prior(self.params)
+        try:  # checked here so a typo or bad value is a line about this file, not a silent no-op
+            check_params(params)
         except ValueError as exc:
-            raise PydanticCustomError("param", "params.{reason}", {"reason": str(exc)}) from None
-        return self
+            raise PydanticCustomError("param", "{reason}", {"reason": str(exc)}) from None
+        return params
 
 
 class SchedulingPolicy(ResourceBase):
@@ -303,6 +331,9 @@ KINDS: dict[str, type[Resource]] = {
 __all__ = [
     "API_VERSION",
     "KINDS",
+    "MAX_ALLOWED_GPUS",
+    "MAX_TASK_TYPES",
+    "PARAMS",
     "Candidate",
     "CommOverhead",
     "ConfigMapRef",

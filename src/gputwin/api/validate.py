@@ -3,7 +3,8 @@
 `check_cluster` takes the parsed documents (each already valid by its own schema) and returns every
 problem it finds: duplicate names, not exactly one SwitchTopology, a switch tree that is not a
 tree (via `gputwin.core.topology.Topology`), partition references that do not resolve, partition
-nodes missing from the topology or claimed twice. Nothing is raised, so the loader can report all
+nodes missing from the topology or claimed twice, a task type (or the "*" catch-all) served by two
+partitions. Nothing is raised, so the loader can report all
 problems at once and the operator can turn each into a status condition.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputwin.api.convert import select_nodes, topology_spec
-from gputwin.api.meta import expand_hostlist
+from gputwin.api.meta import CATCH_ALL, expand_hostlist
 from gputwin.api.problems import Problem
 from gputwin.api.v1alpha1 import GPUPartition, Resource, SchedulingPolicy, SwitchTopology
 from gputwin.core.model import NodeSpec, TopologySpec
@@ -49,6 +50,7 @@ def check_cluster(documents: Sequence[Document], source: str) -> list[Problem]:
     spec = topology_spec(topology)
     problems += _tree_problems(where, topology, spec)
     problems += _partition_problems(documents, topology.metadata.name, spec.nodes)
+    problems += _task_type_problems(documents)
     return problems
 
 
@@ -116,6 +118,24 @@ def _partition_problems(
                 )
             )
         problems += _node_problems(doc.where, doc.resource, nodes, topo_name, owner)
+    return problems
+
+
+def _task_type_problems(documents: Sequence[Document]) -> list[Problem]:
+    """A task type served by two partitions: which one a job goes to would depend on file order."""
+    served: dict[str, tuple[str, str]] = {}  # task type -> (partition, where it is declared)
+    problems = []
+    for doc in documents:
+        if not isinstance(doc.resource, GPUPartition):
+            continue
+        name = doc.resource.metadata.name
+        for i, task in enumerate(doc.resource.spec.task_types):
+            other, where = served.setdefault(task, (name, doc.where))
+            if other == name:
+                continue
+            what = "the catch-all '*'" if task == CATCH_ALL else f"task type {task!r}"
+            reason = f"{what} is served by GPUPartition {name!r} here and by GPUPartition {other!r} ({where})"
+            problems.append(Problem(doc.where, f"spec.taskTypes[{i}]", f"{reason}; one partition per task type"))
     return problems
 
 

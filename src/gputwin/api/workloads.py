@@ -11,8 +11,18 @@ from typing import Any, ClassVar, Literal, Self, get_args
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from gputwin.api.meta import ApiModel, DnsName, PlacementPolicy, QueuePolicy, ResourceBase, SizingPolicy
+from gputwin.api.meta import (
+    TASK_TYPE_RULE,
+    ApiModel,
+    DnsName,
+    PlacementPolicy,
+    QueuePolicy,
+    ResourceBase,
+    SizingPolicy,
+    TaskType,
+)
 from gputwin.api.status import GPUJobStatus, TraceReplayStatus
+from gputwin.core.bounds import MAX_DURATION_SECONDS, MAX_JOB_GPUS, MAX_PRIORITY, MAX_TEXT
 from gputwin.core.plugins import known
 
 # --- GPUJob ---------------------------------------------------------------------------------------
@@ -21,15 +31,37 @@ from gputwin.core.plugins import known
 class GPUJobSpec(ApiModel):
     """One GPU job: what it is (task type routes it to a partition) and what it asks for."""
 
-    task_type: str = Field(min_length=1, description="Task type; picks the partition that serves it.")
-    gpus: int = Field(ge=1, le=4096, description="GPUs requested (sizing policies may change the count).")
-    user: str = Field(default="", description="Submitting user; history-based policies group jobs by it.")
-    job_name: str = Field(default="", description="Job name as the user knows it; history matches on it.")
+    task_type: TaskType = Field(
+        description=f"Task type ({TASK_TYPE_RULE}); picks the partition that serves it."
+    )
+    gpus: int = Field(
+        ge=1,
+        le=MAX_JOB_GPUS,
+        description=f"GPUs requested, 1 to {MAX_JOB_GPUS} (sizing policies may change the count).",
+    )
+    user: str = Field(
+        default="",
+        max_length=MAX_TEXT,
+        description="Submitting user; history-based policies group jobs by it.",
+    )
+    job_name: str = Field(
+        default="",
+        max_length=MAX_TEXT,
+        description="Job name as the user knows it; history matches on it.",
+    )
     duration_seconds: float | None = Field(
-        default=None, ge=0.0, description="Simulated runs only: how long the job runs on its requested GPUs."
+        default=None,
+        ge=0.0,
+        le=MAX_DURATION_SECONDS,
+        description="Simulated runs only: how long the job runs on its requested GPUs; at most "
+        f"{MAX_DURATION_SECONDS} s (a year).",
     )
     priority: int = Field(
-        default=0, description="Job priority; higher first under the priority queue policy."
+        default=0,
+        ge=-MAX_PRIORITY,
+        le=MAX_PRIORITY,
+        description=f"Job priority, -{MAX_PRIORITY} to {MAX_PRIORITY} (Kubernetes' PriorityClass range); "
+        "higher first under the priority queue policy.",
     )
     pod_template: dict[str, Any] | None = Field(
         default=None,

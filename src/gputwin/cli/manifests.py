@@ -19,16 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from gputwin.api.crdgen import NAMES
-from gputwin.api.loader import _StrictLoader  # duplicate keys refused, dates kept as strings
 from gputwin.api.meta import API_VERSION, GROUP
 from gputwin.api.problems import Problem, field_path
 from gputwin.api.v1alpha1 import KINDS
 from gputwin.api.validate import Document, check_cluster
+from gputwin.api.yamlfiles import Budget, YamlFileError, documents, list_files, read_text
 
 Obj = dict[str, Any]
 CLUSTER_KINDS = ("SwitchTopology", "GPUPartition", "SchedulingPolicy")
@@ -59,12 +58,25 @@ class Manifest:
 
     @property
     def name(self) -> str:
-        return str(self.obj.get("metadata", {}).get("name", ""))
+        return _text(self._meta.get("name", ""))
 
     @property
     def namespace(self) -> str | None:
-        namespace = self.obj.get("metadata", {}).get("namespace")
-        return str(namespace) if namespace else None
+        namespace = self._meta.get("namespace")
+        return _text(namespace) if namespace else None
+
+    @property
+    def _meta(self) -> Obj:
+        meta = self.obj.get("metadata")
+        return meta if isinstance(meta, dict) else {}
+
+
+def _text(value: Any) -> str:
+    """A name as it goes into one line of output: printable, at most 80 characters (the schema
+    refuses anything else; this only keeps the refusal on one line)."""
+    text = value if isinstance(value, str) else _shown(value)
+    text = text if text.isprintable() else json.dumps(text)[1:-1]
+    return text if len(text) <= 80 else text[:80] + "..."
 
 
 def resource(kind: str) -> str:
@@ -87,9 +99,10 @@ def read_manifests(
     """
     found: list[Manifest] = []
     errors: list[str] = []
+    budget = Budget()
     for path in paths:
         for file in _files(Path(path), errors):
-            found += _read_file(file, default_namespace, errors)
+            found += _read_file(file, default_namespace, errors, budget)
     if validate:
         errors += schema_errors(found)
     if not found and not errors:
@@ -101,9 +114,14 @@ def read_manifests(
 
 def _files(path: Path, errors: list[str]) -> list[Path]:
     if path.is_dir():
-        files = sorted(
-            p for p in path.iterdir() if p.is_file() and p.suffix.lower() in (".yaml", ".yml", ".json")
-        )
+        try:
+            files = list_files(path, (".yaml", ".yml", ".json"))
+        except YamlFileError as exc:
+            errors.append(f"{path}: {exc}")
+            return []
+        except OSError as exc:
+            errors.append(f"{path}: path: {exc.strerror or type(exc).__name__}")
+            return []
         if not files:
             errors.append(f"{path}: no *.yaml, *.yml or *.json files in the directory")
         return files
@@ -113,21 +131,14 @@ def _files(path: Path, errors: list[str]) -> list[Path]:
     return [path]
 
 
-def _read_file(file: Path, namespace: str, errors: list[str]) -> list[Manifest]:
+def _read_file(file: Path, namespace: str, errors: list[str], budget: Budget) -> list[Manifest]:
     found: list[Manifest] = []
-    index = 0
     try:
-        for index, data in enumerate(
-            yaml.load_all(file.read_text(encoding="utf-8"), Loader=_StrictLoader), start=1
-        ):
+        for index, data in documents(read_text(file, budget)):
             if data is not None:
                 found += _objects(f"{file}:doc{index}", data, namespace, errors)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        errors.append(f"{file}:doc{index + 1}: {at}{getattr(exc, 'problem', None) or exc}")
-    except (OSError, UnicodeDecodeError) as exc:
-        errors.append(f"{file}: {exc}")
+    except YamlFileError as exc:
+        errors.append(f"{file}{'' if exc.doc is None else f':doc{exc.doc}'}: {exc}")
     return found
 
 
@@ -279,7 +290,10 @@ def _shown(value: Any) -> str:
         return '"object"'
     if isinstance(value, list):
         return '"array"'
-    return "" if value is None else json.dumps(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**40:
+        return '"a number of more than 40 digits"'  # json.dumps fails past 4300 digits
+    shown = "" if value is None else json.dumps(value, default=repr)
+    return shown if len(shown) <= 80 else shown[:80] + "..."  # an error stays one short line
 
 
 def _stored_docs(stored: Sequence[Obj]) -> list[Document]:

@@ -27,7 +27,7 @@ from gputwin.adapters.slurm.rest import ENV as REST_ENV
 from gputwin.adapters.slurm.tables import tables_from_sacct, tables_from_trace
 from gputwin.adapters.traces import FORMATS, TraceError
 from gputwin.api.loader import load_cluster
-from gputwin.api.problems import ClusterError
+from gputwin.api.problems import ClusterError, Problem
 from gputwin.core.model import ClusterSpec
 
 USER_ERRORS = (SlurmError, TraceError, OSError, ClusterError)
@@ -150,7 +150,11 @@ def _render(
     cluster_path: Path, version: str, history: tuple[Path | None, str, bool, str | None, str]
 ) -> RenderedConfig:
     cluster = load_cluster(cluster_path)
-    return render(cluster, version=version, tables=_tables(cluster, *history))
+    tables = _tables(cluster, *history)
+    try:
+        return render(cluster, version=version, tables=tables)
+    except SlurmInputError as exc:  # the API model accepts only what renders; if not, name the file
+        raise ClusterError([Problem(str(cluster_path), "cluster", str(exc))]) from None
 
 
 def _live_version() -> str:

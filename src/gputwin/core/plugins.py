@@ -10,7 +10,8 @@ from typing import Callable, Mapping, TypeVar
 
 from gputwin.core.compat import HeliosConsolidate
 from gputwin.core.placement import Consolidate, FirstFit, Placer, RandomPlacer, TopologyAware
-from gputwin.core.policies import QUEUE_POLICIES
+from gputwin.core.bounds import MAX_MIN_SAMPLES
+from gputwin.core.policies import QUEUE_PARAMS, QUEUE_POLICIES, number_param
 from gputwin.core.sizing import AsRequested, HistorySizing, Sizer
 
 Params = Mapping[str, object]
@@ -34,9 +35,35 @@ SIZERS: dict[str, Callable[[Params], Sizer]] = {
     "history": lambda params: HistorySizing(
         allowed=tuple(int(str(x)) for x in _list(params, "allowed_gpus")),
         max_factor=_float(params, "max_factor", 2.0),
-        min_samples=int(_float(params, "min_samples", 5)),
+        min_samples=min_samples(params),
     ),
 }
+
+
+def min_samples(params: Params) -> int:
+    """The `min_samples` param of history sizing: finished jobs of a size needed before it is
+    chosen, a whole number; ValueError naming the param otherwise. Unset: 5."""
+    value = number_param(params, "min_samples", 5, MAX_MIN_SAMPLES, "a count of jobs")
+    if not value.is_integer():
+        raise ValueError(f"min_samples: expected a whole number of jobs, got {value:g}")
+    return int(value)
+
+
+# Every free-form param a SchedulingPolicy may set (spec.params), each with the reader that checks
+# it: the queue policies' (`policies.QUEUE_PARAMS`) and history sizing's. The API refuses any
+# other key, naming these.
+PARAMS: dict[str, Callable[[Params], object]] = {**QUEUE_PARAMS, "min_samples": min_samples}
+# Params the API sets from its typed fields (placement.maxWaitSeconds, sizing.allowedGPUs and
+# sizing.maxFactor), read by the topology-aware placer and history sizing above.
+TYPED_PARAMS = frozenset({"max_wait", "allowed_gpus", "max_factor"})
+
+
+def check_params(params: Params) -> None:
+    """ValueError for the first unknown or bad free-form param, naming it (and the known ones)."""
+    for key in sorted(params):
+        if key not in PARAMS:
+            raise ValueError(f"{key}: unknown param; known: {', '.join(sorted(PARAMS))}")
+        PARAMS[key](params)
 
 
 def make_placer(name: str, params: Params, compat: str | None = None, seed: int = 0) -> Placer:

@@ -21,6 +21,7 @@ import math
 from operator import itemgetter
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequence
 
+from gputwin.core.bounds import MAX_DURATION_SECONDS, MAX_GPU_SECONDS, MAX_LAS_LEVELS
 from gputwin.core.history import DEFAULT_PRIOR, or_prior
 
 if TYPE_CHECKING:
@@ -114,19 +115,62 @@ def qssf(prior: float = DEFAULT_PRIOR) -> QueuePolicy:
     return _Static("qssf", lambda j: (or_prior(j.predicted, prior) * j.gpus,))
 
 
-def qssf_prior(params: Mapping[str, object]) -> float:
-    """The `qssf_prior` param in seconds: a number >= 0 (or one written as a string); ValueError
-    naming the param otherwise. Unset: `DEFAULT_PRIOR`."""
-    raw = params.get("qssf_prior", DEFAULT_PRIOR)
+def number_param(params: Mapping[str, object], key: str, default: float, high: float, what: str) -> float:
+    """Param `key` as a number in [0, high] (or one written as a string); ValueError naming the
+    param otherwise. Unset: `default`."""
+    raw = params.get(key, default)
     value = math.nan
-    if isinstance(raw, (int, float, str)) and not isinstance(raw, bool):
+    if (isinstance(raw, (int, float)) and not isinstance(raw, bool)) or (isinstance(raw, str) and len(raw) <= 64):
         try:
             value = float(raw)
-        except ValueError:
+        except (ValueError, OverflowError):  # OverflowError: an int beyond any float
             pass  # reported below with every other bad value
     if not (math.isfinite(value) and value >= 0.0):
-        raise ValueError(f"qssf_prior: expected seconds (a number >= 0), got {raw!r}")
+        raise ValueError(f"{key}: expected {what} (a number >= 0), got {_shown(raw)}")
+    if value > high:
+        raise ValueError(f"{key}: expected {what} (a number >= 0), got {_shown(raw)}: at most {high:.0f}")
     return value
+
+
+def qssf_prior(params: Mapping[str, object]) -> float:
+    """The `qssf_prior` param in seconds: a number from 0 to a year (or one written as a string);
+    ValueError naming the param otherwise. Unset: `DEFAULT_PRIOR`."""
+    return number_param(params, "qssf_prior", DEFAULT_PRIOR, MAX_DURATION_SECONDS, "seconds")
+
+
+def las_thresholds(params: Mapping[str, object]) -> tuple[float, ...]:
+    """The `las_thresholds` param: attained GPU-seconds per level, a number or a comma-separated
+    list of them (`"3600,36000"`), each > 0; ValueError naming the param otherwise."""
+    raw = params.get("las_thresholds", "3600,36000")
+    parts: list[object]
+    if isinstance(raw, str):
+        parts = list(raw.split(","))
+    elif isinstance(raw, (list, tuple)):
+        parts = list(raw)
+    else:
+        parts = [raw]
+    if not 1 <= len(parts) <= MAX_LAS_LEVELS:
+        raise ValueError(f"las_thresholds: expected 1 to {MAX_LAS_LEVELS} thresholds, got {len(parts)}")
+    values = tuple(
+        number_param({"las_thresholds": p}, "las_thresholds", 0.0, MAX_GPU_SECONDS, "GPU-seconds") for p in parts
+    )
+    if min(values) <= 0.0:
+        raise ValueError("las_thresholds: every threshold must be > 0 GPU-seconds")
+    return values
+
+
+def _shown(raw: object) -> str:
+    # Short and on one line, whatever the user wrote (repr of a 5000-digit int would raise).
+    text = f"{raw!r}" if not isinstance(raw, int) or abs(raw) < 10**40 else "a number of more than 40 digits"
+    return text[:40] + ("..." if len(text) > 40 else "")
+
+
+# The free-form params (SchedulingPolicy spec.params) the queue policies read, each with the
+# reader that checks it; `gputwin.core.plugins.PARAMS` adds the sizers' and placers' own.
+QUEUE_PARAMS: dict[str, Callable[[Mapping[str, object]], object]] = {
+    "qssf_prior": qssf_prior,
+    "las_thresholds": las_thresholds,
+}
 
 
 class Srtf:
@@ -250,9 +294,7 @@ def make_policy(name: str, params: dict[str, object] | None = None) -> QueuePoli
     except KeyError:
         raise ValueError(f"unknown queue policy {name!r}; known: {', '.join(QUEUE_POLICIES)}") from None
     if name == "las" and params and "las_thresholds" in params:
-        raw = params["las_thresholds"]
-        values = raw.split(",") if isinstance(raw, str) else list(raw)  # type: ignore[call-overload]
-        return Las(tuple(float(v) for v in values))
+        return Las(las_thresholds(params))
     if name == "qssf" and params:
         return qssf(qssf_prior(params))
     return factory()
