@@ -12,6 +12,12 @@ A sweep folder is all a task needs, so it can run on another machine that mounts
 `run_task` is what each task runs, whatever the executor (`gputwin sweep-task FOLDER INDEX`);
 `gather` reads the results back the same way for every executor, and names the tasks that left
 none. A result already present is not run again (`pending`), so an interrupted sweep resumes.
+
+The folder is resume state, updated in place one whole file at a time (`write_json_atomic`). A
+result file that is there but cannot be read (`BadResults`: not JSON, or not a result, say after
+a disk filled up or a copy was cut short) is a cache entry gone bad, not a user's file: `run_sweep`
+deletes it and runs that candidate again, with a warning naming the file. A plan.json that cannot
+be read is a sweep that starts over (`write_plan`); for `sweep-task` it is one error line.
 """
 
 from __future__ import annotations
@@ -40,6 +46,14 @@ class SweepError(Exception):
     """A sweep that cannot run or whose results are incomplete; one line a user can act on."""
 
 
+class BadResults(SweepError):
+    """Result files that are there but cannot be read; `indices` are their tasks."""
+
+    def __init__(self, message: str, indices: Sequence[int]) -> None:
+        super().__init__(message)
+        self.indices = tuple(indices)
+
+
 @dataclass(frozen=True, slots=True)
 class SweepPlan:
     """What every task of one sweep runs: the same inputs, its own candidate."""
@@ -59,11 +73,16 @@ class SweepPlan:
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> SweepPlan:
+        if not isinstance(data, dict):
+            raise SweepError(f"{PLAN}: not a sweep plan (a JSON object)")
         if data.get("version") != PLAN_VERSION:
             raise SweepError(f"{PLAN}: version {data.get('version')!r}, this gputwin reads {PLAN_VERSION}")
         fields = {k: v for k, v in data.items() if k != "version"}
-        fields["candidates"] = tuple(Candidate(**c) for c in fields["candidates"])
-        return SweepPlan(**fields)
+        try:
+            fields["candidates"] = tuple(Candidate(**c) for c in fields["candidates"])
+            return SweepPlan(**fields)
+        except (KeyError, TypeError) as exc:
+            raise SweepError(f"{PLAN}: not a sweep plan ({type(exc).__name__}: {exc})") from None
 
 
 def write_plan(folder: Path, trace: Path, fmt: str, cluster: Path, *, gpus_per_node: int = 8,
@@ -80,6 +99,7 @@ def write_plan(folder: Path, trace: Path, fmt: str, cluster: Path, *, gpus_per_n
                 return plan  # resuming: the inputs were copied when it was first written
         except SweepError:
             pass  # unreadable or from another version: start over
+        (folder / PLAN).unlink()  # first: cut short from here on, the next run starts over too
         for old in (folder / RESULTS).glob("*.json"):
             old.unlink()
         shutil.rmtree(folder / INPUTS, ignore_errors=True)
@@ -97,9 +117,17 @@ def write_plan(folder: Path, trace: Path, fmt: str, cluster: Path, *, gpus_per_n
 def read_plan(folder: Path) -> SweepPlan:
     try:
         data = json.loads((folder / PLAN).read_text())
-    except (OSError, ValueError) as exc:
-        raise SweepError(f"{folder / PLAN}: {exc}") from exc
-    return SweepPlan.from_json(data)
+    except OSError as exc:
+        raise SweepError(f"{folder / PLAN}: {(exc.strerror or str(exc)).lower()}") from None
+    except ValueError as exc:  # JSONDecodeError, a bad UTF-8 byte: the content is not quoted
+        where = f" (line {exc.lineno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise SweepError(f"{folder / PLAN}: not valid JSON{where}; delete the sweep folder to start over") from None
+    except RecursionError:
+        raise SweepError(f"{folder / PLAN}: nested too deeply to be a sweep plan") from None
+    try:
+        return SweepPlan.from_json(data)
+    except SweepError as exc:
+        raise SweepError(f"{folder}/{exc}") from None
 
 
 def load_inputs(folder: Path, plan: SweepPlan) -> tuple[ClusterSpec, tuple[JobSpec, ...]]:
@@ -170,13 +198,33 @@ def gather(folder: Path, plan: SweepPlan) -> list[CandidateResult]:
     if missing:
         shown = ", ".join(str(i) for i in missing[:10]) + (" …" if len(missing) > 10 else "")
         raise SweepError(f"{len(missing)} task(s) left no result ({shown}); see {folder / LOGS}")
-    out = []
+    out, bad = [], []
     for index, candidate in enumerate(plan.candidates):
-        result = result_from_json(json.loads(result_path(folder, index).read_text()))
+        try:
+            result = read_result(folder, index)
+        except BadResults as exc:
+            bad.append((index, str(exc)))
+            continue
         if result.candidate != candidate:
             raise SweepError(f"{result_path(folder, index)}: holds {result.candidate.name}, not {candidate.name}")
         out.append(result)
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise BadResults(bad[0][1] + more, [i for i, _ in bad])
     return out
+
+
+def read_result(folder: Path, index: int) -> CandidateResult:
+    """Task `index`'s result; BadResults (naming the file, not quoting it) if it cannot be read."""
+    path = result_path(folder, index)
+    try:
+        data = json.loads(path.read_bytes())
+    except (ValueError, RecursionError):  # JSONDecodeError, bad UTF-8
+        raise BadResults(f"{path}: not valid JSON", [index]) from None
+    try:
+        return result_from_json(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BadResults(f"{path}: not a candidate result ({type(exc).__name__})", [index]) from None
 
 
 def result_to_json(result: CandidateResult) -> dict[str, Any]:
@@ -201,6 +249,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 __all__ = [
+    "BadResults",
     "SweepError",
     "SweepPlan",
     "follow",
@@ -208,6 +257,7 @@ __all__ = [
     "load_inputs",
     "pending",
     "read_plan",
+    "read_result",
     "result_path",
     "run_task",
     "same_inputs",

@@ -24,14 +24,17 @@ import dataclasses
 import math
 import warnings
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.exceptions import StorageInternalError
 from optuna.trial import TrialState
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
 from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
 from gputwin.sim.run import RunError, policy_label, run
@@ -257,6 +260,20 @@ def open_study(storage: Path | None, objective: str, config: Mapping[str, Any]) 
     return study
 
 
+@contextmanager
+def storage_errors(storage: Path | None) -> Iterator[None]:
+    """The study file's database errors as one RunError line naming the file (never its content)."""
+    try:
+        yield
+    except (SQLAlchemyError, StorageInternalError) as exc:
+        reason = str(exc.orig) if isinstance(exc, DBAPIError) else type(exc).__name__
+        if isinstance(exc, OperationalError):  # unable to open, read-only, disk full, locked
+            raise RunError(f"{storage}: cannot write the study there ({reason})") from None
+        raise RunError(
+            f"{storage}: not an optuna study database ({reason}); delete it to start the tune over"
+        ) from None
+
+
 def fingerprint(value: object) -> str:
     return f"{zlib.crc32(repr(value).encode()):08x}"
 
@@ -288,11 +305,13 @@ def tune(
               "trace": fingerprint(parts.tune), "cluster": fingerprint(cluster)}  # fmt: skip
     if partition is not None:  # only then: studies written before --partition existed still resume
         config["partition"] = partition
-    study = open_study(storage, objective, config)
+    with storage_errors(storage):
+        study = open_study(storage, objective, config)
     evaluator = Evaluator(cluster, {"tune": parts.tune, "holdout": parts.holdout}, seed, workers, partition)
     try:
-        _search(study, space, evaluator, budget, seed, workers, progress)
-        rows = _rows(study)
+        with storage_errors(storage):
+            _search(study, space, evaluator, budget, seed, workers, progress)
+            rows = _rows(study)
         tasks: list[tuple[str, PolicySpec | None]] = [("tune", None)]
         if parts.holdout:
             tasks += [("holdout", None), ("holdout", rows[0].policy)]
