@@ -387,8 +387,9 @@ class JobControl:
             # A simulated run that would end where no clock can show it fails now, rather than
             # wedge every later pass at its end time.
             self.scheduler.abort_start(job_id, now)
-            self._fail(job_id, "InvalidDuration", f"spec.durationSeconds: a run of {start.run_seconds:.4g} s "
-                       f"would end after {rfc3339(LATEST_TIME)}, the latest time a status can show", now)  # fmt: skip
+            message = (f"spec.durationSeconds: a run of {start.run_seconds:.4g} s would end after "
+                       f"{rfc3339(LATEST_TIME)}, the latest time a status can show")  # fmt: skip
+            self._fail(job_id, "InvalidDuration", message, now)
             return
         try:
             self.backend.start(job_id, start, names, now)

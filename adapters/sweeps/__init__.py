@@ -17,7 +17,8 @@ from typing import Protocol
 
 from gputwin.sim.compare import CandidateResult
 
-from .plan import BadResults, SweepError, SweepPlan, gather, pending, read_plan, result_path, run_task, write_plan
+from .plan import (BadResults, SweepError, SweepPlan, gather, pending, read_plan, result_path, run_task,
+                   write_plan)
 
 EXECUTORS = ("local", "slurm", "kubernetes")
 DEFAULT_IMAGE = "gputwin:dev"  # the kubernetes executor's image: what the Dockerfile builds

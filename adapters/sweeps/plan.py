@@ -121,7 +121,9 @@ def read_plan(folder: Path) -> SweepPlan:
         raise SweepError(f"{folder / PLAN}: {(exc.strerror or str(exc)).lower()}") from None
     except ValueError as exc:  # JSONDecodeError, a bad UTF-8 byte: the content is not quoted
         where = f" (line {exc.lineno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise SweepError(f"{folder / PLAN}: not valid JSON{where}; delete the sweep folder to start over") from None
+        raise SweepError(
+            f"{folder / PLAN}: not valid JSON{where}; delete the sweep folder to start over"
+        ) from None
     except RecursionError:
         raise SweepError(f"{folder / PLAN}: nested too deeply to be a sweep plan") from None
     try:

@@ -176,9 +176,10 @@ def mock_index_html_fails(*_: Any) -> str:
 
 
 FULL_DISK = OSError(errno.ENOSPC, "No space left on device")
+SUMMARY = "gputwin.sim.report.write_summary"
 PATCHES: dict[str, tuple[str, Callable[..., Any]]] = {
-    "mock_summary_writer_full_disk": ("gputwin.sim.report.write_summary", mock_writer_fails_half_way(FULL_DISK)),
-    "mock_summary_writer_ctrl_c": ("gputwin.sim.report.write_summary", mock_writer_fails_half_way(KeyboardInterrupt())),
+    "mock_summary_writer_full_disk": (SUMMARY, mock_writer_fails_half_way(FULL_DISK)),
+    "mock_summary_writer_ctrl_c": (SUMMARY, mock_writer_fails_half_way(KeyboardInterrupt())),
     "mock_index_html_full_disk": ("gputwin.sim.plots._html", mock_index_html_fails),
     "mock_tune_json_full_disk": ("gputwin.cli.tune.write_text", mock_tune_writer_fails_on("tune.json")),
 }  # fmt: skip
@@ -239,16 +240,18 @@ CASES = {
     "tune-study-db-is-a-folder": Case("tune", folder_named("study.db"), names="study.db"),
     "simulate-interrupted-by-full-disk": Case("simulate", patch="mock_summary_writer_full_disk",
                                               names="summary.json"),  # fmt: skip
-    "simulate-interrupted-by-ctrl-c": Case("simulate", patch="mock_summary_writer_ctrl_c", code=1, names=None),
-    "simulate-new-out-interrupted-leaves-nothing": Case("simulate", absent, patch="mock_summary_writer_full_disk",
-                                                        names="summary.json"),  # fmt: skip
+    "simulate-interrupted-by-ctrl-c": Case("simulate", patch="mock_summary_writer_ctrl_c", code=1,
+                                           names=None),  # fmt: skip
+    "simulate-new-out-interrupted-leaves-nothing": Case("simulate", absent, names="summary.json",
+                                                        patch="mock_summary_writer_full_disk"),  # fmt: skip
     "compare-pngs-never-without-index-html": Case("compare", patch="mock_index_html_full_disk"),
     "tune-interrupted-writing-tune-json": Case("tune", patch="mock_tune_json_full_disk", names="tune.json"),
 }
 
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
-def test_outputs_are_all_or_nothing(case: Case, previous: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_outputs_are_all_or_nothing(case: Case, previous: dict[str, Path],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     base = open_folder(Path(tempfile.mkdtemp(prefix="gputwin-hostile-")))
     try:
         out = base / "out"
@@ -323,9 +326,10 @@ def test_a_gpujob_that_fails_at_run_time_wedges_nothing(tmp_path: Path, spec: di
     state = str(tmp_path / "state")
     (tmp_path / "bad.yaml").write_text(gpujob("bad", **spec))
     (tmp_path / "good.yaml").write_text(gpujob("good", durationSeconds=60))
+    bad, good = str(tmp_path / "bad.yaml"), str(tmp_path / "good.yaml")
     steps = [["apply", "-f", str(SAMPLES / "two-leaf.yaml"), "-f", str(SAMPLES / "policies.yaml")],
-             ["apply", "-f", str(tmp_path / "bad.yaml")], ["run"], ["apply", "-f", str(tmp_path / "good.yaml")],
-             ["run"], ["run", "--until", "1e300"], ["get", "gpujobs"]]  # fmt: skip
+             ["apply", "-f", bad], ["run"], ["apply", "-f", good], ["run"], ["run", "--until", "1e300"],
+             ["get", "gpujobs"]]  # fmt: skip
     for argv in steps:
         result = CliRunner().invoke(cli, [*argv, "--state", state])
         assert result.exit_code == 0 and not result.stderr, (argv, result.output, result.exception)

@@ -5,8 +5,10 @@ DIR gets `study.db` (the optuna study: run the same command again to resume or e
 and `schedulingpolicy.yaml`, the winner as a gputwin.io/v1alpha1 SchedulingPolicy validated by the
 API models, ready for `kubectl apply`. The study is resume state, written trial by trial in place;
 the two reports are written into a new folder swapped in whole (`gputwin.sim.atomic`), so a
-failure leaves the last run's pair, never one without the other. The space file format is documented in `gputwin.sim.space`.
-`--partition NAME` tunes that partition's policy alone and writes it as that partition's policy.
+failure leaves the last run's pair, never one without the other. A study file that is not one, or
+cannot be written, is one error line naming it. The space file format is documented in
+`gputwin.sim.space`. `--partition NAME` tunes that partition's policy alone and writes it as that
+partition's policy.
 """
 
 from __future__ import annotations

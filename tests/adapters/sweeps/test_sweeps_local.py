@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from gputwin.adapters.sweeps import SweepError, gather, pending, read_plan, run_sweep, write_plan
+from gputwin.adapters.sweeps import BadResults, SweepError, gather, pending, read_plan, run_sweep, write_plan
 from gputwin.adapters.sweeps.local import LocalExecutor
 from gputwin.adapters.sweeps.plan import load_inputs, result_path
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
@@ -120,3 +121,36 @@ def test_compare_resumes_from_its_sweep_folder(tmp_path: Path) -> None:
 
 def ranking(stdout: str) -> list[tuple[str, float]]:
     return [(r["candidate"], r["avg_jct"]) for r in json.loads(stdout)["candidates"]]
+
+
+UNREADABLE = {
+    "truncated": lambda text: text[: len(text) // 2],
+    "not-json": lambda text: "\x00\xff garbage",
+    "not-a-result": lambda text: json.dumps({"candidate": {"queue": "fifo"}}),
+    "a-list": lambda text: "[1, 2, 3]",
+}
+
+
+@pytest.mark.parametrize("damage", UNREADABLE.values(), ids=UNREADABLE.keys())
+def test_unreadable_results_are_named_then_run_again(tmp_path: Path, damage: Callable[[str], str]) -> None:
+    folder = new_sweep(tmp_path / "s")
+    first = run_sweep(folder, LocalExecutor(1))
+    for index in (0, 2):
+        result_path(folder, index).write_text(damage(result_path(folder, index).read_text()))
+    with pytest.raises(BadResults, match=rf"^{result_path(folder, 0)}: not .* \(and 1 more\)$") as raised:
+        gather(folder, read_plan(folder))
+    assert raised.value.indices == (0, 2)
+    warnings: list[str] = []
+    done: list[int] = []
+    again = run_sweep(folder, LocalExecutor(1), done.append, warnings.append)
+    assert done == [0, 2] and len(warnings) == 1 and warnings[0].endswith("running those candidates again")
+    assert [r.summary["avg_jct"] for r in again] == [r.summary["avg_jct"] for r in first]
+
+
+def test_a_plan_cut_short_while_starting_over_starts_over_again(tmp_path: Path) -> None:
+    folder = new_sweep(tmp_path / "s")
+    (folder / "plan.json").write_text('{"version": 1, "trace": ')
+    with pytest.raises(SweepError, match=rf"^{folder / 'plan.json'}: not valid JSON \(line 1\)"):
+        read_plan(folder)
+    new_sweep(folder)
+    assert read_plan(folder).candidates == CANDIDATES and pending(folder, read_plan(folder)) == [0, 1, 2]

@@ -1,0 +1,106 @@
+"""`gputwin.sim.atomic`: a folder swapped in whole, resume state carried, every failure undone."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from gputwin.sim.atomic import COMPARE, SIMULATE, TUNE, Layout, OutputError, atomic_folder, check
+
+REPORT = Layout("test", ("report.txt", "*.png"), carry=("state",))
+
+
+def tree(folder: Path) -> dict[str, str | None]:
+    paths = sorted(folder.rglob("*"))
+    return {str(p.relative_to(folder)): None if p.is_dir() else p.read_text() for p in paths}
+
+
+def previous(tmp_path: Path) -> Path:
+    out = tmp_path / "out"
+    (out / "state").mkdir(parents=True)
+    (out / "state" / "1.json").write_text("kept")
+    (out / "report.txt").write_text("old")
+    (out / "a.png").write_text("old plot")
+    return out
+
+
+def test_a_new_folder_replaces_the_report_and_carries_the_resume_state(tmp_path: Path) -> None:
+    out = previous(tmp_path)
+    with atomic_folder(out, REPORT) as new:
+        assert new.parent == tmp_path and new.name.startswith(".out.new-") and not list(new.iterdir())
+        (new / "report.txt").write_text("new")
+    assert tree(out) == {"report.txt": "new", "state": None, "state/1.json": "kept"}  # the old plot is gone
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_failure_inside_the_block_leaves_the_previous_folder(tmp_path: Path) -> None:
+    out = previous(tmp_path)
+    before = tree(out)
+    with pytest.raises(RuntimeError), atomic_folder(out, REPORT) as new:
+        (new / "report.txt").write_text("half")
+        raise RuntimeError("boom")
+    assert tree(out) == before and [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_rename_that_fails_mid_swap_puts_everything_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = previous(tmp_path)
+    before = tree(out)
+    real = os.rename
+
+    def mock_rename_refusing_the_last_step(src: str | Path, dst: str | Path) -> None:
+        if Path(dst) == out and ".new-" in Path(src).name:
+            raise OSError(28, "No space left on device", str(dst))
+        real(src, dst)
+
+    monkeypatch.setattr(os, "rename", mock_rename_refusing_the_last_step)
+    with pytest.raises(OutputError, match=rf"^{out}: no space left on device$"):
+        with atomic_folder(out, REPORT) as new:
+            (new / "report.txt").write_text("new")
+    assert tree(out) == before and [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_new_output_folder_and_its_parents_are_created_with_the_umask_mode(tmp_path: Path) -> None:
+    out = tmp_path / "a" / "b"
+    with atomic_folder(out, SIMULATE) as new:
+        (new / "jobs.csv").write_text("x")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert tree(out) == {"jobs.csv": "x"} and out.stat().st_mode & 0o777 == 0o777 & ~umask
+
+
+def test_a_symlinked_output_folder_keeps_its_link(tmp_path: Path) -> None:
+    out = previous(tmp_path)
+    link = tmp_path / "link"
+    link.symlink_to(out)
+    with atomic_folder(link, REPORT) as new:
+        (new / "report.txt").write_text("new")
+    assert link.is_symlink() and (link / "report.txt").read_text() == "new"
+    assert (out / "state" / "1.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("layout", "entry", "reason"),
+    [
+        (SIMULATE, "notes.txt", "not something gputwin simulate writes"),
+        (COMPARE, "results.xlsx", "not something gputwin compare writes"),
+        (TUNE, "summary.json", "not something gputwin tune writes"),
+        (SIMULATE, "summary.json/", "not a regular file"),
+    ],
+    ids=["simulate-foreign-file", "compare-foreign-file", "tune-another-commands-file", "folder-for-a-file"],
+)
+def test_a_folder_holding_what_the_command_does_not_write_is_refused(
+    tmp_path: Path, layout: Layout, entry: str, reason: str
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    if entry.endswith("/"):
+        (out / entry).mkdir()
+    else:
+        (out / entry).write_text("mine")
+    with pytest.raises(OutputError, match=rf"^{out / entry.rstrip('/')}: {reason}"):
+        check(out, layout)
+
