@@ -36,6 +36,7 @@ from typing import Any
 from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
 from gputwin.core.model import ClusterSpec, JobSpec
+from gputwin.sim.atomic import FILE_MODE
 from gputwin.sim.compare import Candidate, CandidateResult, run_candidate
 
 PLAN, INPUTS, RESULTS, LOGS = "plan.json", "inputs", "results", "logs"
@@ -240,8 +241,12 @@ def result_from_json(data: dict[str, Any]) -> CandidateResult:
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """A reader (gather, another task) sees the whole file or none of it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as exc:  # named as the file it was to be, not the temporary one
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+    try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp's 0600 would hide results from whoever reads the report
         with os.fdopen(fd, "w") as handle:
             json.dump(data, handle, sort_keys=True)
         os.replace(tmp, path)

@@ -142,6 +142,12 @@ def json_of(name: str, text: str) -> Callable[[Path], None]:
     return damage
 
 
+def result_missing_and_results_read_only(out: Path) -> None:
+    out.chmod(0o777)  # the folder itself may be written (as nobody too): only its results may not
+    (out / "sweep" / "results" / "1.json").unlink()
+    (out / "sweep" / "results").chmod(0o555)
+
+
 def absent(out: Path) -> None:
     shutil.rmtree(out)
 
@@ -222,6 +228,8 @@ CASES = {
     "tune-out-is-a-file": Case("tune", a_file_instead),
     "simulate-out-holds-other-files": Case("simulate", foreign_file, names="notes.txt"),
     "compare-out-holds-other-files": Case("compare", foreign_file, names="notes.txt"),
+    "compare-read-only-sweep-results": Case("compare", result_missing_and_results_read_only,
+                                            names="sweep/results/1.json", unprivileged=True),  # fmt: skip
     "compare-corrupted-result-json-runs-it-again": Case(
         "compare", truncated("sweep/results/0.json"), code=0, names=None, intact=False,
         check=resumed_with_result_again),  # fmt: skip

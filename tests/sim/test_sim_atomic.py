@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gputwin.sim.atomic import COMPARE, SIMULATE, TUNE, Layout, OutputError, atomic_folder, check
+from gputwin.sim.atomic import (COMPARE, FOLDER_MODE, SIMULATE, TUNE, UMASK, Layout, OutputError, atomic_folder,
+                                check)  # fmt: skip
 
 REPORT = Layout("test", ("report.txt", "*.png"), carry=("state",))
 
@@ -67,9 +68,7 @@ def test_a_new_output_folder_and_its_parents_are_created_with_the_umask_mode(tmp
     out = tmp_path / "a" / "b"
     with atomic_folder(out, SIMULATE) as new:
         (new / "jobs.csv").write_text("x")
-    umask = os.umask(0)
-    os.umask(umask)
-    assert tree(out) == {"jobs.csv": "x"} and out.stat().st_mode & 0o777 == 0o777 & ~umask
+    assert tree(out) == {"jobs.csv": "x"} and out.stat().st_mode & 0o777 == FOLDER_MODE == 0o777 & ~UMASK
 
 
 def test_a_symlinked_output_folder_keeps_its_link(tmp_path: Path) -> None:
@@ -104,3 +103,13 @@ def test_a_folder_holding_what_the_command_does_not_write_is_refused(
     with pytest.raises(OutputError, match=rf"^{out / entry.rstrip('/')}: {reason}"):
         check(out, layout)
 
+
+
+
+@pytest.mark.parametrize("where", [".", ".."], ids=["current-folder", "its-parent"])
+def test_the_current_folder_is_never_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              where: str) -> None:  # fmt: skip
+    (tmp_path / "out" / "sub").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "out" if where == "." else tmp_path / "out" / "sub")
+    with pytest.raises(OutputError, match=rf"^{tmp_path / 'out'}: holds the current folder"):
+        check(Path(where), SIMULATE)

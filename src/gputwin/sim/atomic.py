@@ -21,8 +21,8 @@ one run's whole report.
 
 Only a folder that holds nothing but what the command writes is replaced (`check`): `--out ~`
 or a folder of one's own files is refused, naming the first entry that is not ours, before any
-simulation runs. So is a DIR that is a file, or that cannot be written; each is one line
-(`OutputError`).
+simulation runs. So is a DIR that is a file, that cannot be written, or that holds the current
+folder (`--out .`: the shell would be left in a deleted folder); each is one line (`OutputError`).
 """
 
 from __future__ import annotations
@@ -36,6 +36,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+
+def _umask() -> int:
+    """The process's umask, read once at import (setting it to read it is not thread-safe later)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+UMASK = _umask()
+FILE_MODE, FOLDER_MODE = 0o666 & ~UMASK, 0o777 & ~UMASK  # what open() and mkdir() would give
 
 
 class OutputError(Exception):
@@ -76,6 +87,9 @@ def check(dest: Path, layout: Layout) -> Path:
         return dest
     if not dest.is_dir() or dest.is_symlink():
         raise OutputError(f"{dest}: not a folder; give a new or empty folder for the output")
+    here = Path.cwd()
+    if dest == here or dest in here.parents:  # the shell would be left in a deleted folder
+        raise OutputError(f"{dest}: holds the current folder, which is never replaced; give a folder inside it")
     for entry in sorted(os.scandir(dest), key=lambda e: e.name):
         _check_entry(dest, entry, layout)
     for where in (dest, dest.parent):
@@ -119,10 +133,8 @@ def _set_mode(new: Path, dest: Path) -> None:
     """mkdtemp makes a private folder; the output gets the mode DIR had, or the umask's default."""
     if dest.is_dir():
         shutil.copymode(dest, new)
-        return
-    umask = os.umask(0)
-    os.umask(umask)
-    new.chmod(0o777 & ~umask)
+    else:
+        new.chmod(FOLDER_MODE)
 
 
 def _swap(new: Path, dest: Path, carry: tuple[str, ...]) -> None:
@@ -157,4 +169,4 @@ def describe(exc: OSError, dest: Path | None = None, new: Path | None = None) ->
     return f"{where}: {(exc.strerror or str(exc)).lower()}"
 
 
-__all__ = ["COMPARE", "SIMULATE", "TUNE", "Layout", "OutputError", "atomic_folder", "check", "describe"]
+__all__ = ["COMPARE", "FILE_MODE", "FOLDER_MODE", "SIMULATE", "TUNE", "Layout", "OutputError", "atomic_folder", "check", "describe"]

@@ -14,6 +14,7 @@ from gputwin.adapters.sweeps.local import LocalExecutor
 from gputwin.adapters.sweeps.plan import load_inputs, result_path
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
 from gputwin.cli.main import cli
+from gputwin.sim.atomic import FILE_MODE
 from gputwin.sim.compare import Candidate, run_candidate
 
 CANDIDATES = (Candidate("fifo", "consolidate"), Candidate("sjf", "first-fit", backfill=True),
@@ -154,3 +155,10 @@ def test_a_plan_cut_short_while_starting_over_starts_over_again(tmp_path: Path) 
         read_plan(folder)
     new_sweep(folder)
     assert read_plan(folder).candidates == CANDIDATES and pending(folder, read_plan(folder)) == [0, 1, 2]
+
+
+def test_sweep_files_get_the_umask_mode_not_mkstemps_private_one(tmp_path: Path) -> None:
+    folder = new_sweep(tmp_path / "s")
+    run_sweep(folder, LocalExecutor(1))
+    modes = {path.stat().st_mode & 0o777 for path in [folder / "plan.json", *(folder / "results").iterdir()]}
+    assert modes == {FILE_MODE} and FILE_MODE & 0o044  # readable by whoever reads the report
