@@ -79,11 +79,37 @@ class SweepPlan:
         if data.get("version") != PLAN_VERSION:
             raise SweepError(f"{PLAN}: version {data.get('version')!r}, this gputwin reads {PLAN_VERSION}")
         fields = {k: v for k, v in data.items() if k != "version"}
-        try:
-            fields["candidates"] = tuple(Candidate(**c) for c in fields["candidates"])
-            return SweepPlan(**fields)
-        except (KeyError, TypeError) as exc:
-            raise SweepError(f"{PLAN}: not a sweep plan ({type(exc).__name__}: {exc})") from None
+        _check_fields(fields, PLAN_FIELDS, "")
+        for i, c in enumerate(fields["candidates"]):
+            _check_fields(c, CANDIDATE_FIELDS, f"candidates[{i}].")
+        fields["candidates"] = tuple(Candidate(**c) for c in fields["candidates"])
+        return SweepPlan(**fields)
+
+
+# A plan's fields and their JSON types (bool is no int here), as `SweepPlan.to_json` writes them.
+PLAN_FIELDS: dict[str, tuple[type, ...]] = {
+    "trace": (str,), "fmt": (str,), "cluster": (str,), "gpus_per_node": (int,), "skip_invalid": (bool,),
+    "seed": (int,), "candidates": (list,),
+}  # fmt: skip
+CANDIDATE_FIELDS: dict[str, tuple[type, ...]] = {
+    "queue": (str,), "placement": (str,), "sizing": (str, type(None)), "backfill": (bool, type(None)),
+}
+
+
+def _check_fields(data: object, fields: dict[str, tuple[type, ...]], where: str) -> None:
+    """SweepError unless `data` is an object with exactly `fields`, each of its type."""
+    if not isinstance(data, dict):
+        raise SweepError(f"{PLAN}: {where.rstrip('.')}: want an object")
+    missing, unknown = [k for k in fields if k not in data], sorted(str(k) for k in data if k not in fields)
+    if missing:
+        raise SweepError(f"{PLAN}: {where}{missing[0]}: missing")
+    if unknown:
+        raise SweepError(f"{PLAN}: {where}{unknown[0]}: not a field of a sweep plan; known: {', '.join(fields)}")
+    for key, types in fields.items():
+        value = data[key]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            want = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+            raise SweepError(f"{PLAN}: {where}{key}: want {want}")
 
 
 def write_plan(folder: Path, trace: Path, fmt: str, cluster: Path, *, gpus_per_node: int = 8,

@@ -162,3 +162,30 @@ def test_sweep_files_get_the_umask_mode_not_mkstemps_private_one(tmp_path: Path)
     run_sweep(folder, LocalExecutor(1))
     modes = {path.stat().st_mode & 0o777 for path in [folder / "plan.json", *(folder / "results").iterdir()]}
     assert modes == {FILE_MODE} and FILE_MODE & 0o044  # readable by whoever reads the report
+
+
+PLAN_DAMAGE = {
+    "seed-a-string": ({"seed": "x"}, "seed: want int"),
+    "seed-a-bool": ({"seed": True}, "seed: want int"),
+    "candidates-an-object": ({"candidates": {}}, "candidates: want list"),
+    "candidate-a-number": ({"candidates": [1]}, r"candidates\[0\]: want an object"),
+    "candidate-queue-a-number": ({"candidates": [{"queue": 5, "placement": "x", "sizing": None, "backfill": None}]},
+                                 r"candidates\[0\]\.queue: want str"),
+    "candidate-missing-placement": ({"candidates": [{"queue": "fifo", "sizing": None, "backfill": None}]},
+                                    r"candidates\[0\]\.placement: missing"),
+    "unknown-field": ({"extra": 1}, "extra: not a field of a sweep plan; known: trace, fmt"),
+    "missing-field": ({"seed": None}, "seed: missing"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "message"), PLAN_DAMAGE.values(), ids=PLAN_DAMAGE.keys())
+def test_a_damaged_plan_is_one_line_naming_the_field(tmp_path: Path, change: dict, message: str) -> None:
+    folder = new_sweep(tmp_path / "s")
+    data = json.loads((folder / "plan.json").read_text())
+    data.update(change)
+    data = {k: v for k, v in data.items() if v is not None}
+    (folder / "plan.json").write_text(json.dumps(data))
+    with pytest.raises(SweepError, match=rf"^{folder / 'plan.json'}: {message}"):
+        read_plan(folder)
+    new_sweep(folder)  # compare starts such a sweep over
+    assert read_plan(folder).candidates == CANDIDATES
