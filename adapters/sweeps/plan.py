@@ -104,7 +104,8 @@ def _check_fields(data: object, fields: dict[str, tuple[type, ...]], where: str)
     if missing:
         raise SweepError(f"{PLAN}: {where}{missing[0]}: missing")
     if unknown:
-        raise SweepError(f"{PLAN}: {where}{unknown[0]}: not a field of a sweep plan; known: {', '.join(fields)}")
+        known = ", ".join(fields)
+        raise SweepError(f"{PLAN}: {where}{unknown[0]}: not a field of a sweep plan; known: {known}")
     for key, types in fields.items():
         value = data[key]
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):

@@ -16,6 +16,8 @@ history, for the baseline as for the winner, so the two are judged alike. The se
 With `partition` only that partition's policy changes and only its jobs are measured (the
 others' numbers do not depend on it). Without `storage` the study lives in memory: a
 TraceReplay's search (`operator/replay.py`) runs once per generation and keeps nothing on disk.
+A storage file that is no optuna study, or cannot be written, is one RunError naming it
+(`storage_errors`): the study is the user's work, so it is never deleted or replaced here.
 """
 
 from __future__ import annotations
