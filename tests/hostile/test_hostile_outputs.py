@@ -318,19 +318,23 @@ def gpujob(name: str, **spec: Any) -> str:
                            "metadata": {"name": name, "namespace": "default"}, "spec": body})  # fmt: skip
 
 
+DURATION = ("Complete", "InvalidDuration", "spec.durationSeconds: ")
+# spec -> the bad job's phase, and its condition (type, reason, how the message starts) when it did not run.
 RUN_TIME = {
-    "duration-1e13-s": ({"durationSeconds": 10_000_000_000_000}, "Failed", "spec.durationSeconds"),
-    "duration-1e308-s": ({"durationSeconds": 1e308}, "Failed", "spec.durationSeconds"),
-    "duration-ending-in-year-10000": ({"durationSeconds": 251_700_000_000}, "Failed", "spec.durationSeconds"),
+    "duration-1e13-s": ({"durationSeconds": 10_000_000_000_000}, "Failed", DURATION),
+    "duration-1e308-s": ({"durationSeconds": 1e308}, "Failed", DURATION),
+    "duration-ending-in-year-10000": ({"durationSeconds": 251_700_000_000}, "Failed", DURATION),
     "duration-ending-in-year-9900": ({"durationSeconds": 250_000_000_000}, "Succeeded", None),
     "priority-of-30-digits": ({"priority": 10**30, "durationSeconds": 30}, "Succeeded", None),
     "pod-template-the-sim-backend-ignores": ({"podTemplate": {"spec": {"containers": 5}}}, "Succeeded", None),
+    "task-type-no-partition-serves": ({"taskType": "nothere"}, "Rejected", ("Scheduled", "Unschedulable", "")),
+    "more-gpus-than-the-cluster": ({"gpus": 4096}, "Rejected", ("Scheduled", "Unschedulable", "")),
 }
 
 
-@pytest.mark.parametrize(("spec", "phase", "field"), RUN_TIME.values(), ids=RUN_TIME.keys())
+@pytest.mark.parametrize(("spec", "phase", "why"), RUN_TIME.values(), ids=RUN_TIME.keys())
 def test_a_gpujob_that_fails_at_run_time_wedges_nothing(tmp_path: Path, spec: dict[str, Any], phase: str,
-                                                        field: str | None) -> None:  # fmt: skip
+                                                        why: tuple[str, str, str] | None) -> None:  # fmt: skip
     state = str(tmp_path / "state")
     (tmp_path / "bad.yaml").write_text(gpujob("bad", **spec))
     (tmp_path / "good.yaml").write_text(gpujob("good", durationSeconds=60))
@@ -344,7 +348,7 @@ def test_a_gpujob_that_fails_at_run_time_wedges_nothing(tmp_path: Path, spec: di
     jobs = {o["metadata"]["name"]: o["status"] for o in FileStore(Path(state)).list("GPUJob")}
     assert jobs["good"]["phase"] == "Succeeded"
     assert jobs["bad"]["phase"] == phase
-    if field is not None:
-        complete = next(c for c in jobs["bad"]["conditions"] if c["type"] == "Complete")
-        assert complete["status"] == "False" and complete["reason"] == "InvalidDuration"
-        assert complete["message"].startswith(field)
+    if why is not None:
+        kind, reason, message = why
+        said = next(c for c in jobs["bad"]["conditions"] if c["type"] == kind)
+        assert said["status"] == "False" and said["reason"] == reason and said["message"].startswith(message)
