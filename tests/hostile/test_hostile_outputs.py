@@ -246,14 +246,16 @@ CASES = {
     "tune-corrupted-study-db": Case("tune", garbage("study.db"), names="study.db"),
     "tune-truncated-study-db": Case("tune", truncated("study.db"), names="study.db"),
     "tune-study-db-is-a-folder": Case("tune", folder_named("study.db"), names="study.db"),
-    "simulate-interrupted-by-full-disk": Case("simulate", patch="mock_summary_writer_full_disk",
-                                              names="summary.json"),  # fmt: skip
-    "simulate-interrupted-by-ctrl-c": Case("simulate", patch="mock_summary_writer_ctrl_c", code=1,
-                                           names=None),  # fmt: skip
-    "simulate-new-out-interrupted-leaves-nothing": Case("simulate", absent, names="summary.json",
-                                                        patch="mock_summary_writer_full_disk"),  # fmt: skip
-    "compare-pngs-never-without-index-html": Case("compare", patch="mock_index_html_full_disk"),
-    "tune-interrupted-writing-tune-json": Case("tune", patch="mock_tune_json_full_disk", names="tune.json"),
+    "simulate-mock-writer-interrupted-by-full-disk": Case(
+        "simulate", patch="mock_summary_writer_full_disk", names="summary.json"),  # fmt: skip
+    "simulate-mock-writer-interrupted-by-ctrl-c": Case(
+        "simulate", patch="mock_summary_writer_ctrl_c", code=1, names=None),  # fmt: skip
+    "simulate-new-out-mock-writer-interrupted-leaves-nothing": Case(
+        "simulate", absent, patch="mock_summary_writer_full_disk", names="summary.json"),  # fmt: skip
+    "compare-mock-index-writer-fails-no-pngs-without-index-html": Case(
+        "compare", patch="mock_index_html_full_disk"),  # fmt: skip
+    "tune-mock-writer-interrupted-writing-tune-json": Case(
+        "tune", patch="mock_tune_json_full_disk", names="tune.json"),  # fmt: skip
 }
 
 
@@ -319,6 +321,7 @@ def gpujob(name: str, **spec: Any) -> str:
 
 
 DURATION = ("Complete", "InvalidDuration", "spec.durationSeconds: ")
+UNSCHEDULABLE = ("Scheduled", "Unschedulable", "")
 # spec -> the bad job's phase, and its condition (type, reason, how the message starts) when it did not run.
 RUN_TIME = {
     "duration-1e13-s": ({"durationSeconds": 10_000_000_000_000}, "Failed", DURATION),
@@ -327,14 +330,15 @@ RUN_TIME = {
     "duration-ending-in-year-9900": ({"durationSeconds": 250_000_000_000}, "Succeeded", None),
     "priority-of-30-digits": ({"priority": 10**30, "durationSeconds": 30}, "Succeeded", None),
     "pod-template-the-sim-backend-ignores": ({"podTemplate": {"spec": {"containers": 5}}}, "Succeeded", None),
-    "task-type-no-partition-serves": ({"taskType": "nothere"}, "Rejected", ("Scheduled", "Unschedulable", "")),
-    "more-gpus-than-the-cluster": ({"gpus": 4096}, "Rejected", ("Scheduled", "Unschedulable", "")),
+    "task-type-no-partition-serves": ({"taskType": "nothere"}, "Rejected", UNSCHEDULABLE),
+    "more-gpus-than-the-cluster": ({"gpus": 4096}, "Rejected", UNSCHEDULABLE),
 }
 
 
 @pytest.mark.parametrize(("spec", "phase", "why"), RUN_TIME.values(), ids=RUN_TIME.keys())
-def test_a_gpujob_that_fails_at_run_time_wedges_nothing(tmp_path: Path, spec: dict[str, Any], phase: str,
-                                                        why: tuple[str, str, str] | None) -> None:  # fmt: skip
+def test_a_gpujob_that_fails_at_run_time_wedges_nothing(
+    tmp_path: Path, spec: dict[str, Any], phase: str, why: tuple[str, str, str] | None
+) -> None:
     state = str(tmp_path / "state")
     (tmp_path / "bad.yaml").write_text(gpujob("bad", **spec))
     (tmp_path / "good.yaml").write_text(gpujob("good", durationSeconds=60))
