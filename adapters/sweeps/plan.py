@@ -121,6 +121,8 @@ def write_plan(folder: Path, trace: Path, fmt: str, cluster: Path, *, gpus_per_n
     mean nothing for this one: they are removed (only the files a sweep writes, nothing else).
     """
     plan = SweepPlan(trace.name, fmt, cluster.name, gpus_per_node, skip_invalid, seed, tuple(candidates))
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise SweepError(f"{folder}: not a folder; a sweep folder goes there")
     if (folder / PLAN).exists():
         try:
             if read_plan(folder) == plan:

@@ -148,6 +148,16 @@ def result_missing_and_results_read_only(out: Path) -> None:
     (out / "sweep" / "results").chmod(0o555)
 
 
+def sweep_a_file(out: Path) -> None:
+    shutil.rmtree(out / "sweep")
+    (out / "sweep").write_text("mine\n")
+
+
+def study_db_read_only(out: Path) -> None:
+    out.chmod(0o777)  # the folder may be written (as nobody too): only the study may not
+    (out / "study.db").chmod(0o444)
+
+
 def absent(out: Path) -> None:
     shutil.rmtree(out)
 
@@ -198,6 +208,7 @@ class Case:
     patch: str | None = None  # a key of PATCHES
     code: int = 2
     names: str | None = ""  # what the one error line names, relative to DIR ("" is DIR); None: no error
+    says: str = ""  # and what it says is wrong
     intact: bool = True  # the (damaged) previous output is byte for byte as it was
     check: Callable[[Path, str], None] | None = None  # what a recovery must have done
     sweep_task: bool = False  # run `sweep-task DIR/sweep 0` instead of the command
@@ -216,16 +227,17 @@ def started_over(out: Path, stderr: str) -> None:
     assert len(list((out / "sweep" / "results").glob("*.json"))) == 2 and (out / "index.html").is_file()
 
 
+NOT_A_STUDY = "not an optuna study database"
 CASES = {
-    "simulate-read-only-out": Case("simulate", read_only, unprivileged=True),
-    "compare-read-only-out": Case("compare", read_only, unprivileged=True),
-    "tune-read-only-out": Case("tune", read_only, unprivileged=True),
+    "simulate-read-only-out": Case("simulate", read_only, says="not writable", unprivileged=True),
+    "compare-read-only-out": Case("compare", read_only, says="not writable", unprivileged=True),
+    "tune-read-only-out": Case("tune", read_only, says="not writable", unprivileged=True),
     "simulate-summary-json-is-a-folder": Case("simulate", folder_named("summary.json"), names="summary.json"),
     "compare-summary-json-is-a-folder": Case("compare", folder_named("summary.json"), names="summary.json"),
     "tune-tune-json-is-a-folder": Case("tune", folder_named("tune.json"), names="tune.json"),
-    "simulate-out-is-a-file": Case("simulate", a_file_instead),
-    "compare-out-is-a-file": Case("compare", a_file_instead),
-    "tune-out-is-a-file": Case("tune", a_file_instead),
+    "simulate-out-is-a-file": Case("simulate", a_file_instead, says="not a folder"),
+    "compare-out-is-a-file": Case("compare", a_file_instead, says="not a folder"),
+    "tune-out-is-a-file": Case("tune", a_file_instead, says="not a folder"),
     "simulate-out-holds-other-files": Case("simulate", foreign_file, names="notes.txt"),
     "compare-out-holds-other-files": Case("compare", foreign_file, names="notes.txt"),
     "compare-read-only-sweep-results": Case("compare", result_missing_and_results_read_only,
@@ -243,15 +255,20 @@ CASES = {
     "sweep-task-plan-json-missing-candidates": Case(
         "compare", json_of("sweep/plan.json", '{"version": 1, "trace": "t"}'), names="sweep/plan.json",
         sweep_task=True),  # fmt: skip
-    "tune-corrupted-study-db": Case("tune", garbage("study.db"), names="study.db"),
-    "tune-truncated-study-db": Case("tune", truncated("study.db"), names="study.db"),
+    "tune-corrupted-study-db": Case("tune", garbage("study.db"), names="study.db", says=NOT_A_STUDY),
+    "tune-truncated-study-db": Case("tune", truncated("study.db"), names="study.db", says=NOT_A_STUDY),
     "tune-study-db-is-a-folder": Case("tune", folder_named("study.db"), names="study.db"),
+    "tune-study-db-read-only": Case("tune", study_db_read_only, names="study.db", says="cannot write",
+                                    unprivileged=True),
+    "compare-sweep-is-a-file": Case("compare", sweep_a_file, names="sweep", says="not a folder"),
     "simulate-mock-writer-interrupted-by-full-disk": Case(
-        "simulate", patch="mock_summary_writer_full_disk", names="summary.json"),  # fmt: skip
+        "simulate", patch="mock_summary_writer_full_disk", names="summary.json",
+        says="no space left"),  # fmt: skip
     "simulate-mock-writer-interrupted-by-ctrl-c": Case(
         "simulate", patch="mock_summary_writer_ctrl_c", code=1, names=None),  # fmt: skip
     "simulate-new-out-mock-writer-interrupted-leaves-nothing": Case(
-        "simulate", absent, patch="mock_summary_writer_full_disk", names="summary.json"),  # fmt: skip
+        "simulate", absent, patch="mock_summary_writer_full_disk", names="summary.json",
+        says="no space left"),  # fmt: skip
     "compare-mock-index-writer-fails-no-pngs-without-index-html": Case(
         "compare", patch="mock_index_html_full_disk"),  # fmt: skip
     "tune-mock-writer-interrupted-writing-tune-json": Case(
@@ -282,7 +299,7 @@ def test_outputs_are_all_or_nothing(case: Case, previous: dict[str, Path],
             lines = stderr.splitlines()
             assert len(lines) == 1 and lines[0].startswith("error: "), stderr
             named = str(out / case.names) if case.names else str(out)
-            assert lines[0].startswith(f"error: {named}: "), stderr
+            assert lines[0].startswith(f"error: {named}: ") and case.says in lines[0], stderr
         if case.intact:
             assert snapshot(out) == before
         assert [p.name for p in base.iterdir()] == (["out"] if before or out.exists() else [])  # no leftovers

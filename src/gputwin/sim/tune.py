@@ -46,6 +46,8 @@ from gputwin.sim.space import KNOBS, OBJECTIVES, Choice, Space, Value
 METRICS = ("jobs", "avg_jct", "p50_jct", "p95_jct", "p99_jct", "avg_queue", "p99_queue", "gpu_utilization",
            "avg_overhead", "preemptions", "makespan")  # fmt: skip
 STUDY_NAME = "gputwin-tune"
+# SQLite's words for a study file that is fine but cannot be written (else it is not a study).
+CANNOT_WRITE = ("readonly", "read-only", "unable to open", "disk i/o", "full", "locked", "permission")
 Metrics = dict[str, float]
 
 
@@ -268,8 +270,9 @@ def storage_errors(storage: Path | None) -> Iterator[None]:
     try:
         yield
     except (SQLAlchemyError, StorageInternalError) as exc:
-        reason = str(exc.orig) if isinstance(exc, DBAPIError) else type(exc).__name__
-        if isinstance(exc, OperationalError):  # unable to open, read-only, disk full, locked
+        cause = exc.__cause__ if isinstance(exc.__cause__, SQLAlchemyError) else exc  # optuna wraps commits
+        reason = str(cause.orig) if isinstance(cause, DBAPIError) else type(cause).__name__
+        if isinstance(cause, OperationalError) and any(w in reason.lower() for w in CANNOT_WRITE):
             raise RunError(f"{storage}: cannot write the study there ({reason})") from None
         raise RunError(
             f"{storage}: not an optuna study database ({reason}); delete it to start the tune over"
