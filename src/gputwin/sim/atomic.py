@@ -9,7 +9,9 @@ Replacing an existing DIR takes three renames: DIR -> `.DIR.old-XXXX`, the resum
 from there into the new folder, the new folder -> DIR; then the old one is deleted. A failed
 rename puts everything back. POSIX cannot swap two non-empty folders in one step, so a process
 killed between the first and the last rename (microseconds) leaves no DIR; the old and the new
-folder are then both beside it, whole, under those hidden names.
+folder are then both beside it, whole, under those hidden names (the resume state in one of them).
+A process killed (SIGKILL) while writing leaves its `.DIR.new-XXXX` beside DIR, which nothing
+reads: delete it at will. DIR's parent must be writable, since that is where the swap happens.
 
 Resume state is not part of the swap. `compare`'s sweep (`DIR/sweep`: the plan, one result file
 per candidate) and `tune`'s optuna study (`DIR/study.db`) are worth keeping when a run is cut
@@ -17,7 +19,8 @@ short, so they are written in place as the run goes, each step atomic on its own
 is written to a temporary name and `os.replace`d (`gputwin.adapters.sweeps.plan`), a trial is an
 SQLite transaction. The swap carries them (`Layout.carry`) from the old DIR into the new one by
 rename, so a resumed run finds them where it left them, and the report beside them is always
-one run's whole report.
+one run's whole report. They stay inside DIR (rather than beside it) so that DIR is still all
+there is to a run: resumed by giving the same `--out`, moved or deleted as one folder.
 
 Only a folder that holds nothing but what the command writes is replaced (`check`): `--out ~`
 or a folder of one's own files is refused, naming the first entry that is not ours, before any
