@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gputwin.sim.atomic import (COMPARE, FOLDER_MODE, SIMULATE, TUNE, UMASK, Layout, OutputError, atomic_folder,
                                 check)  # fmt: skip
@@ -113,3 +116,29 @@ def test_the_current_folder_is_never_replaced(tmp_path: Path, monkeypatch: pytes
     monkeypatch.chdir(tmp_path / "out" if where == "." else tmp_path / "out" / "sub")
     with pytest.raises(OutputError, match=rf"^{tmp_path / 'out'}: holds the current folder"):
         check(Path(where), SIMULATE)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(st.sampled_from(["report.txt", "a.png", "b.png", "c.png"]), min_size=1, max_size=6),
+       fail_at=st.integers(min_value=0, max_value=8), had_previous=st.booleans())
+def test_dest_is_always_the_whole_old_or_the_whole_new_folder(
+    tmp_path: Path, files: list[str], fail_at: int, had_previous: bool
+) -> None:
+    """Whatever step fails (one of the writes, or none), DIR is byte for byte one of the two."""
+    base = Path(tempfile.mkdtemp(dir=tmp_path))
+    out = previous(base) if had_previous else base / "out"
+    before = tree(out) if had_previous else None
+    written: dict[str, str] = {}
+    try:
+        with atomic_folder(out, REPORT) as new:
+            for step, name in enumerate(files):
+                if step == fail_at:
+                    raise RuntimeError("injected")
+                (new / name).write_text(f"{name} {step}")
+                written[name] = f"{name} {step}"
+    except RuntimeError:
+        assert (tree(out) if out.exists() else None) == before
+    else:
+        kept = {"state": None, "state/1.json": "kept"} if had_previous else {}
+        assert tree(out) == {**kept, **written}
+    assert [p.name for p in base.iterdir()] == (["out"] if out.exists() else [])
