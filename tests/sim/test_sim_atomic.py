@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputwin.sim.atomic import (COMPARE, FOLDER_MODE, SIMULATE, TUNE, UMASK, Layout, OutputError, atomic_folder,
-                                check)  # fmt: skip
+from gputwin.sim.atomic import (COMPARE, FOLDER_MODE, SIMULATE, TUNE, UMASK, Layout, OutputError,
+                                atomic_folder, check)  # fmt: skip
 
 REPORT = Layout("test", ("report.txt", "*.png"), carry=("state",))
 

@@ -92,7 +92,9 @@ def check(dest: Path, layout: Layout) -> Path:
         raise OutputError(f"{dest}: not a folder; give a new or empty folder for the output")
     here = Path.cwd()
     if dest == here or dest in here.parents:  # the shell would be left in a deleted folder
-        raise OutputError(f"{dest}: holds the current folder, which is never replaced; give a folder inside it")
+        raise OutputError(
+            f"{dest}: holds the current folder, which is never replaced; give a folder inside it"
+        )
     for entry in sorted(os.scandir(dest), key=lambda e: e.name):
         _check_entry(dest, entry, layout)
     for where in (dest, dest.parent):
@@ -172,4 +174,16 @@ def describe(exc: OSError, dest: Path | None = None, new: Path | None = None) ->
     return f"{where}: {(exc.strerror or str(exc)).lower()}"
 
 
-__all__ = ["COMPARE", "FILE_MODE", "FOLDER_MODE", "SIMULATE", "TUNE", "Layout", "OutputError", "atomic_folder", "check", "describe"]
+__all__ = [
+    "COMPARE",
+    "FILE_MODE",
+    "FOLDER_MODE",
+    "SIMULATE",
+    "TUNE",
+    "UMASK",
+    "Layout",
+    "OutputError",
+    "atomic_folder",
+    "check",
+    "describe",
+]
