@@ -37,7 +37,7 @@ from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.sim.atomic import FILE_MODE
-from gputwin.sim.compare import Candidate, CandidateResult, run_candidate
+from gputwin.sim.compare import METRICS, Candidate, CandidateResult, run_candidate
 
 PLAN, INPUTS, RESULTS, LOGS = "plan.json", "inputs", "results", "logs"
 PLAN_VERSION = 1
@@ -255,7 +255,9 @@ def read_result(folder: Path, index: int) -> CandidateResult:
         raise BadResults(f"{path}: not valid JSON", [index]) from None
     try:
         return result_from_json(data)
-    except (KeyError, TypeError, ValueError) as exc:
+    except ValueError as exc:
+        raise BadResults(f"{path}: not a candidate result ({exc})", [index]) from None
+    except (KeyError, TypeError) as exc:
         raise BadResults(f"{path}: not a candidate result ({type(exc).__name__})", [index]) from None
 
 
@@ -264,7 +266,25 @@ def result_to_json(result: CandidateResult) -> dict[str, Any]:
             "jcts": result.jcts, "spans": result.spans}  # fmt: skip
 
 
+# What the ranking, the CSV and the plots read of a result's summary.
+SUMMARY_KEYS = frozenset({*METRICS, "p50_jct", "p95_jct", "makespan", "wall_seconds", "rejected", "policies",
+                          "partitions"})  # fmt: skip
+
+
 def result_from_json(data: dict[str, Any]) -> CandidateResult:
+    """The result; ValueError (or KeyError, TypeError) if `data` is not one as `result_to_json` writes it."""
+    summary = data["summary"]
+    if not isinstance(summary, dict) or not SUMMARY_KEYS <= summary.keys():
+        raise ValueError("summary: not a run summary")
+    if not isinstance(summary["avg_jct"], (int, float)) or isinstance(summary["avg_jct"], bool):
+        raise ValueError("summary.avg_jct: not a number")
+    partitions = summary["partitions"]
+    if not isinstance(partitions, dict) or not all(isinstance(m, dict) and set(METRICS) <= m.keys()
+                                                   for m in partitions.values()):  # fmt: skip
+        raise ValueError("summary.partitions: not per-partition metrics")
+    for key in ("jcts", "spans"):
+        if not isinstance(data[key], list) or not all(isinstance(v, (int, float)) for v in data[key]):
+            raise ValueError(f"{key}: not a list of numbers")
     return CandidateResult(Candidate(**data["candidate"]), data["summary"], list(data["jcts"]), list(data["spans"]))
 
 

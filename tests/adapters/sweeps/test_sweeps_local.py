@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gputwin.adapters.sweeps import BadResults, SweepError, gather, pending, read_plan, run_sweep, write_plan
 from gputwin.adapters.sweeps.local import LocalExecutor
-from gputwin.adapters.sweeps.plan import load_inputs, result_path
+from gputwin.adapters.sweeps.plan import load_inputs, read_result, result_path
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
 from gputwin.cli.main import cli
 from gputwin.sim.atomic import FILE_MODE
-from gputwin.sim.compare import Candidate, run_candidate
+from gputwin.sim.compare import Candidate, rank, run_candidate, write_report
 
 CANDIDATES = (Candidate("fifo", "consolidate"), Candidate("sjf", "first-fit", backfill=True),
               Candidate("las", "topology-aware"))  # fmt: skip
@@ -189,3 +192,77 @@ def test_a_damaged_plan_is_one_line_naming_the_field(tmp_path: Path, change: dic
         read_plan(folder)
     new_sweep(folder)  # compare starts such a sweep over
     assert read_plan(folder).candidates == CANDIDATES
+
+
+@pytest.fixture(scope="module")
+def real_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = new_sweep(tmp_path_factory.mktemp("fuzz") / "s", CANDIDATES[:1])
+    run_sweep(folder, LocalExecutor(1))
+    return folder
+
+
+def mutated(data: bytes, flips: list[tuple[int, int]], cut: int | None) -> bytes:
+    out = bytearray(data)
+    for at, byte in flips:
+        out[at % len(out)] = byte
+    return bytes(out[:cut] if cut is not None else out)
+
+
+MUTATIONS = st.tuples(st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=8),
+                      st.none() | st.integers(0, 10**6))  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mutation=MUTATIONS, noise=st.none() | st.binary(max_size=300))
+def test_damaged_plan_and_result_files_never_raise_anything_but_sweep_errors(
+    real_sweep: Path, tmp_path: Path, mutation: tuple[list[tuple[int, int]], int | None], noise: bytes | None
+) -> None:
+    """Random bytes, and random byte flips and cuts of real files: a SweepError (one line) or a read."""
+    folder = tmp_path / "s"
+    if not folder.exists():
+        shutil.copytree(real_sweep, folder)
+    originals = {"plan.json": real_sweep / "plan.json", "results/0.json": result_path(real_sweep, 0)}
+    for name, original in originals.items():
+        data = noise if noise is not None else mutated(original.read_bytes(), *mutation)
+        (folder / name).write_bytes(data)
+    try:
+        read_plan(folder)
+    except SweepError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith(str(folder / "plan.json"))
+    try:
+        read_result(folder, 0)
+    except BadResults as exc:
+        assert "\n" not in str(exc) and exc.indices == (0,)
+
+
+SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
+JSON_VALUES = st.recursive(
+    SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6)  # fmt: skip
+RESULT_KEYS = ("candidate", "summary", "jcts", "spans", "summary.avg_jct", "summary.partitions",
+               "summary.jobs")  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(RESULT_KEYS), value=JSON_VALUES | st.just("<deleted>"))
+def test_a_result_read_back_is_one_the_report_can_use(real_sweep: Path, tmp_path: Path, key: str,
+                                                      value: object) -> None:  # fmt: skip
+    """A result with one field replaced by any JSON value (or deleted) is refused, or ranks and reports."""
+    data = json.loads(result_path(real_sweep, 0).read_text())
+    *parents, last = key.split(".")
+    holder = data
+    for name in parents:
+        holder = holder[name]
+    if value == "<deleted>":
+        del holder[last]
+    else:
+        holder[last] = value
+    folder = tmp_path / "s"
+    if not folder.exists():
+        shutil.copytree(real_sweep, folder)
+    result_path(folder, 0).write_text(json.dumps(data))
+    try:
+        result = read_result(folder, 0)
+    except BadResults:
+        return
+    write_report(tmp_path / "report", rank([result]))
