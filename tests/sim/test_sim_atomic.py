@@ -142,3 +142,9 @@ def test_dest_is_always_the_whole_old_or_the_whole_new_folder(
         kept = {"state": None, "state/1.json": "kept"} if had_previous else {}
         assert tree(out) == {**kept, **written}
     assert [p.name for p in base.iterdir()] == (["out"] if out.exists() else [])
+
+
+def test_an_output_folder_under_a_file_is_refused_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(OutputError, match=rf"^{tmp_path / 'file'}: not a folder, cannot hold"):
+        check(tmp_path / "file" / "out", SIMULATE)
