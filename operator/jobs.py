@@ -32,7 +32,7 @@ import hostlist
 from pydantic import ValidationError
 
 from gputwin.api.problems import validation_problems
-from gputwin.api.status import GPUJobStatus
+from gputwin.api.status import LATEST_TIME, GPUJobStatus
 from gputwin.api.v1alpha1 import GPUJob
 from gputwin.core.decision import Decision, Start
 from gputwin.core.ledger import OverAllocation
@@ -383,6 +383,14 @@ class JobControl:
         assert self.scheduler is not None
         job_id = start.job_id
         names = [self.scheduler.topology.node_names[i] for i, _ in start.slots]
+        if self.backend.name == "sim" and not now + start.run_seconds <= LATEST_TIME:
+            # A simulated run that would end where no clock can show it fails now, rather than
+            # wedge every later pass at its end time.
+            self.scheduler.abort_start(job_id, now)
+            message = (f"spec.durationSeconds: a run of {start.run_seconds:.4g} s would end after "
+                       f"{rfc3339(LATEST_TIME)}, the latest time a status can show")  # fmt: skip
+            self._fail(job_id, "InvalidDuration", message, now)
+            return
         try:
             self.backend.start(job_id, start, names, now)
         # The backend talks to the outside world: whatever fails there, the GPUs go back.

@@ -17,7 +17,8 @@ from typing import Protocol
 
 from gputwin.sim.compare import CandidateResult
 
-from .plan import SweepError, SweepPlan, gather, pending, read_plan, run_task, write_plan
+from .plan import (BadResults, SweepError, SweepPlan, gather, pending, read_plan, result_path, run_task,
+                   write_plan)
 
 EXECUTORS = ("local", "slurm", "kubernetes")
 DEFAULT_IMAGE = "gputwin:dev"  # the kubernetes executor's image: what the Dockerfile builds
@@ -32,15 +33,27 @@ class Executor(Protocol):
         ...
 
 
-def run_sweep(folder: Path, executor: Executor, progress: Callable[[int], None] | None = None
-              ) -> list[CandidateResult]:  # fmt: skip
-    """Run every task that has no result yet, then gather all of them (index order)."""
+def run_sweep(folder: Path, executor: Executor, progress: Callable[[int], None] | None = None,
+              warn: Callable[[str], None] | None = None) -> list[CandidateResult]:  # fmt: skip
+    """Run every task that has no result yet, then gather all of them (index order).
+
+    A result file that cannot be read (`BadResults`) is deleted and its task run again, once; `warn`
+    hears which. A sweep is a cache of simulations: running one again costs time, never a result."""
     plan = read_plan(folder)
     executor.run(folder, pending(folder, plan), progress)
+    try:
+        return gather(folder, plan)
+    except BadResults as exc:
+        if warn is not None:
+            warn(f"{exc}; running {'that candidate' if len(exc.indices) == 1 else 'those candidates'} again")
+        for index in exc.indices:
+            result_path(folder, index).unlink(missing_ok=True)
+        executor.run(folder, list(exc.indices), progress)
     return gather(folder, plan)
 
 
 __all__ = [
+    "BadResults",
     "DEFAULT_IMAGE",
     "EXECUTORS",
     "Executor",

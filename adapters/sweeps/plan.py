@@ -16,6 +16,12 @@ none. A result already present is not run again (`pending`), so an interrupted s
 A sweep folder never resolves outside itself: plan.json's trace and cluster are plain names (no
 `/`, `..` or NUL), and each input, resolved (symlinks followed), must lie under its inputs/
 folder, as must every file of a cluster folder; anything else is a SweepError naming the field.
+
+The folder is resume state, updated in place one whole file at a time (`write_json_atomic`). A
+result file that is there but cannot be read (`BadResults`: not JSON, or not a result, say after
+a disk filled up or a copy was cut short) is a cache entry gone bad, not a user's file: `run_sweep`
+deletes it and runs that candidate again, with a warning naming the file. A plan.json that cannot
+be read is a sweep that starts over (`write_plan`); for `sweep-task` it is one error line.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ from typing import Any
 from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
 from gputwin.core.model import ClusterSpec, JobSpec
-from gputwin.sim.compare import Candidate, CandidateResult, run_candidate
+from gputwin.sim.atomic import FILE_MODE
+from gputwin.sim.compare import METRICS, Candidate, CandidateResult, run_candidate
 
 PLAN, INPUTS, RESULTS, LOGS = "plan.json", "inputs", "results", "logs"
 PLAN_VERSION = 1
@@ -42,6 +49,14 @@ PLAN_VERSION = 1
 
 class SweepError(Exception):
     """A sweep that cannot run or whose results are incomplete; one line a user can act on."""
+
+
+class BadResults(SweepError):
+    """Result files that are there but cannot be read; `indices` are their tasks."""
+
+    def __init__(self, message: str, indices: Sequence[int]) -> None:
+        super().__init__(message)
+        self.indices = tuple(indices)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,17 +79,17 @@ class SweepPlan:
     @staticmethod
     def from_json(data: dict[str, Any]) -> SweepPlan:
         if not isinstance(data, dict):
-            raise SweepError(f"{PLAN}: not a JSON object")
+            raise SweepError(f"{PLAN}: not a sweep plan (a JSON object)")
         if data.get("version") != PLAN_VERSION:
             raise SweepError(f"{PLAN}: version {data.get('version')!r}, this gputwin reads {PLAN_VERSION}")
         fields = {k: v for k, v in data.items() if k != "version"}
+        _check_fields(fields, PLAN_FIELDS, "")
         for name in ("trace", "cluster"):
-            _plain_name(fields.get(name), name)
-        try:
-            fields["candidates"] = tuple(Candidate(**c) for c in fields["candidates"])
-            return SweepPlan(**fields)
-        except (KeyError, TypeError) as exc:
-            raise SweepError(f"{PLAN}: candidates: not this gputwin's plan ({type(exc).__name__})") from None
+            _plain_name(fields[name], name)
+        for i, c in enumerate(fields["candidates"]):
+            _check_fields(c, CANDIDATE_FIELDS, f"candidates[{i}].")
+        fields["candidates"] = tuple(Candidate(**c) for c in fields["candidates"])
+        return SweepPlan(**fields)
 
 
 def _plain_name(name: object, field: str) -> None:
@@ -96,6 +111,33 @@ def _input(folder: Path, field: str, name: str) -> Path:
     return path
 
 
+# A plan's fields and their JSON types (bool is no int here), as `SweepPlan.to_json` writes them.
+PLAN_FIELDS: dict[str, tuple[type, ...]] = {
+    "trace": (str,), "fmt": (str,), "cluster": (str,), "gpus_per_node": (int,), "skip_invalid": (bool,),
+    "seed": (int,), "candidates": (list,),
+}  # fmt: skip
+CANDIDATE_FIELDS: dict[str, tuple[type, ...]] = {
+    "queue": (str,), "placement": (str,), "sizing": (str, type(None)), "backfill": (bool, type(None)),
+}
+
+
+def _check_fields(data: object, fields: dict[str, tuple[type, ...]], where: str) -> None:
+    """SweepError unless `data` is an object with exactly `fields`, each of its type."""
+    if not isinstance(data, dict):
+        raise SweepError(f"{PLAN}: {where.rstrip('.')}: want an object")
+    missing, unknown = [k for k in fields if k not in data], sorted(str(k) for k in data if k not in fields)
+    if missing:
+        raise SweepError(f"{PLAN}: {where}{missing[0]}: missing")
+    if unknown:
+        known = ", ".join(fields)
+        raise SweepError(f"{PLAN}: {where}{unknown[0]}: not a field of a sweep plan; known: {known}")
+    for key, types in fields.items():
+        value = data[key]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            want = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+            raise SweepError(f"{PLAN}: {where}{key}: want {want}")
+
+
 def write_plan(folder: Path, trace: Path, fmt: str, cluster: Path, *, gpus_per_node: int = 8,
                skip_invalid: bool = False, seed: int = 0, candidates: tuple[Candidate, ...]) -> SweepPlan:  # fmt: skip
     """Copy the inputs into `folder` and write its plan.
@@ -104,12 +146,15 @@ def write_plan(folder: Path, trace: Path, fmt: str, cluster: Path, *, gpus_per_n
     mean nothing for this one: they are removed (only the files a sweep writes, nothing else).
     """
     plan = SweepPlan(trace.name, fmt, cluster.name, gpus_per_node, skip_invalid, seed, tuple(candidates))
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise SweepError(f"{folder}: not a folder; a sweep folder goes there")
     if (folder / PLAN).exists():
         try:
             if read_plan(folder) == plan:
                 return plan  # resuming: the inputs were copied when it was first written
         except SweepError:
             pass  # unreadable or from another version: start over
+        (folder / PLAN).unlink()  # first: cut short from here on, the next run starts over too
         for old in (folder / RESULTS).glob("*.json"):
             old.unlink()
         shutil.rmtree(folder / INPUTS, ignore_errors=True)
@@ -127,11 +172,18 @@ def write_plan(folder: Path, trace: Path, fmt: str, cluster: Path, *, gpus_per_n
 def read_plan(folder: Path) -> SweepPlan:
     try:
         data = json.loads((folder / PLAN).read_text())
-    except (OSError, ValueError, RecursionError) as exc:
-        raise SweepError(f"{folder / PLAN}: {exc}") from exc
+    except OSError as exc:
+        raise SweepError(f"{folder / PLAN}: {(exc.strerror or str(exc)).lower()}") from None
+    except ValueError as exc:  # JSONDecodeError, a bad UTF-8 byte: the content is not quoted
+        where = f" (line {exc.lineno})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise SweepError(
+            f"{folder / PLAN}: not valid JSON{where}; delete the sweep folder to start over"
+        ) from None
+    except RecursionError:
+        raise SweepError(f"{folder / PLAN}: nested too deeply to be a sweep plan") from None
     try:
         return SweepPlan.from_json(data)
-    except SweepError as exc:  # from_json names plan.json; say which folder's
+    except SweepError as exc:
         raise SweepError(f"{folder}/{exc}") from None
 
 
@@ -203,13 +255,35 @@ def gather(folder: Path, plan: SweepPlan) -> list[CandidateResult]:
     if missing:
         shown = ", ".join(str(i) for i in missing[:10]) + (" …" if len(missing) > 10 else "")
         raise SweepError(f"{len(missing)} task(s) left no result ({shown}); see {folder / LOGS}")
-    out = []
+    out, bad = [], []
     for index, candidate in enumerate(plan.candidates):
-        result = result_from_json(json.loads(result_path(folder, index).read_text()))
+        try:
+            result = read_result(folder, index)
+        except BadResults as exc:
+            bad.append((index, str(exc)))
+            continue
         if result.candidate != candidate:
             raise SweepError(f"{result_path(folder, index)}: holds {result.candidate.name}, not {candidate.name}")
         out.append(result)
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise BadResults(bad[0][1] + more, [i for i, _ in bad])
     return out
+
+
+def read_result(folder: Path, index: int) -> CandidateResult:
+    """Task `index`'s result; BadResults (naming the file, not quoting it) if it cannot be read."""
+    path = result_path(folder, index)
+    try:
+        data = json.loads(path.read_bytes())
+    except (ValueError, RecursionError):  # JSONDecodeError, bad UTF-8
+        raise BadResults(f"{path}: not valid JSON", [index]) from None
+    try:
+        return result_from_json(data)
+    except ValueError as exc:
+        raise BadResults(f"{path}: not a candidate result ({exc})", [index]) from None
+    except (KeyError, TypeError) as exc:
+        raise BadResults(f"{path}: not a candidate result ({type(exc).__name__})", [index]) from None
 
 
 def result_to_json(result: CandidateResult) -> dict[str, Any]:
@@ -217,14 +291,36 @@ def result_to_json(result: CandidateResult) -> dict[str, Any]:
             "jcts": result.jcts, "spans": result.spans}  # fmt: skip
 
 
+# What the ranking, the CSV and the plots read of a result's summary.
+SUMMARY_KEYS = frozenset({*METRICS, "p50_jct", "p95_jct", "makespan", "wall_seconds", "rejected", "policies",
+                          "partitions"})  # fmt: skip
+
+
 def result_from_json(data: dict[str, Any]) -> CandidateResult:
+    """The result; ValueError (or KeyError, TypeError) if `data` is not one as `result_to_json` writes it."""
+    summary = data["summary"]
+    if not isinstance(summary, dict) or not SUMMARY_KEYS <= summary.keys():
+        raise ValueError("summary: not a run summary")
+    if not isinstance(summary["avg_jct"], (int, float)) or isinstance(summary["avg_jct"], bool):
+        raise ValueError("summary.avg_jct: not a number")
+    partitions = summary["partitions"]
+    if not isinstance(partitions, dict) or not all(isinstance(m, dict) and set(METRICS) <= m.keys()
+                                                   for m in partitions.values()):  # fmt: skip
+        raise ValueError("summary.partitions: not per-partition metrics")
+    for key in ("jcts", "spans"):
+        if not isinstance(data[key], list) or not all(isinstance(v, (int, float)) for v in data[key]):
+            raise ValueError(f"{key}: not a list of numbers")
     return CandidateResult(Candidate(**data["candidate"]), data["summary"], list(data["jcts"]), list(data["spans"]))
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """A reader (gather, another task) sees the whole file or none of it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as exc:  # named as the file it was to be, not the temporary one
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+    try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp's 0600 would hide results from whoever reads the report
         with os.fdopen(fd, "w") as handle:
             json.dump(data, handle, sort_keys=True)
         os.replace(tmp, path)
@@ -234,6 +330,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 __all__ = [
+    "BadResults",
     "SweepError",
     "SweepPlan",
     "follow",
@@ -241,6 +338,7 @@ __all__ = [
     "load_inputs",
     "pending",
     "read_plan",
+    "read_result",
     "result_path",
     "run_task",
     "same_inputs",

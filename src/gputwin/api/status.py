@@ -43,6 +43,10 @@ Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"}), Aft
 Count = Annotated[int, Field(ge=0)]
 
 
+# 9999-12-31T23:59:59Z, the latest time an RFC 3339 timestamp (and so a status) can show.
+LATEST_TIME = 253402300799.0
+
+
 def rfc3339(seconds: float) -> str:
     """Epoch seconds as a Timestamp: `2026-01-01T00:00:00Z`, `…:00.250Z` when there is a fraction."""
     whole = abs(seconds - round(seconds)) < 5e-4

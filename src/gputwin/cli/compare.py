@@ -16,8 +16,13 @@ from gputwin.adapters.sweeps.plan import same_inputs
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import ranked_table, sweep_progress
 from gputwin.cli.sweep import executor_options, make_executor
+from gputwin.sim.atomic import COMPARE, atomic_folder, check
 from gputwin.sim.compare import grid, rank, write_report
 from gputwin.sim.run import RunError
+
+
+def warn(message: str) -> None:
+    click.echo(f"warning: {message}", err=True)
 
 
 def _names(value: str) -> list[str]:
@@ -53,8 +58,8 @@ def _switches(value: str | None) -> list[bool | None]:
               type=click.IntRange(1, 256),
               help="Candidates run in parallel: local processes, or SLURM/Kubernetes tasks at once.")
 @executor_options
-@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path, file_okay=False),
-              help="Write summary.json, summary.csv, the plots and index.html here.")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
+              help="Write summary.json, summary.csv, the plots and index.html here (swapped in whole).")
 @click.option("--plots/--no-plots", default=True, show_default=True,
               help="Also write the PNG plots and index.html (a self-contained page embedding them).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -68,12 +73,14 @@ def compare(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, 
 
     The candidates run as a sweep in OUT/sweep (one result file each), here or on a cluster
     (--executor); run again with the same options and OUT, a sweep resumes where it stopped.
+    The report is written into a new folder and swapped in whole: a failure leaves the last one.
     """
     candidates, skipped = grid(
         _names(policies), _names(placements),
         list(_names(sizings)) if sizings is not None else [None], _switches(backfill),
     )  # fmt: skip
     cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid)  # errors first
+    check(out_dir, COMPARE)  # before the sweep: a folder that cannot take the report is refused now
     folder = out_dir / "sweep"
     plan = write_plan(folder, trace_path, trace.format, cluster_path, gpus_per_node=gpus_per_node,
                       skip_invalid=skip_invalid, seed=seed, candidates=tuple(candidates))  # fmt: skip
@@ -92,15 +99,17 @@ def compare(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, 
             if advance is not None:
                 advance(candidates[index].name)
 
-        comparison = rank(run_sweep(folder, runner, done), skipped)
+        comparison = rank(run_sweep(folder, runner, done, warn), skipped)
     extra = {"trace": {"path": str(trace_path), "format": trace.format, "jobs": len(trace.jobs),
                        "skipped": dict(trace.skipped)}, "seed": seed, "executor": executor}  # fmt: skip
-    written = write_report(out_dir, comparison, extra)
-    if plots:
-        from gputwin.sim.plots import write_plots  # matplotlib takes a while to import (see `done`)
+    with atomic_folder(out_dir, COMPARE) as new:
+        written = write_report(new, comparison, extra)
+        if plots:
+            from gputwin.sim.plots import write_plots  # matplotlib takes a while to import (see `done`)
 
-        # The figures are drawn in parallel on this machine, whatever ran the candidates.
-        written += write_plots(out_dir, comparison, workers=min(workers, os.cpu_count() or 1))
+            # The figures are drawn in parallel on this machine, whatever ran the candidates.
+            written += write_plots(new, comparison, workers=min(workers, os.cpu_count() or 1))
+    written = [out_dir / path.name for path in written]
     if as_json:
         click.echo(json.dumps({**extra, **comparison.to_json()}, sort_keys=True))
         return

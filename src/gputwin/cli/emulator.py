@@ -29,7 +29,7 @@ import click
 import yaml
 
 from gputwin.adapters.emulator import FileStore
-from gputwin.api.status import rfc3339
+from gputwin.api.status import LATEST_TIME, rfc3339
 from gputwin.api.v1alpha1 import KINDS
 from gputwin.cli.kubectl import UserError, age, format_rows, resolve_kinds, table
 from gputwin.cli.manifests import Manifest, ManifestError, cluster_errors, plural, read_manifests, resource
@@ -288,7 +288,8 @@ def run(until: float | None, state: Path) -> None:
     with store.lock():
         start = store.now
         controller = _reconcile(store, traces)
-        limit = start + until if until is not None else float("inf")
+        # No step past the latest time a status can show: a later event waits there, never wedges.
+        limit = min(start + until if until is not None else float("inf"), LATEST_TIME)
         steps = 0
         while _active(store):
             when = controller.next_event()
@@ -317,6 +318,8 @@ def _summary(store: FileStore, start: float, steps: int) -> str:
     counts = ", ".join(
         f"{phases[p]} {p.lower()}" for p in ("Succeeded", "Running", "Queued", "Pending", "Rejected")
     )
+    if phases["Failed"]:  # only then: the line reads as before when nothing failed
+        counts += f", {phases['Failed']} failed"
     return f"{rfc3339(store.now)} (+{age(store.now - start)}, {steps} steps): GPUJobs {counts}"
 
 

@@ -26,10 +26,11 @@ from gputwin.cli.slurm import slurm as slurm_group
 from gputwin.cli.sweep import sweep_task
 from gputwin.cli.tune import tune as tune_command
 from gputwin.core.plugins import known
+from gputwin.sim.atomic import SIMULATE, OutputError, check, describe
 from gputwin.sim.report import write_outputs
 from gputwin.sim.run import Overrides, RunError, run
 
-USER_ERRORS = (TraceError, ClusterError, RunError, SweepError, SlurmError, OSError)
+USER_ERRORS = (TraceError, ClusterError, RunError, SweepError, SlurmError, OutputError, OSError)
 PLUGINS = known()
 
 
@@ -40,7 +41,7 @@ class UserErrorGroup(click.Group):
         try:
             return super().invoke(ctx)
         except USER_ERRORS as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {describe(exc) if isinstance(exc, OSError) else exc}", err=True)
             ctx.exit(2)
 
 
@@ -63,13 +64,15 @@ def cli() -> None:
 @click.option("--compat", type=click.Choice(["helios"]),
               help="Reproduce the HeliosArtifact simulator's semantics (fifo/sjf/srtf; consolidate/random).")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed for randomised placement.")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
-              help="Write jobs.csv (one row per job) and summary.json here.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path),
+              help="Write jobs.csv (one row per job) and summary.json here (a new or earlier --out folder).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
 def simulate(trace_path: Path, fmt: str, cluster_path: Path, policy: str | None, placement: str | None,
              sizing: str | None, backfill: bool | None, compat: str | None, gpus_per_node: int, seed: int,
              out_dir: Path | None, as_json: bool, skip_invalid: bool) -> None:  # fmt: skip
     """Replay a job trace on a cluster and report JCT, queueing delay and utilisation."""
+    if out_dir is not None:
+        check(out_dir, SIMULATE)  # a folder that cannot take the output is refused before the run
     cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid)
     overrides = Overrides(queue=policy, placement=placement, sizing=sizing, backfill=backfill)
     with progress_reporter(len(trace.jobs)) as progress:

@@ -3,8 +3,12 @@
 DIR gets `study.db` (the optuna study: run the same command again to resume or extend `--budget`),
 `tune.json` (every trial, the best, its objective on the tuning and hold-out parts, the baseline)
 and `schedulingpolicy.yaml`, the winner as a gputwin.io/v1alpha1 SchedulingPolicy validated by the
-API models, ready for `kubectl apply`. The space file format is documented in `gputwin.sim.space`.
-`--partition NAME` tunes that partition's policy alone and writes it as that partition's policy.
+API models, ready for `kubectl apply`. The study is resume state, written trial by trial in place;
+the two reports are written into a new folder swapped in whole (`gputwin.sim.atomic`), so a
+failure leaves the last run's pair, never one without the other. A study file that is not one, or
+cannot be written, is one error line naming it. The space file format is documented in
+`gputwin.sim.space`. `--partition NAME` tunes that partition's policy alone and writes it as that
+partition's policy.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from gputwin.api.workloads import search_vocabulary
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import ranked_table, sweep_progress
 from gputwin.core.model import ClusterSpec, PolicySpec
+from gputwin.sim.atomic import TUNE, OutputError, atomic_folder, check, describe
 from gputwin.sim.run import RunError
 from gputwin.sim.space import OBJECTIVES, Space, SpaceError, default_space, parse_space
 
@@ -39,6 +44,10 @@ if TYPE_CHECKING:
 # vocabulary as a TraceReplay's spec.search).
 VOCABULARY = search_vocabulary()
 TABLE_ROWS = 10
+
+
+def write_text(path: Path, text: str) -> None:
+    path.write_text(text)
 
 
 def read_space(path: Path | None) -> Space:
@@ -176,7 +185,7 @@ def print_result(result: TuneResult, data: Mapping[str, Any], title: str) -> Non
     "--out",
     "out_dir",
     required=True,
-    type=click.Path(path_type=Path, file_okay=False),
+    type=click.Path(path_type=Path),
     help="Write study.db, tune.json and schedulingpolicy.yaml here.",
 )
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -197,7 +206,11 @@ def tune(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, ski
     checkpoint = shared_checkpoint(cluster, partition)
     scheduling_policy(PolicySpec(params={"max_wait": 300.0, "max_factor": 2.0, "allowed_gpus": ()}),
                       name, checkpoint)  # a bad --name fails now, not after the search  # fmt: skip
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check(out_dir, TUNE)  # a folder that cannot take the study or the report is refused now
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(describe(exc, out_dir)) from None
     with sweep_progress(budget, not quiet, "tuning", "trials") as advance:
         progress = (lambda done, label: advance(label, done)) if advance is not None else None
         result = run_tune(cluster, trace.jobs, space, storage=out_dir / "study.db", objective=objective,
@@ -208,8 +221,9 @@ def tune(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, ski
                       "skipped": dict(trace.skipped)},
             "seed": seed, "budget": budget, "holdout": holdout, "partition": partition, "space": space.to_json(),
             "schedulingpolicy": document, **result.to_json()}  # fmt: skip
-    (out_dir / "schedulingpolicy.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    (out_dir / "tune.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    with atomic_folder(out_dir, TUNE) as new:
+        write_text(new / "schedulingpolicy.yaml", yaml.safe_dump(document, sort_keys=False))
+        write_text(new / "tune.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
     if as_json:
         click.echo(json.dumps(data, sort_keys=True))
         return

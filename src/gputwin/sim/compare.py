@@ -4,7 +4,8 @@ Pure orchestration, no command line: `grid` builds the candidates (the product o
 minus the combinations that make no sense, which come back as skip notes), `run_candidate` runs one
 through `gputwin.sim.run.run` (where and in what order is a sweep executor's business:
 `gputwin.adapters.sweeps`), `rank` orders the results by average JCT, best first, ties broken by
-name. `write_report` writes summary.json and summary.csv.
+name. `write_report` writes summary.json and summary.csv (`gputwin compare` into a new folder it
+swaps in whole with the plots: `gputwin.sim.atomic`).
 
 Candidate names come from `gputwin.sim.run.policy_label` (as TraceReplay statuses); a setting not given
 (None) keeps what the cluster file says and is left out of the name.

@@ -1,4 +1,8 @@
-"""Writing a simulation's results: the per-job CSV log and the JSON summary."""
+"""Writing a simulation's results: the per-job CSV log and the JSON summary, both or neither.
+
+`write_outputs` writes them into a new folder swapped in whole (`gputwin.sim.atomic`): a failure
+leaves the previous DIR as it was.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import hostlist
 
 from gputwin.core.state import JobState
 from gputwin.core.topology import Topology
+from gputwin.sim.atomic import SIMULATE, atomic_folder
 
 JOB_LOG_COLUMNS = (
     "job_id", "partition", "user", "name", "task_type", "gpus_requested", "gpus", "submit", "start",
@@ -41,8 +46,13 @@ def _num(value: float) -> int | float:
     return int(value) if float(value).is_integer() else round(value, 3)
 
 
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    path.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+
+
 def write_outputs(out_dir: Path, summary: dict[str, Any], jobs: Sequence[JobState], topology: Topology) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / "jobs.csv", "w", newline="") as fh:
-        write_job_log(jobs, topology, fh)
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    """DIR/jobs.csv and DIR/summary.json, swapped in together (OutputError if DIR cannot take them)."""
+    with atomic_folder(out_dir, SIMULATE) as new:
+        with open(new / "jobs.csv", "w", newline="") as fh:
+            write_job_log(jobs, topology, fh)
+        write_summary(new / "summary.json", summary)

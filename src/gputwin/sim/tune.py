@@ -16,6 +16,8 @@ history, for the baseline as for the winner, so the two are judged alike. The se
 With `partition` only that partition's policy changes and only its jobs are measured (the
 others' numbers do not depend on it). Without `storage` the study lives in memory: a
 TraceReplay's search (`operator/replay.py`) runs once per generation and keeps nothing on disk.
+A storage file that is no optuna study, or cannot be written, is one RunError naming it
+(`storage_errors`): the study is the user's work, so it is never deleted or replaced here.
 """
 
 from __future__ import annotations
@@ -24,14 +26,17 @@ import dataclasses
 import math
 import warnings
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.exceptions import StorageInternalError
 from optuna.trial import TrialState
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
 from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
 from gputwin.sim.run import RunError, policy_label, run
@@ -41,6 +46,8 @@ from gputwin.sim.space import KNOBS, OBJECTIVES, Choice, Space, Value
 METRICS = ("jobs", "avg_jct", "p50_jct", "p95_jct", "p99_jct", "avg_queue", "p99_queue", "gpu_utilization",
            "avg_overhead", "preemptions", "makespan")  # fmt: skip
 STUDY_NAME = "gputwin-tune"
+# SQLite's words for a study file that is fine but cannot be written (else it is not a study).
+CANNOT_WRITE = ("readonly", "read-only", "unable to open", "disk i/o", "full", "locked", "permission")
 Metrics = dict[str, float]
 
 
@@ -257,6 +264,21 @@ def open_study(storage: Path | None, objective: str, config: Mapping[str, Any]) 
     return study
 
 
+@contextmanager
+def storage_errors(storage: Path | None) -> Iterator[None]:
+    """The study file's database errors as one RunError line naming the file (never its content)."""
+    try:
+        yield
+    except (SQLAlchemyError, StorageInternalError) as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, SQLAlchemyError) else exc  # optuna wraps commits
+        reason = str(cause.orig) if isinstance(cause, DBAPIError) else type(cause).__name__
+        if isinstance(cause, OperationalError) and any(w in reason.lower() for w in CANNOT_WRITE):
+            raise RunError(f"{storage}: cannot write the study there ({reason})") from None
+        raise RunError(
+            f"{storage}: not an optuna study database ({reason}); delete it to start the tune over"
+        ) from None
+
+
 def fingerprint(value: object) -> str:
     return f"{zlib.crc32(repr(value).encode()):08x}"
 
@@ -288,11 +310,13 @@ def tune(
               "trace": fingerprint(parts.tune), "cluster": fingerprint(cluster)}  # fmt: skip
     if partition is not None:  # only then: studies written before --partition existed still resume
         config["partition"] = partition
-    study = open_study(storage, objective, config)
+    with storage_errors(storage):
+        study = open_study(storage, objective, config)
     evaluator = Evaluator(cluster, {"tune": parts.tune, "holdout": parts.holdout}, seed, workers, partition)
     try:
-        _search(study, space, evaluator, budget, seed, workers, progress)
-        rows = _rows(study)
+        with storage_errors(storage):
+            _search(study, space, evaluator, budget, seed, workers, progress)
+            rows = _rows(study)
         tasks: list[tuple[str, PolicySpec | None]] = [("tune", None)]
         if parts.holdout:
             tasks += [("holdout", None), ("holdout", rows[0].policy)]
