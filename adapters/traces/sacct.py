@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from gputwin.core.model import JobSpec
 
 from .errors import FieldError
-from .fields import parse_elapsed, parse_name, parse_slurm_time
+from .fields import MAX_DURATION, check_seconds, parse_elapsed, parse_name, parse_slurm_time
 from .sacct_columns import (
     NEVER_STARTED,
     REQUEUED,
@@ -107,7 +107,7 @@ def _converter(ctx: ReadContext, table: Table, repeated: dict[str, int]) -> Conv
                 return STILL_RUNNING
             if end < start:
                 raise FieldError("End", f"negative duration: End is {start - end:g} s before Start")
-            duration = end - start
+            duration = check_seconds(end - start, "End", MAX_DURATION)
         gpus, nodes = _gpus(table, row)
         if gpus == 0:
             return ZERO_GPUS
