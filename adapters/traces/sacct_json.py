@@ -69,10 +69,7 @@ def read_sacct_json(ctx: ReadContext) -> Iterator[JobSpec]:
 
 def _records(ctx: ReadContext) -> list[Json]:
     """The `jobs` list of the document (a bare list of jobs is accepted too)."""
-    with open_text(ctx) as stream:
-        text = stream.read(MAX_JSON_CHARS + 1)
-    if len(text) > MAX_JSON_CHARS:
-        raise TraceError(ctx.name, None, "file", f"larger than {MAX_JSON_CHARS:,} characters")
+    text = _read_capped(ctx)
     try:
         document: object = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -91,6 +88,18 @@ def _records(ctx: ReadContext) -> list[Json]:
         if not isinstance(job, Mapping):
             raise TraceError(ctx.name, None, f"jobs[{index}]", f"not an object: {_brief(job)}")
     return jobs
+
+
+def _read_capped(ctx: ReadContext) -> str:
+    """The whole document, read in chunks (read(n) would allocate n up front), at most MAX_JSON_CHARS."""
+    parts, size = [], 0
+    with open_text(ctx) as stream:
+        while chunk := stream.read(1 << 20):
+            size += len(chunk)
+            if size > MAX_JSON_CHARS:
+                raise TraceError(ctx.name, None, "file", f"larger than {MAX_JSON_CHARS:,} characters")
+            parts.append(chunk)
+    return "".join(parts)
 
 
 def _convert(job: Json, seq: int, remaining: Counter[str | None]) -> JobSpec | str:
