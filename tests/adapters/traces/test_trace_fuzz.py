@@ -14,11 +14,11 @@ from pathlib import Path
 
 import hostlist
 import pytest
+from gputwin.adapters.traces import FORMATS, TraceError, read_trace
+from gputwin.adapters.traces.fields import MAX_DURATION, MAX_GPUS, MAX_SECONDS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputwin.adapters.traces import FORMATS, TraceError, read_trace
-from gputwin.adapters.traces.fields import MAX_DURATION, MAX_GPUS, MAX_SECONDS
 from gputwin.api.helios import load_vc_table
 from gputwin.api.meta import MAX_NODES, count_hostlist, expand_hostlist
 from gputwin.api.problems import ClusterError
