@@ -54,8 +54,8 @@ def read_sacct(ctx: ReadContext) -> Iterator[JobSpec]:
 
     `sacct -P` output is not quoted, so a line is `line.split("|")`: the fast path
     (sacct_fast.py) reads it that way. A file with a NUL byte or a line longer than the csv
-    module's field limit goes through the csv-based path below instead, so whatever the csv
-    module makes of it stays as it was.
+    module's field limit goes through the csv-based path below instead, so both paths report it
+    the same way (a NUL is refused naming its column; an over-long field is a `row` error).
     """
     ctx.clock.observe(True, "Submit")
     scanned = _scan(ctx)

@@ -148,6 +148,20 @@ def test_a_cluster_hostlist_of_ten_99999_node_ranges_is_refused_before_expanding
     assert seconds < 2.0
 
 
+def test_a_topology_of_ten_node_groups_of_99999_nodes_is_refused_before_expanding(tmp_path) -> None:
+    groups = "".join(
+        f"    - switch: leaf0\n      nodes: n{k}[00001-99999]\n      gpusPerNode: 8\n" for k in range(10)
+    )
+    manifest = tmp_path / "cluster.yaml"
+    manifest.write_text(Path(TWO_LEAF).read_text().replace("  nodeGroups:\n", "  nodeGroups:\n" + groups, 1))
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(GOOD_HELIOS)
+    status, stderr, seconds = invoke("--trace", str(trace), "--cluster", str(manifest))
+    assert_one_line_error(status, stderr, f"{manifest}:doc1", "spec.nodeGroups[1].nodes")
+    assert "more than 100,000 nodes in all" in stderr
+    assert seconds < 2.0
+
+
 # --- cases that would hang or exhaust memory: a subprocess with a timeout and an address-space cap
 
 MEMORY_CAP = 2 << 30  # bytes of address space: a good run of these inputs fits well inside
