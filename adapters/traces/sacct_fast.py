@@ -43,7 +43,7 @@ _TIME = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}):(\d{2}):(\d{2})", re.ASCII)
 
 
 def _blocks(ctx: ReadContext, stream: TextIO) -> Iterator[list[str]]:
-    """Batches of whole lines, each ending in a newline (the file's last line gets one).
+    """Batches of whole lines, without their newline.
 
     Read in chunks of `_BLOCK` characters, never a line at a time: a line longer than
     MAX_LINE_CHARS is a TraceError once that many characters were read, not a whole-file read.
@@ -58,9 +58,9 @@ def _blocks(ctx: ReadContext, stream: TextIO) -> Iterator[list[str]]:
             )
         if block:
             number += len(block)
-            yield [line + "\n" for line in block]
+            yield block
     if rest:
-        yield [rest + "\n"]
+        yield [rest]
 
 
 def _csv_safe(block: list[str]) -> bool:
@@ -70,7 +70,7 @@ def _csv_safe(block: list[str]) -> bool:
 
 def _trailing(bars: int, pipes: int, line: str) -> bool:
     """A `sacct -p` row: one bar more than the header's, at the end of the line."""
-    return bars == pipes + 1 and line.endswith("|\n")
+    return bars == pipes + 1 and line.endswith("|")
 
 
 def _scan(ctx: ReadContext) -> tuple[dict[str, int], int, dict[str, int]] | None:
@@ -88,7 +88,7 @@ def _scan(ctx: ReadContext) -> tuple[dict[str, int], int, dict[str, int]] | None
                 return None
             if columns is None:
                 for position, line in enumerate(block):
-                    header = line[:-1].split("|")
+                    header = line.split("|")
                     if any(cell.strip() for cell in header):
                         header_line += position + 1
                         columns = _index(ctx, header, header_line)
@@ -101,7 +101,7 @@ def _scan(ctx: ReadContext) -> tuple[dict[str, int], int, dict[str, int]] | None
                     return columns, header_line, {}  # the second pass reports the missing column
                 key, pipes = columns["JobID"], len(columns) - 1
             if not seen:
-                seen = any(not line.isspace() for line in block)
+                seen = any(line and not line.isspace() for line in block)
             # A row of the right width, or with the one trailing delimiter of `sacct -p`.
             rows = [line for line in block if (n := line.count("|")) == pipes or _trailing(n, pipes, line)]
             if key == 0:  # the usual place: slice the id off instead of splitting the line
@@ -215,9 +215,9 @@ def _read_fast(
                 try:
                     n = line.count("|")
                     if n != pipes:
-                        if n == 0 and line.isspace():
+                        if n == 0 and (not line or line.isspace()):
                             continue  # a blank line
-                        if not (n == pipes + 1 and line.endswith("|\n")):  # not `sacct -p`'s trailing bar
+                        if not (n == pipes + 1 and line.endswith("|")):  # not `sacct -p`'s trailing bar
                             raise FieldError("row", f"expected {width} fields, got {n + 1}")
                     job_id = (line[: line.index("|")] if first else line.split("|", key)[job_col]).strip()
                     if "." in job_id:
@@ -230,7 +230,7 @@ def _read_fast(
                         if repeated[job_id] > 0:
                             skipped[REQUEUED] += 1
                             continue
-                    row = line[:-1].split("|")
+                    row = line.split("|")
                     text = row[start_col]
                     start = parse_time(text, "Start")
                     if start is None:
