@@ -90,7 +90,8 @@ def _parse(where: str, reader: csv.DictReader[str]) -> dict[str, int]:
         if isinstance(count, str):
             problems.append(Problem(at, "num_nodes", count))
         elif total + count > MAX_NODES:
-            reason = f"{count:,} nodes take the table over {MAX_NODES:,} nodes (after {total:,} on the lines above)"
+            above = f" ({total:,} on the lines above)" if total else ""
+            reason = f"{count:,} nodes: a VC table holds at most {MAX_NODES:,} nodes in all{above}"
             problems.append(Problem(at, "num_nodes", reason))
             break  # the layout is refused: the lines after this one cannot fit either
         elif vc not in vcs:
