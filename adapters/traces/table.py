@@ -73,6 +73,8 @@ def open_text(ctx: ReadContext, newline: str | None = "") -> Iterator[TextIO]:
     `newline=""` (for the csv module) keeps line ends as they are; None translates CR LF and a
     lone CR to LF, which splits lines exactly where the csv module would.
     """
+    if "\0" in ctx.name:  # os.open would raise ValueError ("embedded null byte")
+        raise TraceError(ctx.name.replace("\0", "\\0"), None, "file", "the path contains a NUL character")
     try:
         with open_regular(ctx.path, encoding="utf-8-sig", newline=newline) as stream:
             yield stream

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from gputwin.adapters.traces import TraceError, read_trace
 
 from gputwin.cli.main import cli
 
@@ -116,6 +117,14 @@ def test_hostile_trace_is_one_line_error_naming_the_field(tmp_path, name, conten
     assert_one_line_error(status, stderr, where, field)
     assert len(stderr) < 1000  # the reason says what was wrong; it does not echo the input
     assert seconds < 2.0
+
+
+@pytest.mark.parametrize("fmt", ["auto", "helios"])
+def test_a_trace_path_with_a_nul_is_a_trace_error(fmt) -> None:
+    # argv cannot carry a NUL, but a TraceReplay's spec.trace.file can: read_trace must refuse it itself.
+    with pytest.raises(TraceError) as caught:
+        read_trace("jobs\0.csv", fmt)
+    assert (caught.value.field, caught.value.reason) == ("file", "the path contains a NUL character")
 
 
 VC_CASES = [
