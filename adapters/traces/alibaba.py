@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from gputwin.core.model import JobSpec
 
 from .errors import FieldError
-from .fields import parse_count, parse_name, parse_seconds
+from .fields import MAX_DURATION, MAX_GPUS, check_seconds, parse_count, parse_name, parse_seconds
 from .table import Converter, ReadContext, Row, Table, convert_rows, open_text
 
 REQUIRED = ("name", "num_gpu", "gpu_milli", "creation_time", "scheduled_time", "deletion_time")
@@ -51,11 +51,11 @@ def _converter(ctx: ReadContext, table: Table) -> Converter:
     name, num_gpu, milli, created, scheduled, deleted = (col[field] for field in REQUIRED)
 
     def convert(row: Row, seq: int) -> JobSpec | str:
-        gpus = parse_count(row[num_gpu], "num_gpu")
+        gpus = parse_count(row[num_gpu], "num_gpu", MAX_GPUS)
         if gpus == 0:
             return ZERO_GPUS
         job_id = parse_name(row[name], "name")
-        gpu_milli = parse_count(row[milli], "gpu_milli")
+        gpu_milli = parse_count(row[milli], "gpu_milli", 1_000_000)
         if gpu_milli > 1000:
             raise FieldError("gpu_milli", f"more than one GPU (1000): {row[milli]!r}")
         submit = parse_seconds(row[created], "creation_time")
@@ -67,6 +67,7 @@ def _converter(ctx: ReadContext, table: Table) -> Converter:
         end = parse_seconds(row[deleted], "deletion_time")
         if end <= start:
             return NO_RUN
+        check_seconds(end - start, "deletion_time", MAX_DURATION)  # the run time, deletion - scheduled
         phase = table.get(row, "pod_phase").strip()
         # Notes, not skips: the pod is kept, but the caller should know how it was read.
         if gpus == 1 and gpu_milli < 1000:

@@ -17,9 +17,17 @@ import csv
 from collections.abc import Iterable, Iterator
 from typing import TextIO
 
+from gputwin.api.meta import MAX_NODES
 from gputwin.core.model import JobSpec
 
-from .fields import parse_count, parse_name, parse_seconds, parse_trace_time
+from .fields import (
+    MAX_DURATION,
+    MAX_GPUS,
+    parse_count,
+    parse_name,
+    parse_seconds,
+    parse_trace_time,
+)
 from .table import Converter, ReadContext, Row, Table, convert_rows, open_text
 
 REQUIRED = ("job_id", "user", "vc", "gpu_num", "submit_time", "duration")
@@ -40,7 +48,7 @@ def _converter(ctx: ReadContext, table: Table) -> Converter:
     job_id, user, vc, gpus, submit, duration = (col[name] for name in REQUIRED)
 
     def convert(row: Row, seq: int) -> JobSpec | str:
-        gpu_num = parse_count(row[gpus], "gpu_num")
+        gpu_num = parse_count(row[gpus], "gpu_num", MAX_GPUS)
         if gpu_num == 0:
             return ZERO_GPUS
         submitted, is_date = parse_trace_time(row[submit], "submit_time")
@@ -49,13 +57,13 @@ def _converter(ctx: ReadContext, table: Table) -> Converter:
         return JobSpec(
             job_id=parse_name(row[job_id], "job_id"),
             submit=submitted,
-            duration=parse_seconds(row[duration], "duration"),
+            duration=parse_seconds(row[duration], "duration", MAX_DURATION),
             gpus=gpu_num,
             task_type=parse_name(row[vc], "vc"),
             user=row[user].strip(),
             name=table.get(row, "jobname").strip(),
             state=table.get(row, "state").strip() or "COMPLETED",
-            num_nodes=parse_count(node_num, "node_num") if node_num else 0,
+            num_nodes=parse_count(node_num, "node_num", MAX_NODES) if node_num else 0,
             seq=seq,
         )
 

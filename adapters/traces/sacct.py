@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from gputwin.core.model import JobSpec
 
 from .errors import FieldError
-from .fields import parse_elapsed, parse_name, parse_slurm_time
+from .fields import MAX_DURATION, check_seconds, parse_elapsed, parse_name, parse_slurm_time
 from .sacct_columns import (
     NEVER_STARTED,
     REQUEUED,
@@ -54,8 +54,8 @@ def read_sacct(ctx: ReadContext) -> Iterator[JobSpec]:
 
     `sacct -P` output is not quoted, so a line is `line.split("|")`: the fast path
     (sacct_fast.py) reads it that way. A file with a NUL byte or a line longer than the csv
-    module's field limit goes through the csv-based path below instead, so whatever the csv
-    module makes of it stays as it was.
+    module's field limit goes through the csv-based path below instead, so both paths report it
+    the same way (a NUL is refused naming its column; an over-long field is a `row` error).
     """
     ctx.clock.observe(True, "Submit")
     scanned = _scan(ctx)
@@ -107,7 +107,7 @@ def _converter(ctx: ReadContext, table: Table, repeated: dict[str, int]) -> Conv
                 return STILL_RUNNING
             if end < start:
                 raise FieldError("End", f"negative duration: End is {start - end:g} s before Start")
-            duration = end - start
+            duration = check_seconds(end - start, "End", MAX_DURATION)
         gpus, nodes = _gpus(table, row)
         if gpus == 0:
             return ZERO_GPUS

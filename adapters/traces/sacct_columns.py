@@ -11,8 +11,10 @@ import re
 
 import hostlist
 
+from gputwin.api.meta import MAX_NODES, count_hostlist
+
 from .errors import FieldError
-from .fields import parse_count
+from .fields import MAX_GPUS, parse_count
 from .table import Row, Table
 
 GPU_COLUMNS = ("AllocTRES", "ReqTRES", "AllocGRES", "ReqGRES")
@@ -52,17 +54,24 @@ def _tres(text: str, field: str) -> tuple[int, int]:
         if not sep:
             raise FieldError(field, f"not a TRES list (item without '='): {item!r}")
         if key == "gres/gpu":
-            total = _tres_count(value, field, key)
+            total = _tres_count(value, field, key, MAX_GPUS)
         elif key.startswith("gres/gpu:"):
-            typed += _tres_count(value, field, key)
+            typed += _tres_count(value, field, key, MAX_GPUS)
         elif key == "node":
-            nodes = _tres_count(value, field, key)
-    return (typed if total is None else total), nodes
+            nodes = _tres_count(value, field, key, MAX_NODES)
+    return _bounded(typed if total is None else total, field), nodes
 
 
-def _tres_count(value: str, field: str, key: str) -> int:
+def _bounded(gpus: int, field: str) -> int:
+    """A GPU total, refused above MAX_GPUS (a sum of typed entries may be)."""
+    if gpus > MAX_GPUS:
+        raise FieldError(field, f"too many GPUs: {gpus} (at most {MAX_GPUS:,})")
+    return gpus
+
+
+def _tres_count(value: str, field: str, key: str, maximum: int) -> int:
     try:
-        return parse_count(value, field)
+        return parse_count(value, field, maximum)
     except FieldError as exc:
         raise FieldError(field, f"{key}: {exc.reason}") from None
 
@@ -76,14 +85,14 @@ def _gres(text: str, field: str) -> int:
         kind, *rest = item.strip().split(":")
         if kind != "gpu":
             continue
-        count = parse_count(rest.pop(), field) if rest and _DIGITS.fullmatch(rest[-1]) else 1
+        count = parse_count(rest.pop(), field, MAX_GPUS) if rest and _DIGITS.fullmatch(rest[-1]) else 1
         if len(rest) > 1:
             raise FieldError(field, f"not a GRES item (want gpu[:TYPE][:N]): {item!r}")
         if rest:
             typed += count
         else:
             total = (total or 0) + count
-    return typed if total is None else total
+    return _bounded(typed if total is None else total, field)
 
 
 def _node_count(table: Table, row: Row) -> int:
@@ -93,11 +102,14 @@ def _node_count(table: Table, row: Row) -> int:
 def _nodes_of(nnodes: str, nodelist: str) -> int:
     nnodes = nnodes.strip()
     if nnodes:
-        return parse_count(nnodes, "NNodes")
+        return parse_count(nnodes, "NNodes", MAX_NODES)
     nodelist = nodelist.strip()
     if not nodelist or nodelist == "None assigned":
         return 0
+    count = count_hostlist(nodelist)  # counted before it is expanded
+    if count is not None and count > MAX_NODES:
+        raise FieldError("NodeList", f"names more than {MAX_NODES:,} nodes")
     try:
         return len(hostlist.expand_hostlist(nodelist))
     except hostlist.BadHostlist as exc:
-        raise FieldError("NodeList", f"not a hostlist ({exc}): {nodelist!r}") from None
+        raise FieldError("NodeList", f"not a hostlist ({exc}): {nodelist[:80]!r}") from None

@@ -16,10 +16,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
+from gputwin.api.files import MAX_LINE_CHARS
 from gputwin.core.model import JobSpec
 
 from .errors import FieldError, TraceError
-from .fields import parse_elapsed, parse_slurm_time, parse_utc
+from .fields import MAX_DURATION, check_seconds, parse_elapsed, parse_slurm_time, parse_utc
 from .sacct_columns import (
     GPU_COLUMNS,
     NEVER_STARTED,
@@ -41,12 +42,25 @@ _EMPTY = (-1, -1)  # a GPU column that is blank in this row: try the next one
 _TIME = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}):(\d{2}):(\d{2})", re.ASCII)
 
 
-def _blocks(stream: TextIO) -> Iterator[list[str]]:
-    """Batches of whole lines, each ending in a newline (the file's last line gets one)."""
-    while block := stream.readlines(_BLOCK):
-        if block[-1][-1:] != "\n":
-            block[-1] += "\n"
-        yield block
+def _blocks(ctx: ReadContext, stream: TextIO) -> Iterator[list[str]]:
+    """Batches of whole lines, without their newline.
+
+    Read in chunks of `_BLOCK` characters, never a line at a time: a line longer than
+    MAX_LINE_CHARS is a TraceError once that many characters were read, not a whole-file read.
+    """
+    rest, number = "", 0
+    while chunk := stream.read(_BLOCK):
+        block = (rest + chunk).split("\n")
+        rest = block.pop()
+        if len(rest) > MAX_LINE_CHARS:
+            raise TraceError(
+                ctx.name, number + len(block) + 1, "line", f"line longer than {MAX_LINE_CHARS:,} characters"
+            )
+        if block:
+            number += len(block)
+            yield block
+    if rest:
+        yield [rest]
 
 
 def _csv_safe(block: list[str]) -> bool:
@@ -56,7 +70,7 @@ def _csv_safe(block: list[str]) -> bool:
 
 def _trailing(bars: int, pipes: int, line: str) -> bool:
     """A `sacct -p` row: one bar more than the header's, at the end of the line."""
-    return bars == pipes + 1 and line.endswith("|\n")
+    return bars == pipes + 1 and line.endswith("|")
 
 
 def _scan(ctx: ReadContext) -> tuple[dict[str, int], int, dict[str, int]] | None:
@@ -69,12 +83,12 @@ def _scan(ctx: ReadContext) -> tuple[dict[str, int], int, dict[str, int]] | None
     counts: Counter[str] = Counter()
     seen = False
     with open_text(ctx, newline=None) as stream:
-        for block in _blocks(stream):
+        for block in _blocks(ctx, stream):
             if not _csv_safe(block):
                 return None
             if columns is None:
                 for position, line in enumerate(block):
-                    header = line[:-1].split("|")
+                    header = line.split("|")
                     if any(cell.strip() for cell in header):
                         header_line += position + 1
                         columns = _index(ctx, header, header_line)
@@ -87,7 +101,7 @@ def _scan(ctx: ReadContext) -> tuple[dict[str, int], int, dict[str, int]] | None
                     return columns, header_line, {}  # the second pass reports the missing column
                 key, pipes = columns["JobID"], len(columns) - 1
             if not seen:
-                seen = any(not line.isspace() for line in block)
+                seen = any(line and not line.isspace() for line in block)
             # A row of the right width, or with the one trailing delimiter of `sacct -p`.
             rows = [line for line in block if (n := line.count("|")) == pipes or _trailing(n, pipes, line)]
             if key == 0:  # the usual place: slice the id off instead of splitting the line
@@ -190,7 +204,7 @@ def _read_fast(
     number = header_line
     with open_text(ctx, newline=None) as stream:
         skip = header_line
-        for block in _blocks(stream):
+        for block in _blocks(ctx, stream):
             if skip:
                 if skip >= len(block):
                     skip -= len(block)
@@ -201,9 +215,9 @@ def _read_fast(
                 try:
                     n = line.count("|")
                     if n != pipes:
-                        if n == 0 and line.isspace():
+                        if n == 0 and (not line or line.isspace()):
                             continue  # a blank line
-                        if not (n == pipes + 1 and line.endswith("|\n")):  # not `sacct -p`'s trailing bar
+                        if not (n == pipes + 1 and line.endswith("|")):  # not `sacct -p`'s trailing bar
                             raise FieldError("row", f"expected {width} fields, got {n + 1}")
                     job_id = (line[: line.index("|")] if first else line.split("|", key)[job_col]).strip()
                     if "." in job_id:
@@ -216,7 +230,7 @@ def _read_fast(
                         if repeated[job_id] > 0:
                             skipped[REQUEUED] += 1
                             continue
-                    row = line[:-1].split("|")
+                    row = line.split("|")
                     text = row[start_col]
                     start = parse_time(text, "Start")
                     if start is None:
@@ -235,6 +249,8 @@ def _read_fast(
                                 "End", f"negative duration: End is {start - end:g} s before Start"
                             )
                         duration = end - start
+                        if duration > MAX_DURATION:
+                            check_seconds(duration, "End", MAX_DURATION)
                     for position, read_gpus in gpu_cols:
                         gpus, nodes = read_gpus(row[position])
                         if gpus >= 0:

@@ -1,6 +1,9 @@
 """`sacct --json` output: SLURM 22.05 (data_parser v0.0.38) and 24.11 (v0.0.41/v0.0.42) layouts.
 
-The document is loaded whole (`json.load`); jobs are then converted one by one in file order.
+The document is loaded whole (`json.loads`, at most `MAX_JSON_CHARS` characters; nesting too
+deep for the parser, or integers of thousands of digits, are one TraceError); jobs are then
+converted one by one in file order. Numbers are bounded as in fields.py (times `MAX_SECONDS`,
+durations `MAX_DURATION`, GPUs `MAX_GPUS`, nodes `MAX_NODES`); text fields may not hold NULs.
 Errors name the JSON path (`jobs[3].time.start`) since there is no useful line number. The two
 layouts differ in small ways this reader absorbs:
 
@@ -23,10 +26,17 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
+from gputwin.api.meta import MAX_NODES
 from gputwin.core.model import JobSpec
 
 from .errors import FieldError, TraceError
+from .fields import MAX_DURATION, MAX_GPUS, MAX_SECONDS, check_seconds
 from .table import ReadContext, open_text
+
+# The largest document read: 512 Mi characters (a 24.11 dump of ~50k jobs; Python objects of a
+# document take about ten times its size). Split bigger dumps, or use `sacct -P`.
+MAX_JSON_CHARS = 1 << 29
+MAX_JOB_ID = 2**63  # SLURM's ids are 32-bit; anything wider is not an id
 
 NEVER_STARTED = "never started"
 STILL_RUNNING = "still running"
@@ -59,11 +69,16 @@ def read_sacct_json(ctx: ReadContext) -> Iterator[JobSpec]:
 
 def _records(ctx: ReadContext) -> list[Json]:
     """The `jobs` list of the document (a bare list of jobs is accepted too)."""
-    with open_text(ctx) as stream:
-        try:
-            document: object = json.load(stream)
-        except json.JSONDecodeError as exc:
-            raise TraceError(ctx.name, exc.lineno, "json", exc.msg) from None
+    text = _read_capped(ctx)
+    try:
+        document: object = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceError(ctx.name, exc.lineno, "json", exc.msg) from None
+    except RecursionError:
+        raise TraceError(ctx.name, None, "json", "nested too deep") from None
+    except ValueError as exc:  # an integer beyond int()'s digit limit
+        raise TraceError(ctx.name, None, "json", f"unreadable number ({str(exc).split(';')[0]})") from None
+    del text
     jobs = document.get("jobs") if isinstance(document, Mapping) else document
     if not isinstance(jobs, list):
         raise TraceError(ctx.name, None, "jobs", "missing: want an object with a 'jobs' list")
@@ -71,8 +86,20 @@ def _records(ctx: ReadContext) -> list[Json]:
         raise TraceError(ctx.name, None, "jobs", "no jobs in the file")
     for index, job in enumerate(jobs):
         if not isinstance(job, Mapping):
-            raise TraceError(ctx.name, None, f"jobs[{index}]", f"not an object: {job!r:.60}")
+            raise TraceError(ctx.name, None, f"jobs[{index}]", f"not an object: {_brief(job)}")
     return jobs
+
+
+def _read_capped(ctx: ReadContext) -> str:
+    """The whole document, read in chunks (read(n) would allocate n up front), at most MAX_JSON_CHARS."""
+    parts, size = [], 0
+    with open_text(ctx) as stream:
+        while chunk := stream.read(1 << 20):
+            size += len(chunk)
+            if size > MAX_JSON_CHARS:
+                raise TraceError(ctx.name, None, "file", f"larger than {MAX_JSON_CHARS:,} characters")
+            parts.append(chunk)
+    return "".join(parts)
 
 
 def _convert(job: Json, seq: int, remaining: Counter[str | None]) -> JobSpec | str:
@@ -81,15 +108,16 @@ def _convert(job: Json, seq: int, remaining: Counter[str | None]) -> JobSpec | s
     if remaining[job_id] > 0:
         return REQUEUED  # a later record of this job is the one that ran to the end
     times = _object(job, "time")
-    start = _number(times.get("start"), "time.start")
+    start = _number(times.get("start"), "time.start", MAX_SECONDS)
     if not start:
         return NEVER_STARTED
-    end = _number(times.get("end"), "time.end")
+    end = _number(times.get("end"), "time.end", MAX_SECONDS)
     if not end:
         return STILL_RUNNING
     if end < start:
         raise FieldError("time.end", f"negative duration: end is {start - end} s before start")
-    submit = _number(times.get("submission"), "time.submission")
+    check_seconds(end - start, "time.end", MAX_DURATION)
+    submit = _number(times.get("submission"), "time.submission", MAX_SECONDS)
     if submit is None:
         raise FieldError("time.submission", "missing")
     gpus = _gpus(_object(job, "tres"))
@@ -104,27 +132,27 @@ def _convert(job: Json, seq: int, remaining: Counter[str | None]) -> JobSpec | s
         user=_text(job, "user"),
         name=_text(job, "name"),
         state=_state(job),
-        num_nodes=_number(job.get("allocation_nodes"), "allocation_nodes") or 0,
+        num_nodes=_number(job.get("allocation_nodes"), "allocation_nodes", MAX_NODES) or 0,
         seq=seq,
     )
 
 
 def _job_id(job: Json) -> str:
     """The id sacct prints: `123`, `123_4` (array task), `123_[5-9]` (pending tasks), `123+0`."""
-    job_id = _number(job.get("job_id"), "job_id")
+    job_id = _number(job.get("job_id"), "job_id", MAX_JOB_ID)
     if job_id is None:
         raise FieldError("job_id", "missing")
     array, het = _object(job, "array"), _object(job, "het")
-    array_id = _number(array.get("job_id"), "array.job_id")
+    array_id = _number(array.get("job_id"), "array.job_id", MAX_JOB_ID)
     if array_id:
-        task = _number(array.get("task_id"), "array.task_id")
+        task = _number(array.get("task_id"), "array.task_id", MAX_JOB_ID)
         if task is not None:
             return f"{array_id}_{task}"
         tasks = array.get("task")
         if isinstance(tasks, str) and tasks:
-            return f"{array_id}_[{tasks}]"
-    het_id = _number(het.get("job_id"), "het.job_id")
-    offset = _number(het.get("job_offset"), "het.job_offset")
+            return f"{array_id}_[{_clean(tasks, 'array.task')}]"
+    het_id = _number(het.get("job_id"), "het.job_id", MAX_JOB_ID)
+    offset = _number(het.get("job_offset"), "het.job_offset", MAX_JOB_ID)
     if het_id and offset is not None:
         return f"{het_id}+{offset}"
     return str(job_id)
@@ -145,7 +173,7 @@ def _gpus(tres: Json) -> int:
         if entries is None or entries == []:
             continue
         if not isinstance(entries, list):
-            raise FieldError(f"tres.{which}", f"not a list: {entries!r:.60}")
+            raise FieldError(f"tres.{which}", f"not a list: {_brief(entries)}")
         return _gpu_total(entries, f"tres.{which}")
     return 0
 
@@ -159,16 +187,19 @@ def _gpu_total(entries: Sequence[object], path: str) -> int:
         name = entry.get("name")
         if not isinstance(name, str) or not (name == "gpu" or name.startswith("gpu:")):
             continue
-        count = _number(entry.get("count"), f"{path}[{index}].count") or 0
+        count = _number(entry.get("count"), f"{path}[{index}].count", MAX_GPUS) or 0
         if name == "gpu":
             total = count
         else:
             typed += count
-    return typed if total is None else total
+    gpus = typed if total is None else total
+    if gpus > MAX_GPUS:
+        raise FieldError(path, f"too many GPUs: {gpus} (at most {MAX_GPUS:,})")
+    return gpus
 
 
-def _number(value: object, path: str) -> int | None:
-    """An int, or a 24.11 no_val object; None when absent, unset or infinite."""
+def _number(value: object, path: str, maximum: float) -> int | None:
+    """An int from 0 to `maximum`, or a 24.11 no_val object; None when absent, unset or infinite."""
     if isinstance(value, Mapping):
         if value.get("set") is False or value.get("infinite") is True:
             return None
@@ -176,9 +207,11 @@ def _number(value: object, path: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise FieldError(path, f"not an integer: {value!r:.60}")
+        raise FieldError(path, f"not an integer: {_brief(value)}")
     if value < 0:
-        raise FieldError(path, f"negative: {value!r}")
+        raise FieldError(path, "negative" if value < -MAX_JOB_ID else f"negative: {value!r}")
+    if value > maximum:
+        raise FieldError(path, f"too large (at most {maximum:,.0f})")
     return value
 
 
@@ -187,7 +220,7 @@ def _object(job: Json, key: str) -> Json:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise FieldError(key, f"not an object: {value!r:.60}")
+        raise FieldError(key, f"not an object: {_brief(value)}")
     return value
 
 
@@ -196,8 +229,24 @@ def _text(job: Json, key: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise FieldError(key, f"not a string: {value!r:.60}")
-    return value.strip()
+        raise FieldError(key, f"not a string: {_brief(value)}")
+    return _clean(value, key).strip()
+
+
+def _brief(value: object) -> str:
+    """A value for an error message: scalars shown (cut short), containers only named (their repr
+    could be huge, or nested too deep to print)."""
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return f"{value!r:.60}"
+
+
+def _clean(value: str, key: str) -> str:
+    if "\0" in value:
+        raise FieldError(key, "contains a NUL character")
+    return value
 
 
 def _state(job: Json) -> str:
@@ -207,5 +256,5 @@ def _state(job: Json) -> str:
     if current is None or current == []:
         return "COMPLETED"
     if not isinstance(current, str):
-        raise FieldError("state.current", f"not a state: {current!r:.60}")
+        raise FieldError("state.current", f"not a state: {_brief(current)}")
     return current.split()[0] if current.strip() else "COMPLETED"

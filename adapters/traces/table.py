@@ -1,6 +1,9 @@
 """Reading a header-first delimited text file row by row, and the loop every reader shares.
 
-`open_text` turns the ways a file can be unreadable into `TraceError`s. `Table` finds the header,
+`open_text` turns the ways a file can be unreadable into `TraceError`s; it opens regular files only
+(a FIFO or a device is refused without blocking on it). `Table` reads lines of at most
+`MAX_LINE_CHARS` characters (records too; fields are capped by the csv module's field limit),
+refuses a NUL character naming its column, finds the header,
 checks the columns a reader needs and streams `(line, fields)` pairs with 1-based line numbers
 (the header is line 1 when the file starts with it). `convert_rows` is the one place that applies
 `skip_invalid`, counts skip reasons and numbers the kept jobs, so each reader only has to say how
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from gputwin.api.files import BoundedLines, LineTooLongError, NotRegularFileError, open_regular
 from gputwin.core.model import JobSpec
 
 from .errors import FieldError, TraceError
@@ -69,9 +73,13 @@ def open_text(ctx: ReadContext, newline: str | None = "") -> Iterator[TextIO]:
     `newline=""` (for the csv module) keeps line ends as they are; None translates CR LF and a
     lone CR to LF, which splits lines exactly where the csv module would.
     """
+    if "\0" in ctx.name:  # os.open would raise ValueError ("embedded null byte")
+        raise TraceError(ctx.name.replace("\0", "\\0"), None, "file", "the path contains a NUL character")
     try:
-        with open(ctx.path, encoding="utf-8-sig", newline=newline) as stream:
+        with open_regular(ctx.path, encoding="utf-8-sig", newline=newline) as stream:
             yield stream
+    except NotRegularFileError as exc:
+        raise TraceError(ctx.name, None, "file", f"not a regular file ({exc.kind})") from None
     except FileNotFoundError:
         raise TraceError(ctx.name, None, "file", "no such file") from None
     except IsADirectoryError:
@@ -80,6 +88,8 @@ def open_text(ctx: ReadContext, newline: str | None = "") -> Iterator[TextIO]:
         raise TraceError(ctx.name, None, "file", "permission denied") from None
     except UnicodeDecodeError as exc:
         raise TraceError(ctx.name, None, "file", f"not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:  # ELOOP, ENAMETOOLONG, EIO...: say what, without a traceback
+        raise TraceError(ctx.name, None, "file", exc.strerror or type(exc).__name__) from None
 
 
 @dataclass(frozen=True)
@@ -89,18 +99,23 @@ class Table:
     ctx: ReadContext
     columns: dict[str, int]
     header_line: int
-    _rows: Iterator[tuple[int, Row]]
+    _rows: Iterator[tuple[int, Row, bool]]
 
     @classmethod
     def open(cls, ctx: ReadContext, stream: TextIO, delimiter: str) -> Table:
+        lines = BoundedLines(stream, records=True)
         # sacct -P is not CSV: a quote is a literal character there, not a quoting mark.
         if delimiter == "|":
-            reader = csv.reader(stream, delimiter=delimiter, quoting=csv.QUOTE_NONE, strict=True)
+            reader = csv.reader(lines, delimiter=delimiter, quoting=csv.QUOTE_NONE, strict=True)
         else:
-            reader = csv.reader(stream, delimiter=delimiter, strict=True)
-        rows = _numbered(ctx, reader, lambda: reader.line_num)
-        for line, header in rows:
+            reader = csv.reader(lines, delimiter=delimiter, strict=True)
+        rows = _numbered(ctx, reader, lines)
+        for line, header, nul in rows:
             if any(cell.strip() for cell in header):
+                if nul:
+                    raise TraceError(
+                        ctx.name, line, f"column {_nul_at(header) + 1}", "contains a NUL character"
+                    )
                 return cls(ctx, _index(ctx, header, line), line, rows)
         raise TraceError(ctx.name, None, "file", "empty file (no header line)")
 
@@ -122,11 +137,16 @@ class Table:
     def rows(self) -> Iterator[tuple[int, Row | FieldError]]:
         """Data rows, blank lines dropped; a row with the wrong field count comes as a FieldError."""
         width = len(self.columns)
+        names = list(self.columns)
         seen = False
-        for line, row in self._rows:
-            if not row or (len(row) == 1 and not row[0].strip()):
+        for line, row, nul in self._rows:
+            if not row or (len(row) == 1 and not row[0].strip() and not nul):
                 continue  # a blank line; a line of bare delimiters is a malformed row instead
             seen = True
+            if nul:
+                at = _nul_at(row)
+                yield line, FieldError(names[at] if at < width else "row", "contains a NUL character")
+                continue
             # `sacct -p` (lower case) ends every line with the delimiter: one empty extra field.
             if len(row) == width + 1 and row[-1] == "":
                 row.pop()
@@ -138,16 +158,28 @@ class Table:
             raise TraceError(self.ctx.name, self.header_line, "file", "no records after the header")
 
 
-def _numbered(ctx: ReadContext, reader: Iterator[Row], line: Callable[[], int]) -> Iterator[tuple[int, Row]]:
-    """Rows with the line they end on; csv.Error (a NUL byte, a stray quote) as a TraceError."""
+def _numbered(
+    ctx: ReadContext, reader: Iterator[Row], lines: BoundedLines
+) -> Iterator[tuple[int, Row, bool]]:
+    """Rows with the line they end on and whether they hold a NUL; csv.Error (a stray quote, a field
+    over the csv module's limit) and over-long lines as TraceErrors."""
     while True:
         try:
             row = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:
-            raise TraceError(ctx.name, line(), "row", str(exc)) from None
-        yield line(), row
+            raise TraceError(ctx.name, lines.number, "row", str(exc)) from None
+        except LineTooLongError as exc:
+            raise TraceError(ctx.name, exc.line, "line", exc.reason) from None
+        nul, lines.nul = lines.nul, False
+        lines.mark()
+        yield lines.number, row, nul
+
+
+def _nul_at(row: Row) -> int:
+    """The position of the first field holding a NUL character."""
+    return next((position for position, cell in enumerate(row) if "\0" in cell), 0)
 
 
 def _index(ctx: ReadContext, header: Sequence[str], line: int) -> dict[str, int]:

@@ -6,6 +6,7 @@ import pytest
 
 from gputwin.sim.engine import simulate
 from gputwin.sim.metrics import (
+    MAX_BUCKETS,
     BusyTracker,
     job_metrics,
     percentile,
@@ -101,3 +102,29 @@ def test_summary_overall_and_per_partition(sim_cluster, sim_jobs) -> None:
     keys = ("jobs", "avg_jct", "avg_queue", "gpus", "gpu_utilization")
     assert [a[k] for k in keys] == [2, 20.0, 5.0, 4, 1.0]
     assert [b[k] for k in keys] == [1, 10.0, 0.0, 2, round(10 / 60, 4)]
+
+
+def test_busy_tracker_widens_its_buckets_instead_of_growing_past_max_buckets() -> None:
+    t = BusyTracker({"p": 2}, interval=10.0)
+    t.change("p", 0, +1)
+    t.change("p", 25, +1)  # 1 busy 0..25, 2 busy 25..30
+    t.change("p", 30, -2)
+    before = {b: v for b, v in t.buckets["p"].items()}
+    assert before == {0: 10.0, 1: 10.0, 2: 15.0}
+    t.change("p", 10.0 * MAX_BUCKETS * 3, +1)  # a busy period far out: 3 x MAX_BUCKETS buckets of 10 s away
+    t.change("p", 10.0 * MAX_BUCKETS * 3 + 5, -1)
+    assert t.interval == 40.0  # doubled twice: 3 x MAX_BUCKETS buckets fit into MAX_BUCKETS at width 40
+    assert t.buckets["p"][0] == 35.0  # the first three 10 s buckets merged into 0..40
+    assert t.area["p"] == 40.0
+    assert len(t.buckets["p"]) <= MAX_BUCKETS
+
+
+@pytest.mark.parametrize("duration", [1e10, 1e13], ids=["1e10s", "1e13s"])
+def test_one_very_long_job_keeps_metrics_small_and_exact(sim_cluster, sim_jobs, duration) -> None:
+    spec = sim_cluster({"l0": [4]}, partitions=[("a", [0], ["a"])])
+    out = simulate(spec, sim_jobs([("long", 0, duration, 4, {"task_type": "a"})]))
+    s = summarize(out.finished, out.busy)
+    series = utilization_series(out.busy, ["a"])
+    assert s["avg_jct"] == duration and s["gpu_utilization"] == 1.0
+    assert 0 < len(series) <= MAX_BUCKETS
+    assert {row["gpu_utilization"] for row in series[:-1]} == {1.0}  # the last bucket may be partial

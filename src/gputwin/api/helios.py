@@ -4,6 +4,10 @@ Every VC becomes one partition serving task type = VC name, with `num_nodes` nod
 `{vc}-n{i:03d}` of `gpus_per_node` GPUs. Its nodes fill leaf switches `{vc}-leaf{k}` of at most
 `nodes_per_switch` nodes, and every leaf hangs off one `spine` root. The overhead model is all
 zeros: the Helios simulator charges nothing for spreading, and this cluster reproduces it.
+
+Bounds: the table is a regular file (a FIFO or device is refused, not waited on) of lines of at
+most MAX_LINE_CHARS characters, and its VCs hold at most MAX_NODES nodes in all, checked before
+any node is laid out.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import csv
 import re
 from pathlib import Path
 
-from gputwin.api.meta import HOST_NAME
+from gputwin.api.files import BoundedLines, LineTooLongError, NotRegularFileError, open_regular
+from gputwin.api.meta import HOST_NAME, MAX_NODES
 from gputwin.api.problems import ClusterError, Problem
 from gputwin.core.model import ClusterSpec, NodeSpec, PartitionSpec, SwitchSpec, TopologySpec
 from gputwin.core.topology import Topology, TopologyError
@@ -52,8 +57,12 @@ def _read_rows(path: Path) -> dict[str, int]:
     where = str(path)
     try:
         # utf-8-sig: spreadsheets save CSVs with a byte-order mark that would glue onto "vc".
-        with path.open(encoding="utf-8-sig", newline="") as fh:
-            return _parse(where, csv.DictReader(fh))
+        with open_regular(path, encoding="utf-8-sig", newline="") as fh:
+            return _parse(where, csv.DictReader(BoundedLines(fh)))
+    except NotRegularFileError as exc:
+        raise ClusterError([Problem(where, "file", f"not a regular file ({exc.kind})")]) from None
+    except LineTooLongError as exc:
+        raise ClusterError([Problem(f"{where}:{exc.line}", "line", exc.reason)]) from None
     except UnicodeDecodeError as exc:
         raise ClusterError([Problem(where, "encoding", f"not UTF-8 text ({exc.reason})")]) from None
     except csv.Error as exc:
@@ -66,11 +75,14 @@ def _parse(where: str, reader: csv.DictReader[str]) -> dict[str, int]:
         raise ClusterError([Problem(where, "header", f"empty file; expected a header {','.join(COLUMNS)}")])
     absent = [c for c in COLUMNS if c not in header]
     if absent:
-        reason = f"missing column {', '.join(absent)}; expected {','.join(COLUMNS)}, got {','.join(header)}"
+        reason = (
+            f"missing column {', '.join(absent)}; expected {','.join(COLUMNS)}, got {','.join(header)[:200]}"
+        )
         raise ClusterError([Problem(f"{where}:1", "header", reason)])
     vcs: dict[str, int] = {}
     first_line: dict[str, int] = {}
     problems = []
+    total = 0
     for row in reader:
         at = f"{where}:{reader.line_num}"
         vc, count = (row.get("vc") or "").strip(), _count(row.get("num_nodes"))
@@ -81,8 +93,14 @@ def _parse(where: str, reader: csv.DictReader[str]) -> dict[str, int]:
             problems.append(Problem(at, "vc", f"{vc!r} is listed twice (first on line {first_line[vc]})"))
         if isinstance(count, str):
             problems.append(Problem(at, "num_nodes", count))
+        elif total + count > MAX_NODES:
+            above = f" ({total:,} on the lines above)" if total else ""
+            reason = f"{count:,} nodes: a VC table holds at most {MAX_NODES:,} nodes in all{above}"
+            problems.append(Problem(at, "num_nodes", reason))
+            break  # the layout is refused: the lines after this one cannot fit either
         elif vc not in vcs:
             vcs[vc], first_line[vc] = count, reader.line_num
+            total += count
     if problems:
         raise ClusterError(problems)
     if not vcs:
@@ -94,6 +112,8 @@ def _count(text: str | None) -> int | str:
     """The node count, or the reason it is not one."""
     if text is None:
         return "missing"
+    if len(text.strip()) > 12:  # no valid count is this long; int() of thousands of digits is slow
+        return f"must be a positive integer of at most {MAX_NODES:,}, got {len(text.strip())} characters"
     try:
         value = int(text)
     except ValueError:

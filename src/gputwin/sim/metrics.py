@@ -6,19 +6,30 @@ Definitions (the same as the reference simulator's, so compat numbers compare):
 * Percentiles interpolate linearly between closest ranks (numpy's default).
 * GPU utilisation = busy GPU-seconds / (GPUs x makespan), makespan = last end - first submit;
   the series gives the same ratio per `interval` seconds of virtual time.
+* Memory does not grow with how long jobs run: the series has at most `MAX_BUCKETS` buckets.
+  When the busy time seen so far would span more, the bucket width doubles (neighbouring
+  buckets merge) until it fits, so a trace spanning years (or one job of 1e13 s) gets a coarser
+  series, not one bucket per hour. Totals (`area`) are exact whatever the width.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from gputwin.core.state import JobState
 
+# Buckets in a utilisation series: 2.3 years of hours; beyond that the width doubles.
+MAX_BUCKETS = 20_000
+
 
 class BusyTracker:
-    """Integrates busy GPUs over virtual time, per partition, into totals and fixed-width buckets."""
+    """Integrates busy GPUs over virtual time, per partition, into totals and fixed-width buckets.
+
+    `interval` is the bucket width: the one asked for, doubled as often as MAX_BUCKETS requires.
+    """
 
     def __init__(self, totals: dict[str, int], interval: float) -> None:
         self.totals = totals
@@ -27,6 +38,7 @@ class BusyTracker:
         self.since = {name: 0.0 for name in totals}
         self.area = {name: 0.0 for name in totals}
         self.buckets: dict[str, defaultdict[int, float]] = {name: defaultdict(float) for name in totals}
+        self._span: tuple[int, int] | None = None  # first and last bucket touched, all partitions
 
     def change(self, partition: str, now: float, delta: int) -> None:
         busy, since = self.busy[partition], self.since[partition]
@@ -37,9 +49,8 @@ class BusyTracker:
         self.since[partition] = now
 
     def _spread(self, partition: str, start: float, end: float, busy: int) -> None:
+        first, last = self._fit(start, end)
         buckets, width = self.buckets[partition], self.interval
-        first = int(start // width)
-        last = int(end // width)
         if first == last:
             buckets[first] += busy * (end - start)
             return
@@ -48,6 +59,29 @@ class BusyTracker:
             buckets[b] += busy * width
         if end > last * width:  # a period ending exactly on a border adds nothing to the next
             buckets[last] += busy * (end - last * width)
+
+    def _fit(self, start: float, end: float) -> tuple[int, int]:
+        """The buckets of `start` and `end`, after widening them until all fit in MAX_BUCKETS."""
+        while True:
+            first, last = int(start // self.interval), int(end // self.interval)
+            low, high = (
+                (first, last) if self._span is None else (min(self._span[0], first), max(self._span[1], last))
+            )
+            if high - low < MAX_BUCKETS:
+                self._span = (low, high)
+                return first, last
+            self._coarsen()
+
+    def _coarsen(self) -> None:
+        """Double the bucket width: buckets 2k and 2k+1 become bucket k."""
+        self.interval *= 2
+        for name, buckets in self.buckets.items():
+            merged: defaultdict[int, float] = defaultdict(float)
+            for bucket in sorted(buckets):
+                merged[bucket // 2] += buckets[bucket]
+            self.buckets[name] = merged
+        if self._span is not None:
+            self._span = (self._span[0] // 2, self._span[1] // 2)
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -95,7 +129,12 @@ def utilization_series(tracker: BusyTracker, partitions: Sequence[str]) -> list[
     keys = sorted({b for p in partitions for b in tracker.buckets[p]})
     width = tracker.interval
     return [
-        {"t": b * width, "gpu_utilization": round(sum(tracker.buckets[p].get(b, 0.0) for p in partitions) / (gpus * width), 4)}
+        {
+            "t": b * width,
+            "gpu_utilization": round(
+                sum(tracker.buckets[p].get(b, 0.0) for p in partitions) / (gpus * width), 4
+            ),
+        }
         for b in keys
     ]
 
