@@ -55,6 +55,7 @@ class SweepPlan:
     skip_invalid: bool
     seed: int
     candidates: tuple[Candidate, ...]
+    procs_per_gpu: int = 1  # last, with a default: plans written before it read as 1
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -97,13 +98,16 @@ def _input(folder: Path, field: str, name: str) -> Path:
 
 
 def write_plan(folder: Path, trace: Path, fmt: str, cluster: Path, *, gpus_per_node: int = 8,
-               skip_invalid: bool = False, seed: int = 0, candidates: tuple[Candidate, ...]) -> SweepPlan:  # fmt: skip
+               skip_invalid: bool = False, seed: int = 0, candidates: tuple[Candidate, ...],
+               procs_per_gpu: int = 1) -> SweepPlan:  # fmt: skip
     """Copy the inputs into `folder` and write its plan.
 
     The same plan already there is a sweep to resume: its results are kept. Another plan's results
     mean nothing for this one: they are removed (only the files a sweep writes, nothing else).
     """
-    plan = SweepPlan(trace.name, fmt, cluster.name, gpus_per_node, skip_invalid, seed, tuple(candidates))
+    plan = SweepPlan(
+        trace.name, fmt, cluster.name, gpus_per_node, skip_invalid, seed, tuple(candidates), procs_per_gpu
+    )
     if (folder / PLAN).exists():
         try:
             if read_plan(folder) == plan:
@@ -137,7 +141,12 @@ def read_plan(folder: Path) -> SweepPlan:
 
 def load_inputs(folder: Path, plan: SweepPlan) -> tuple[ClusterSpec, tuple[JobSpec, ...]]:
     cluster = load_cluster(_input(folder, "cluster", plan.cluster), gpus_per_node=plan.gpus_per_node)
-    trace = read_trace(_input(folder, "trace", plan.trace), plan.fmt, skip_invalid=plan.skip_invalid)
+    trace = read_trace(
+        _input(folder, "trace", plan.trace),
+        plan.fmt,
+        skip_invalid=plan.skip_invalid,
+        procs_per_gpu=plan.procs_per_gpu,
+    )
     return cluster, tuple(trace.jobs)
 
 
