@@ -70,6 +70,7 @@ class SweepPlan:
     skip_invalid: bool
     seed: int
     candidates: tuple[Candidate, ...]
+    procs_per_gpu: int = 1  # last, with a default: plans written before it read as 1
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -83,6 +84,7 @@ class SweepPlan:
         if data.get("version") != PLAN_VERSION:
             raise SweepError(f"{PLAN}: version {data.get('version')!r}, this gputwin reads {PLAN_VERSION}")
         fields = {k: v for k, v in data.items() if k != "version"}
+        fields.setdefault("procs_per_gpu", 1)  # plans written before SWF support have none
         _check_fields(fields, PLAN_FIELDS, "")
         for name in ("trace", "cluster"):
             _plain_name(fields[name], name)
@@ -114,7 +116,7 @@ def _input(folder: Path, field: str, name: str) -> Path:
 # A plan's fields and their JSON types (bool is no int here), as `SweepPlan.to_json` writes them.
 PLAN_FIELDS: dict[str, tuple[type, ...]] = {
     "trace": (str,), "fmt": (str,), "cluster": (str,), "gpus_per_node": (int,), "skip_invalid": (bool,),
-    "seed": (int,), "candidates": (list,),
+    "seed": (int,), "candidates": (list,), "procs_per_gpu": (int,),
 }  # fmt: skip
 CANDIDATE_FIELDS: dict[str, tuple[type, ...]] = {
     "queue": (str,), "placement": (str,), "sizing": (str, type(None)), "backfill": (bool, type(None)),
@@ -139,13 +141,16 @@ def _check_fields(data: object, fields: dict[str, tuple[type, ...]], where: str)
 
 
 def write_plan(folder: Path, trace: Path, fmt: str, cluster: Path, *, gpus_per_node: int = 8,
-               skip_invalid: bool = False, seed: int = 0, candidates: tuple[Candidate, ...]) -> SweepPlan:  # fmt: skip
+               skip_invalid: bool = False, seed: int = 0, candidates: tuple[Candidate, ...],
+               procs_per_gpu: int = 1) -> SweepPlan:  # fmt: skip
     """Copy the inputs into `folder` and write its plan.
 
     The same plan already there is a sweep to resume: its results are kept. Another plan's results
     mean nothing for this one: they are removed (only the files a sweep writes, nothing else).
     """
-    plan = SweepPlan(trace.name, fmt, cluster.name, gpus_per_node, skip_invalid, seed, tuple(candidates))
+    plan = SweepPlan(
+        trace.name, fmt, cluster.name, gpus_per_node, skip_invalid, seed, tuple(candidates), procs_per_gpu
+    )
     if os.path.lexists(folder) and not folder.is_dir():
         raise SweepError(f"{folder}: not a folder; a sweep folder goes there")
     if (folder / PLAN).exists():
@@ -189,7 +194,12 @@ def read_plan(folder: Path) -> SweepPlan:
 
 def load_inputs(folder: Path, plan: SweepPlan) -> tuple[ClusterSpec, tuple[JobSpec, ...]]:
     cluster = load_cluster(_input(folder, "cluster", plan.cluster), gpus_per_node=plan.gpus_per_node)
-    trace = read_trace(_input(folder, "trace", plan.trace), plan.fmt, skip_invalid=plan.skip_invalid)
+    trace = read_trace(
+        _input(folder, "trace", plan.trace),
+        plan.fmt,
+        skip_invalid=plan.skip_invalid,
+        procs_per_gpu=plan.procs_per_gpu,
+    )
     return cluster, tuple(trace.jobs)
 
 

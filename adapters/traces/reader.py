@@ -21,9 +21,11 @@ from gputwin.core.model import JobSpec
 from .alibaba import read_alibaba
 from .errors import TraceError
 from .helios import read_helios
+from .philly import read_philly
 from .sacct import read_sacct
 from .sacct_json import read_sacct_json
 from .sniff import FORMATS, sniff_format
+from .swf import read_swf
 from .table import ReadContext
 
 _READERS: Mapping[str, Callable[[ReadContext], Iterator[JobSpec]]] = {
@@ -31,6 +33,8 @@ _READERS: Mapping[str, Callable[[ReadContext], Iterator[JobSpec]]] = {
     "sacct-json": read_sacct_json,
     "helios": read_helios,
     "alibaba": read_alibaba,
+    "swf": read_swf,
+    "philly-json": read_philly,
 }
 
 
@@ -49,20 +53,28 @@ class TraceResult:
 
 
 def iter_jobs(
-    path: str | Path, fmt: str = "auto", *, skip_invalid: bool = False, skipped: Counter[str] | None = None
+    path: str | Path,
+    fmt: str = "auto",
+    *,
+    skip_invalid: bool = False,
+    skipped: Counter[str] | None = None,
+    procs_per_gpu: int = 1,
 ) -> Iterator[JobSpec]:
     """Stream a trace's jobs in file order; `seq` numbers the kept jobs from 0.
 
     Submit times are on the file's own clock (see the module docstring). Skip reasons are
     counted into `skipped` when given. An unknown `fmt` (or, with "auto", an unreadable or
     unrecognised file) fails right away; errors in the records surface while iterating.
+    `procs_per_gpu` is SWF's processors per GPU (other formats count GPUs themselves).
     """
-    return _open(path, fmt, skip_invalid, Counter() if skipped is None else skipped)[1]
+    return _open(path, fmt, skip_invalid, Counter() if skipped is None else skipped, procs_per_gpu)[1]
 
 
-def read_trace(path: str | Path, fmt: str = "auto", *, skip_invalid: bool = False) -> TraceResult:
+def read_trace(
+    path: str | Path, fmt: str = "auto", *, skip_invalid: bool = False, procs_per_gpu: int = 1
+) -> TraceResult:
     """Read a whole trace: jobs sorted by `(submit, seq)`, epoch clocks re-based to `origin`."""
-    ctx, stream, name = _open(path, fmt, skip_invalid, Counter())
+    ctx, stream, name = _open(path, fmt, skip_invalid, Counter(), procs_per_gpu)
     jobs = list(stream)
     origin = min((job.submit for job in jobs), default=0.0) if ctx.clock.epoch else 0.0
     if origin:
@@ -90,9 +102,11 @@ def _rebase(jobs: list[JobSpec], origin: float) -> None:
 
 
 def _open(
-    path: str | Path, fmt: str, skip_invalid: bool, skipped: Counter[str]
+    path: str | Path, fmt: str, skip_invalid: bool, skipped: Counter[str], procs_per_gpu: int = 1
 ) -> tuple[ReadContext, Iterator[JobSpec], str]:
-    ctx = ReadContext(Path(path), skip_invalid, skipped)
+    if type(procs_per_gpu) is not int or procs_per_gpu < 1:
+        raise TraceError(str(path), None, "procs_per_gpu", f"want a whole number >= 1, got {procs_per_gpu!r}")
+    ctx = ReadContext(Path(path), skip_invalid, skipped, procs_per_gpu=procs_per_gpu)
     if fmt == "auto":
         fmt = sniff_format(path)
     reader = _READERS.get(fmt)

@@ -57,6 +57,7 @@ class ReadContext:
     skip_invalid: bool = False
     skipped: Counter[str] = field(default_factory=Counter)
     clock: Clock = field(default_factory=Clock)
+    procs_per_gpu: int = 1  # SWF only: processors that make one GPU
 
     @property
     def name(self) -> str:

@@ -65,7 +65,7 @@ def _switches(value: str | None) -> list[bool | None]:
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the ranked list as one JSON object on stdout.")
 def compare(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, skip_invalid: bool,
-            policies: str, placements: str, backfill: str | None, sizings: str | None, seed: int,
+            procs_per_gpu: int, policies: str, placements: str, backfill: str | None, sizings: str | None, seed: int,
             workers: int, executor: str, partition: str | None, namespace: str, image: str,
             volume_claim: str | None, sweep_timeout: float, out_dir: Path, plots: bool, quiet: bool,
             as_json: bool) -> None:  # fmt: skip
@@ -79,11 +79,13 @@ def compare(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, 
         _names(policies), _names(placements),
         list(_names(sizings)) if sizings is not None else [None], _switches(backfill),
     )  # fmt: skip
-    cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid)  # errors first
+    # errors first
+    cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid, procs_per_gpu)
     check(out_dir, COMPARE)  # before the sweep: a folder that cannot take the report is refused now
     folder = out_dir / "sweep"
     plan = write_plan(folder, trace_path, trace.format, cluster_path, gpus_per_node=gpus_per_node,
-                      skip_invalid=skip_invalid, seed=seed, candidates=tuple(candidates))  # fmt: skip
+                      skip_invalid=skip_invalid, seed=seed, candidates=tuple(candidates),
+                      procs_per_gpu=procs_per_gpu)  # fmt: skip
     runner = make_executor(executor, workers, partition, namespace, image, volume_claim, sweep_timeout)
     if isinstance(runner, LocalExecutor) and same_inputs(folder, plan, trace_path, cluster_path):
         runner.inputs = (cluster, tuple(trace.jobs))  # loaded above: the workers need not parse them again

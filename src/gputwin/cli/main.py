@@ -69,11 +69,11 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
 def simulate(trace_path: Path, fmt: str, cluster_path: Path, policy: str | None, placement: str | None,
              sizing: str | None, backfill: bool | None, compat: str | None, gpus_per_node: int, seed: int,
-             out_dir: Path | None, as_json: bool, skip_invalid: bool) -> None:  # fmt: skip
+             out_dir: Path | None, as_json: bool, skip_invalid: bool, procs_per_gpu: int) -> None:  # fmt: skip
     """Replay a job trace on a cluster and report JCT, queueing delay and utilisation."""
     if out_dir is not None:
         check(out_dir, SIMULATE)  # a folder that cannot take the output is refused before the run
-    cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid)
+    cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid, procs_per_gpu)
     overrides = Overrides(queue=policy, placement=placement, sizing=sizing, backfill=backfill)
     with progress_reporter(len(trace.jobs)) as progress:
         summary, outcome = run(cluster, trace.jobs, overrides=overrides, compat=compat, seed=seed,

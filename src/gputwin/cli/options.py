@@ -15,10 +15,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def trace_and_cluster(func: F) -> F:
-    """--trace, --format, --cluster, --gpus-per-node and --skip-invalid, as `gputwin simulate` has them."""
+    """--trace, --format, --cluster, --gpus-per-node, --skip-invalid and --procs-per-gpu, as `simulate` has them."""
     options = (
         click.option("--trace", "trace_path", required=True, type=click.Path(path_type=Path),
-                     help="Job history: sacct -P or --json output, a Helios/Philly CSV, or an Alibaba pod list."),
+                     help="Job history: sacct -P or --json output, a Helios/Philly CSV, an Alibaba pod list, "
+                          "an SWF log or a Philly cluster_job_log."),
         click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(("auto",) + FORMATS),
                      help="Trace format; auto sniffs it from the file."),
         click.option("--cluster", "cluster_path", required=True, type=click.Path(path_type=Path),
@@ -28,6 +29,8 @@ def trace_and_cluster(func: F) -> F:
                      help="GPUs per node when --cluster is a VC table CSV."),
         click.option("--skip-invalid", is_flag=True,
                      help="Skip malformed trace records (counted) instead of stopping."),
+        click.option("--procs-per-gpu", default=1, show_default=True, type=click.IntRange(1, 1 << 20),
+                     help="SWF traces: processors that make one GPU (a job's GPUs are rounded up)."),
     )  # fmt: skip
     for option in reversed(options):
         func = option(func)
@@ -35,9 +38,9 @@ def trace_and_cluster(func: F) -> F:
 
 
 def load_inputs(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int,
-                skip_invalid: bool) -> tuple[ClusterSpec, TraceResult]:  # fmt: skip
+                skip_invalid: bool, procs_per_gpu: int = 1) -> tuple[ClusterSpec, TraceResult]:  # fmt: skip
     """The cluster, then the trace; their errors (ClusterError, TraceError, OSError) propagate."""
     from gputwin.api.loader import load_cluster
 
     cluster = load_cluster(cluster_path, gpus_per_node=gpus_per_node)
-    return cluster, read_trace(trace_path, fmt, skip_invalid=skip_invalid)
+    return cluster, read_trace(trace_path, fmt, skip_invalid=skip_invalid, procs_per_gpu=procs_per_gpu)

@@ -192,7 +192,7 @@ def print_result(result: TuneResult, data: Mapping[str, Any], title: str) -> Non
 @click.option(
     "--json", "as_json", is_flag=True, help="Print tune.json's object on stdout instead of the table."
 )
-def tune(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, skip_invalid: bool,
+def tune(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, skip_invalid: bool, procs_per_gpu: int,
          space_path: Path | None, objective: str, budget: int, seed: int, holdout: float | None, workers: int,
          partition: str | None, name: str | None, out_dir: Path, quiet: bool, as_json: bool) -> None:  # fmt: skip
     """Search queue, placement, backfill, sizing and their knobs for the best policy on one trace."""
@@ -200,7 +200,7 @@ def tune(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, ski
     from gputwin.sim.tune import tune as run_tune  # optuna loads only when tune runs
 
     space = read_space(space_path)
-    cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid)
+    cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid, procs_per_gpu)
     check_partition(cluster, partition)
     name = name or default_name(cluster_path, partition)
     checkpoint = shared_checkpoint(cluster, partition)
