@@ -19,6 +19,7 @@ from gputwin.adapters.traces import TraceError
 from gputwin.api.problems import ClusterError
 from gputwin.cli.compare import compare as compare_command
 from gputwin.cli.emulator import COMMANDS as EMULATOR_COMMANDS
+from gputwin.cli.errors import report
 from gputwin.cli.operator_cmd import operator as operator_command
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import comparison_table, print_summary, progress_reporter
@@ -26,7 +27,7 @@ from gputwin.cli.slurm import slurm as slurm_group
 from gputwin.cli.sweep import sweep_task
 from gputwin.cli.tune import tune as tune_command
 from gputwin.core.plugins import known
-from gputwin.sim.atomic import SIMULATE, OutputError, check, describe
+from gputwin.sim.atomic import SIMULATE, OutputError, check
 from gputwin.sim.report import write_outputs
 from gputwin.sim.run import Overrides, RunError, run
 
@@ -41,7 +42,7 @@ class UserErrorGroup(click.Group):
         try:
             return super().invoke(ctx)
         except USER_ERRORS as exc:
-            click.echo(f"error: {describe(exc) if isinstance(exc, OSError) else exc}", err=True)
+            report(exc)
             ctx.exit(2)
 
 

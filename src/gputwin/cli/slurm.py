@@ -29,6 +29,7 @@ from gputwin.adapters.traces import FORMATS, TraceError
 from gputwin.api.loader import load_cluster
 from gputwin.api.problems import ClusterError, Problem
 from gputwin.core.model import ClusterSpec
+from gputwin.cli.errors import report
 
 USER_ERRORS = (SlurmError, TraceError, OSError, ClusterError)
 
@@ -40,7 +41,7 @@ class SlurmGroup(click.Group):
         try:
             return super().invoke(ctx)
         except USER_ERRORS as exc:
-            click.echo(f"error: {' '.join(str(exc).split())}", err=True)
+            report(exc)
             ctx.exit(2)
 
 
