@@ -30,7 +30,7 @@ from gputwin.core.model import JobSpec
 
 from .errors import FieldError, TraceError
 from .fields import parse_name, parse_utc
-from .table import ReadContext, open_text
+from .table import ReadContext, keep_jobs, open_text
 
 MAX_RECORD = 1 << 20  # characters of one job's JSON
 _CHUNK = 1 << 16
@@ -48,24 +48,16 @@ Json = Mapping[str, object]
 def read_philly(ctx: ReadContext) -> Iterator[JobSpec]:
     """Stream the jobs of a Philly `cluster_job_log` in file order (epoch-second submit times)."""
     ctx.clock.observe(True, "submitted_time")
-    seq = 0
     with open_text(ctx, newline=None) as stream:
-        for index, (line, record) in enumerate(_elements(ctx, stream)):
-            try:
-                if not isinstance(record, Mapping):
-                    raise FieldError("", f"not an object: {type(record).__name__}")
-                outcome = _convert(record, seq)
-            except FieldError as exc:
-                field = f"[{index}].{exc.field}" if exc.field else f"[{index}]"
-                if not ctx.skip_invalid:
-                    raise TraceError(ctx.name, line, field, exc.reason) from None
-                ctx.skipped[f"invalid: {exc.field or 'record'}"] += 1
-                continue
-            if isinstance(outcome, str):
-                ctx.skipped[outcome] += 1
-                continue
-            seq += 1
-            yield outcome
+        yield from keep_jobs(ctx, enumerate(_elements(ctx, stream)), _record_job, lambda item, exc: TraceError(
+            ctx.name, item[1][0], f"[{item[0]}].{exc.field}" if exc.field else f"[{item[0]}]", exc.reason))  # fmt: skip
+
+
+def _record_job(item: tuple[int, tuple[int, object]], seq: int) -> JobSpec | str:
+    record = item[1][1]
+    if not isinstance(record, Mapping):
+        raise FieldError("", f"not an object: {type(record).__name__}")
+    return _convert(record, seq)
 
 
 class _Buffer:

@@ -31,7 +31,7 @@ from gputwin.core.model import JobSpec
 
 from .errors import FieldError, TraceError
 from .fields import MAX_DURATION, MAX_GPUS, MAX_SECONDS, check_seconds
-from .table import ReadContext, open_text
+from .table import ReadContext, keep_jobs, open_text
 
 # The largest document read: 512 Mi characters (a 24.11 dump of ~50k jobs; Python objects of a
 # document take about ten times its size). Split bigger dumps, or use `sacct -P`.
@@ -51,20 +51,10 @@ def read_sacct_json(ctx: ReadContext) -> Iterator[JobSpec]:
     ctx.clock.observe(True, "jobs")
     records = _records(ctx)
     remaining = Counter(_job_id_or_none(job) for job in records)
-    seq = 0
-    for index, job in enumerate(records):
-        try:
-            outcome = _convert(job, seq, remaining)
-        except FieldError as exc:
-            if not ctx.skip_invalid:
-                raise TraceError(ctx.name, None, f"jobs[{index}].{exc.field}", exc.reason) from None
-            ctx.skipped[f"invalid: {exc.field}"] += 1
-            continue
-        if isinstance(outcome, str):
-            ctx.skipped[outcome] += 1
-            continue
-        seq += 1
-        yield outcome
+    yield from keep_jobs(
+        ctx, enumerate(records), lambda item, seq: _convert(item[1], seq, remaining),
+        lambda item, exc: TraceError(ctx.name, None, f"jobs[{item[0]}].{exc.field}", exc.reason),
+    )  # fmt: skip
 
 
 def _records(ctx: ReadContext) -> list[Json]:

@@ -30,7 +30,7 @@ from gputwin.core.model import JobSpec
 
 from .errors import FieldError, TraceError
 from .fields import MAX_DURATION, MAX_GPUS, parse_count, parse_name, parse_seconds
-from .table import ReadContext, open_text
+from .table import ReadContext, keep_jobs, open_text
 
 FIELDS = 18
 MAX_LINE = 1 << 20  # characters
@@ -49,30 +49,24 @@ def read_swf(ctx: ReadContext) -> Iterator[JobSpec]:
     # Re-based like an epoch clock: SWF counts from the log's start, but converted logs (Theta's)
     # write epoch seconds, and a replay should start with its first kept job either way.
     ctx.clock.observe(True, "submit_time")
-    queues: dict[str, str] = {}
-    seq = 0
-    seen = False
+    queues: dict[str, str] = {}  # filled from the header while the lines stream past
     with open_text(ctx, newline=None) as stream:
-        for number, line in bounded_lines(ctx, stream):
-            text = line.strip()
-            if not text:
-                continue
-            if text.startswith(";"):
-                _header(text, queues)
-                continue
+        yield from keep_jobs(
+            ctx, _job_lines(ctx, stream, queues), lambda item, seq: _convert(item[1], seq, queues, ctx.procs_per_gpu),
+            lambda item, exc: ctx.error(item[0], exc),
+        )  # fmt: skip
+
+
+def _job_lines(ctx: ReadContext, stream: TextIO, queues: dict[str, str]) -> Iterator[tuple[int, list[str]]]:
+    """`(line number, fields)` of each job line; `; Queue:` header lines fill `queues` on the way."""
+    seen = False
+    for number, line in bounded_lines(ctx, stream):
+        text = line.strip()
+        if text.startswith(";"):
+            _header(text, queues)
+        elif text:
             seen = True
-            try:
-                outcome = _convert(text.split(), seq, queues, ctx.procs_per_gpu)
-            except FieldError as exc:
-                if not ctx.skip_invalid:
-                    raise ctx.error(number, exc) from None
-                ctx.skipped[f"invalid: {exc.field}"] += 1
-                continue
-            if isinstance(outcome, str):
-                ctx.skipped[outcome] += 1
-                continue
-            seq += 1
-            yield outcome
+            yield number, text.split()
     if not seen:
         raise TraceError(ctx.name, None, "file", "no job lines (only comments or blank lines)")
 

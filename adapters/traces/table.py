@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from gputwin.api.files import BoundedLines, LineTooLongError, NotRegularFileError, open_regular
 from gputwin.core.model import JobSpec
@@ -28,6 +28,7 @@ from .errors import FieldError, TraceError
 Row = list[str]
 # A converter gets (fields, seq) and returns the job, or the reason it was left out.
 Converter = Callable[[Row, int], "JobSpec | str"]
+R = TypeVar("R")
 
 
 class Clock:
@@ -199,16 +200,33 @@ def _index(ctx: ReadContext, header: Sequence[str], line: int) -> dict[str, int]
 
 def convert_rows(ctx: ReadContext, table: Table, convert: Converter) -> Iterator[JobSpec]:
     """Rows to jobs in file order: count skip reasons, apply skip_invalid, number kept jobs."""
+
+    def row_job(item: tuple[int, Row | FieldError], seq: int) -> JobSpec | str:
+        row = item[1]
+        if isinstance(row, FieldError):
+            raise row
+        return convert(row, seq)
+
+    return keep_jobs(ctx, table.rows(), row_job, lambda item, exc: ctx.error(item[0], exc))
+
+
+def keep_jobs(
+    ctx: ReadContext,
+    records: Iterable[R],
+    convert: Callable[[R, int], JobSpec | str],
+    error: Callable[[R, FieldError], TraceError],
+) -> Iterator[JobSpec]:
+    """Every reader's record loop: `convert(record, seq)` gives a job, or a skip reason to count;
+    a FieldError stops the read as `error(record, exc)`, or with skip_invalid is counted as
+    `invalid: FIELD`. Kept jobs are numbered from 0 in file order."""
     seq = 0
-    for line, row in table.rows():
+    for record in records:
         try:
-            if isinstance(row, FieldError):
-                raise row
-            outcome = convert(row, seq)
+            outcome = convert(record, seq)
         except FieldError as exc:
             if not ctx.skip_invalid:
-                raise ctx.error(line, exc) from None
-            ctx.skipped[f"invalid: {exc.field}"] += 1
+                raise error(record, exc) from None
+            ctx.skipped[f"invalid: {exc.field or 'record'}"] += 1
             continue
         if isinstance(outcome, str):
             ctx.skipped[outcome] += 1

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from budget import FUZZ_DEADLINE_MS  # tests/budget.py
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = sorted(
     [*(ROOT / "manifests" / "samples").glob("*.yaml"), *(ROOT / "manifests" / "examples").glob("*.yaml")]
 )
-FUZZ = settings(max_examples=60, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=60, deadline=FUZZ_DEADLINE_MS, suppress_health_check=[HealthCheck.too_slow])
 
 
 def check(data: bytes) -> None:
@@ -113,7 +114,7 @@ def mutated_samples(draw: st.DrawFn) -> bytes:
     return text
 
 
-@settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=FUZZ_DEADLINE_MS, suppress_health_check=[HealthCheck.too_slow])
 @given(data=mutated_samples())
 def test_mutations_of_the_real_manifests(data: bytes) -> None:
     check(data)

@@ -16,6 +16,7 @@ import hostlist
 import pytest
 from gputwin.adapters.traces import FORMATS, TraceError, read_trace
 from gputwin.adapters.traces.fields import MAX_DURATION, MAX_GPUS, MAX_SECONDS
+from budget import FUZZ_DEADLINE_MS  # tests/budget.py
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,7 +48,7 @@ TOKENS = [b"\0", b",", b"|", b'"', b"\n", b"\r", b"\r\n", b"[", b"]", b"{", b"}"
           b"\xef\xbb\xbf", b"\xff", b"9" * 60, b"1e300", b"-1", b"nan", b"inf", b"Unknown", b"gpu:",
           b"gres/gpu=", b"n[1-99999]", b'"number": ', b'{"set": true, "number": 1}', b"[" * 50]  # fmt: skip
 SETTINGS = settings(
-    max_examples=60, deadline=2000, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+    max_examples=60, deadline=FUZZ_DEADLINE_MS, suppress_health_check=[HealthCheck.too_slow], derandomize=True
 )
 
 
@@ -163,7 +164,7 @@ def test_vc_tables_load_or_raise_one_cluster_error(scratch, blob) -> None:
 HOSTLIST_CHARS = st.sampled_from(list("ab0123456789[]-,") + ["99999", "00001-99999"])
 
 
-@settings(max_examples=300, deadline=2000, derandomize=True)
+@settings(max_examples=300, deadline=FUZZ_DEADLINE_MS, derandomize=True)
 @given(st.lists(HOSTLIST_CHARS, max_size=24).map("".join))
 def test_hostlists_are_counted_as_python_hostlist_expands_them(text) -> None:
     count = count_hostlist(text)
