@@ -25,6 +25,7 @@ the replay with its error's type only (never the command or the operator pass ru
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -33,11 +34,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeAlias
 
 from gputwin.adapters.traces import TraceError, read_trace
-from gputwin.api.convert import cluster_spec
+from gputwin.api.convert import candidate, cluster_spec, policy_document
 from gputwin.api.status import CandidateResult, ReplayMetrics
 from gputwin.api.v1alpha1 import (
-    RESERVED_PARAMS,
-    Candidate,
     GPUPartition,
     Resource,
     SchedulingPolicy,
@@ -46,11 +45,11 @@ from gputwin.api.v1alpha1 import (
 )
 from gputwin.api.validate import Document, check_cluster
 from gputwin.api.workloads import search_vocabulary
-from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
+from gputwin.core.model import Candidate, ClusterSpec, JobSpec, PolicySpec
 from gputwin.operator.cluster import ClusterView
 from gputwin.operator.store import Store
 from gputwin.operator.trace_files import TraceAccess, TraceFile, TraceRefused, locate, opened, redacted
-from gputwin.sim.run import Overrides, RunError, policy_label, run
+from gputwin.sim.run import Overrides, RunError, run
 from gputwin.sim.space import Space, SpaceError, parse_space
 
 CURRENT = "current"
@@ -92,11 +91,6 @@ class Ranked:
     order: int  # ties go to the earlier: current, then the candidates as listed, then search trials
     result: CandidateResult
     promotes: Candidate | PolicySpec | None  # None: current, nothing to promote
-
-
-def label(candidate: Candidate) -> str:
-    """`sjf/consolidate/as-requested+backfill`: how the status names a candidate."""
-    return policy_label(candidate.queue, candidate.placement, candidate.sizing, candidate.backfill)
 
 
 def replay_cluster(view: ClusterView, spec: TraceReplaySpec) -> ReplayCluster | str:
@@ -254,9 +248,8 @@ def _ranked(
     """`current`, each candidate in order, then the search's best trials; and the trials run."""
     seed = 0 if spec.search is None else spec.search.seed  # one seed for every run: alike judged alike
     runs: list[Ranked] = []
-    for c in spec.candidates:
-        overrides = Overrides(c.queue, c.placement, c.sizing, c.backfill)
-        runs.append(Ranked(len(runs) + 1, _result(label(c), _run(cluster, jobs, overrides, seed)), c))
+    for c in map(candidate, spec.candidates):
+        runs.append(Ranked(len(runs) + 1, _result(c.name, _run(cluster, jobs, c, seed)), c))
     if spec.search is None or space is None:
         return [Ranked(0, _result(CURRENT, _run(cluster, jobs, Overrides(), seed)), None), *runs], 0
     from gputwin.sim.tune import describe, tune  # optuna loads only when a replay searches
@@ -275,7 +268,7 @@ def _ranked(
     return [current, *runs], len(found.trials)
 
 
-def _run(cluster: ClusterSpec, jobs: Sequence[JobSpec], overrides: Overrides, seed: int) -> Mapping[str, Any]:
+def _run(cluster: ClusterSpec, jobs: Sequence[JobSpec], overrides: Overrides | Candidate, seed: int) -> Mapping[str, Any]:
     summary, _ = run(cluster, jobs, overrides=overrides, seed=seed)
     return summary
 
@@ -292,7 +285,7 @@ def _promotions(
     if not spec.promote or winner is None:
         return {}
     names = sorted({p for p in cluster.policies.values() if p is not None})
-    if isinstance(winner, Candidate):
+    if isinstance(winner, Candidate):  # names only: the policies keep their knobs
         patch = {
             "queue": {"policy": winner.queue, "backfill": winner.backfill},
             "placement": {"policy": winner.placement},
@@ -303,16 +296,13 @@ def _promotions(
 
 
 def _policy_patch(policy: PolicySpec, old_params: Collection[str]) -> dict[str, Any]:
-    """The merge patch making a SchedulingPolicy convert to exactly `policy` (its checkpoint cost
-    kept, as the search kept each partition's): the typed knobs, no GPU-count list (the search
-    simulated none), and its params in place of the old ones."""
-    params = {k: v for k, v in policy.params.items() if k not in RESERVED_PARAMS}
-    return {
-        "queue": {"policy": policy.queue, "backfill": policy.backfill},
-        "placement": {"policy": policy.placement, "maxWaitSeconds": policy.params["max_wait"]},
-        "sizing": {"policy": policy.sizing, "maxFactor": policy.params["max_factor"], "allowedGPUs": None},
-        "params": {**{k: None for k in old_params if k not in params}, **params},
-    }
+    """The merge patch making a SchedulingPolicy convert to exactly `policy` (`policy_document`, its
+    checkpoint cost kept, as the search kept each partition's): the typed knobs, and its params in
+    place of the old ones (a key the policy lacks is deleted)."""
+    patch = policy_document(dataclasses.replace(policy, checkpoint_seconds=None))
+    params = patch["params"]
+    patch["params"] = {**{k: None for k in old_params if k not in params}, **params}
+    return patch
 
 
 def _message(spec: TraceReplaySpec, ranked: Sequence[CandidateResult], trials: int) -> str:
@@ -332,7 +322,6 @@ __all__ = [
     "RECORDED_TRIALS",
     "ReplayCluster",
     "ReplayResult",
-    "label",
     "replay_cluster",
     "Trace",
     "run_replay",

@@ -39,9 +39,9 @@ from typing import Any
 
 from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
-from gputwin.core.model import ClusterSpec, JobSpec
+from gputwin.core.model import Candidate, ClusterSpec, JobSpec
 from gputwin.sim.atomic import FILE_MODE
-from gputwin.sim.compare import METRICS, Candidate, CandidateResult, run_candidate
+from gputwin.sim.compare import METRICS, CandidateResult, run_candidate
 
 PLAN, INPUTS, RESULTS, LOGS = "plan.json", "inputs", "results", "logs"
 PLAN_VERSION = 1

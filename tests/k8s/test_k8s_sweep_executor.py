@@ -26,7 +26,7 @@ from gputwin.adapters.sweeps import SweepError, run_sweep, write_plan
 from gputwin.adapters.sweeps.kubernetes import MOUNT, KubernetesExecutor, job_manifest
 from gputwin.adapters.sweeps.local import LocalExecutor
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
-from gputwin.sim.compare import Candidate
+from gputwin.core.model import Candidate
 
 Kubectl = Any  # conftest.Kubectl
 INDEX = "batch.kubernetes.io/job-completion-index"

@@ -14,7 +14,7 @@ from slurm_testcluster import Cluster  # tests/slurm/ helpers
 
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
 from gputwin.cli.main import cli
-from gputwin.sim.compare import Candidate
+from gputwin.core.model import Candidate
 
 CANDIDATES = (Candidate("fifo", "consolidate"), Candidate("sjf", "topology-aware"), Candidate("srtf", "first-fit"))
 

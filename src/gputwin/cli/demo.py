@@ -13,7 +13,8 @@ from typing import Any
 from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
-from gputwin.sim.run import Overrides, policy_label, run
+from gputwin.core.model import policy_label
+from gputwin.sim.run import Overrides, run
 
 CANDIDATES = (
     ("fifo", "first-fit", False),

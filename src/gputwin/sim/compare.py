@@ -7,7 +7,7 @@ through `gputwin.sim.run.run` (where and in what order is a sweep executor's bus
 name. `write_report` writes summary.json and summary.csv (`gputwin compare` into a new folder it
 swaps in whole with the plots: `gputwin.sim.atomic`).
 
-Candidate names come from `gputwin.sim.run.policy_label` (as TraceReplay statuses); a setting not given
+Candidates are `gputwin.core.model.Candidate`s, named by `policy_label` (as TraceReplay statuses); a setting not given
 (None) keeps what the cluster file says and is left out of the name.
 """
 
@@ -21,31 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gputwin.core.model import ClusterSpec, JobSpec
+from gputwin.core.model import Candidate, ClusterSpec, JobSpec
 from gputwin.core.plugins import known
 from gputwin.core.policies import make_policy
-from gputwin.sim.run import Overrides, RunError, policy_label, run
+from gputwin.sim.run import RunError, run
 
 # The ranked table's and the CSV's metric columns, in order.
 METRICS = ("jobs", "avg_jct", "p99_jct", "avg_queue", "p99_queue", "gpu_utilization", "avg_overhead", "preemptions")
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One point of the grid; None keeps the cluster file's setting."""
-
-    queue: str
-    placement: str
-    sizing: str | None = None
-    backfill: bool | None = None
-
-    @property
-    def name(self) -> str:
-        return policy_label(self.queue, self.placement, self.sizing, self.backfill)
-
-    @property
-    def overrides(self) -> Overrides:
-        return Overrides(queue=self.queue, placement=self.placement, sizing=self.sizing, backfill=self.backfill)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +100,7 @@ def grid(
 
 
 def run_candidate(cluster: ClusterSpec, jobs: Sequence[JobSpec], candidate: Candidate, seed: int) -> CandidateResult:
-    summary, outcome = run(cluster, jobs, overrides=candidate.overrides, seed=seed)
+    summary, outcome = run(cluster, jobs, overrides=candidate, seed=seed)
     jcts = [j.end - j.spec.submit for j in outcome.finished if j.end is not None]
     spans = [job.leaves for job in outcome.finished]
     return CandidateResult(candidate, summary, jcts, spans)

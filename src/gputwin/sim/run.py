@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
+from gputwin.core.model import Candidate, ClusterSpec, JobSpec, PolicySpec, policy_label
 from gputwin.core.plugins import known
 from gputwin.core.scheduler import SchedulerOptions
 from gputwin.sim.engine import SimOutcome, simulate
@@ -40,7 +40,7 @@ class Overrides:
         return dataclasses.replace(policy, **changes) if changes else policy
 
 
-def with_overrides(cluster: ClusterSpec, overrides: Overrides) -> ClusterSpec:
+def with_overrides(cluster: ClusterSpec, overrides: Overrides | Candidate) -> ClusterSpec:
     parts = tuple(dataclasses.replace(p, policy=overrides.apply(p.policy)) for p in cluster.partitions)
     return dataclasses.replace(cluster, partitions=parts)
 
@@ -75,13 +75,14 @@ def run(
     cluster: ClusterSpec,
     jobs: Sequence[JobSpec],
     *,
-    overrides: Overrides = Overrides(),
+    overrides: Overrides | Candidate = Overrides(),
     compat: str | None = None,
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
     util_interval: float = 3600.0,
 ) -> tuple[dict[str, Any], SimOutcome]:
-    """Replay `jobs`; return the summary (JSON-able) and the outcome (finished jobs, ...)."""
+    """Replay `jobs` (`overrides`: command-line settings or a Candidate); return the summary
+    (JSON-able) and the outcome (finished jobs, ...)."""
     cluster = with_overrides(cluster, overrides)
     check(cluster, compat)
     options = SchedulerOptions.helios(seed) if compat == "helios" else SchedulerOptions(seed=seed)
@@ -103,12 +104,6 @@ def _count(reasons: Any) -> dict[str, int]:
     for reason in reasons:
         counts[reason] = counts.get(reason, 0) + 1
     return counts
-
-
-def policy_label(queue: str, placement: str, sizing: str | None = None, backfill: bool | None = False) -> str:
-    """The one way a policy is named everywhere (summaries, demo, compare, TraceReplay status):
-    `queue/placement[/sizing][+backfill]`, e.g. `sjf/consolidate/as-requested+backfill`."""
-    return f"{queue}/{placement}{'' if sizing is None else '/' + sizing}{'+backfill' if backfill else ''}"
 
 
 def _policies(cluster: ClusterSpec) -> Mapping[str, str]:

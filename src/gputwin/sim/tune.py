@@ -38,8 +38,8 @@ from optuna.exceptions import StorageInternalError
 from optuna.trial import TrialState
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
-from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
-from gputwin.sim.run import RunError, policy_label, run
+from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec, policy_label
+from gputwin.sim.run import RunError, run
 from gputwin.sim.space import KNOBS, OBJECTIVES, Choice, Space, Value
 
 # Objectives: a run summary's key -> optimisation direction.

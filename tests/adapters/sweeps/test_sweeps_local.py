@@ -18,7 +18,8 @@ from gputwin.adapters.sweeps.plan import load_inputs, read_result, result_path
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
 from gputwin.cli.main import cli
 from gputwin.sim.atomic import FILE_MODE
-from gputwin.sim.compare import Candidate, rank, run_candidate, write_report
+from gputwin.core.model import Candidate
+from gputwin.sim.compare import rank, run_candidate, write_report
 
 CANDIDATES = (Candidate("fifo", "consolidate"), Candidate("sjf", "first-fit", backfill=True),
               Candidate("las", "topology-aware"))  # fmt: skip
