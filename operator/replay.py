@@ -49,13 +49,13 @@ from gputwin.core.model import Candidate, ClusterSpec, JobSpec, PolicySpec
 from gputwin.operator.cluster import ClusterView
 from gputwin.operator.store import Store
 from gputwin.operator.trace_files import TraceAccess, TraceFile, TraceRefused, locate, opened, redacted
-from gputwin.sim.run import Overrides, RunError, run
+from gputwin.sim.evaluation import Scores, rank
+from gputwin.sim.run import Overrides, RunError, run_summary
 from gputwin.sim.space import Space, SpaceError, parse_space
 
 CURRENT = "current"
 # TraceSource.format -> the trace reader's format name (Philly traces are Helios-shaped CSVs).
 FORMATS = {"auto": "auto", "helios": "helios", "philly": "helios", "alibaba": "alibaba", "sacct": "sacct"}
-METRICS = ("jobs", "avg_jct", "avg_queue", "p50_jct", "p99_jct", "p99_queue", "makespan")
 RECORDED_TRIALS = 5  # a search's best distinct policies shown in status (the rest: noise for readers)
 Trace: TypeAlias = str | TraceFile | None  # what a replay reads: a ConfigMap's text, a checked file, nothing yet
 log = logging.getLogger(__name__)
@@ -91,6 +91,13 @@ class Ranked:
     order: int  # ties go to the earlier: current, then the candidates as listed, then search trials
     result: CandidateResult
     promotes: Candidate | PolicySpec | None  # None: current, nothing to promote
+
+    def score(self, objective: str) -> float:
+        return float(getattr(self.result.metrics, objective))
+
+    @property
+    def tiebreak(self) -> int:
+        return self.order
 
 
 def replay_cluster(view: ClusterView, spec: TraceReplaySpec) -> ReplayCluster | str:
@@ -184,7 +191,7 @@ def run_replay(spec: TraceReplaySpec, cluster: ReplayCluster, trace: Trace = Non
     except Exception as exc:  # e.g. a trace value the simulator cannot handle: fail this replay only
         log.warning("TraceReplay simulation failed", exc_info=True)  # the details: for the operator's log
         return ReplayResult("Failed", "ReplayFailed", f"the simulation failed ({type(exc).__name__})")
-    ranked = sorted(runs, key=lambda r: (getattr(r.result.metrics, spec.objective), r.order))
+    ranked = rank(runs, spec.objective)
     candidates = tuple(r.result for r in ranked)
     winner = candidates[0]
     promotions = _promotions(spec, cluster, ranked[0].promotes)
@@ -268,13 +275,15 @@ def _ranked(
     return [current, *runs], len(found.trials)
 
 
-def _run(cluster: ClusterSpec, jobs: Sequence[JobSpec], overrides: Overrides | Candidate, seed: int) -> Mapping[str, Any]:
-    summary, _ = run(cluster, jobs, overrides=overrides, seed=seed)
-    return summary
+def _run(cluster: ClusterSpec, jobs: Sequence[JobSpec], overrides: Overrides | Candidate, seed: int
+         ) -> Scores:  # fmt: skip
+    summary, _ = run_summary(cluster, jobs, overrides=overrides, seed=seed)
+    return summary.scores()
 
 
-def _result(name: str, metrics: Mapping[str, Any], trial: int | None = None) -> CandidateResult:
-    values = ReplayMetrics.model_validate({k: metrics[k] for k in METRICS})
+def _result(name: str, scores: Scores, trial: int | None = None) -> CandidateResult:
+    """The status's entry: the metrics its wire format (`ReplayMetrics`) keeps."""
+    values = ReplayMetrics.model_validate({k: scores[k] for k in ReplayMetrics.model_fields})
     return CandidateResult(name=name, metrics=values, trial=trial)
 
 

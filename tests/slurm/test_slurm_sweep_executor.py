@@ -30,7 +30,7 @@ def test_array_results_equal_local_ones(slurm_cluster: Cluster, tmp_path: Path) 
     here = run_sweep(sweep(tmp_path / "local"), LocalExecutor(1))
     assert sorted(done) == [0, 1, 2]
     for a, b in zip(on_slurm, here):
-        assert (a.candidate, a.summary["avg_jct"], a.jcts) == (b.candidate, b.summary["avg_jct"], b.jcts)
+        assert (a.candidate, a.summary.avg_jct, a.jcts) == (b.candidate, b.summary.avg_jct, b.jcts)
     logs = sorted(p.name for p in (tmp_path / "slurm" / "logs").iterdir())
     assert logs == ["0.out", "1.out", "2.out"]  # one task per candidate, each with its own log
 

@@ -35,7 +35,8 @@ from gputwin.cli.output import ranked_table, sweep_progress
 from gputwin.core.model import ClusterSpec, PolicySpec
 from gputwin.sim.atomic import TUNE, OutputError, atomic_folder, check, describe
 from gputwin.sim.run import RunError
-from gputwin.sim.space import OBJECTIVES, Space, SpaceError, default_space, parse_space
+from gputwin.sim.evaluation import OBJECTIVES
+from gputwin.sim.space import Space, SpaceError, default_space, parse_space
 
 if TYPE_CHECKING:
     from gputwin.sim.tune import TuneResult

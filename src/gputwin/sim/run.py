@@ -2,7 +2,8 @@
 
 `run` is what `gputwin simulate`, `gputwin demo` and the benchmarks call. It applies command-line
 overrides to every partition's policy, checks the combination (compat mode has rules of its own),
-replays the trace and returns the summary dictionary (the `--json` output) with the raw outcome.
+replays the trace and returns the typed summary (`run_summary`; `run` gives its JSON object, the
+`--json` output) with the raw outcome.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from gputwin.core.model import Candidate, ClusterSpec, JobSpec, PolicySpec, poli
 from gputwin.core.plugins import known
 from gputwin.core.scheduler import SchedulerOptions
 from gputwin.sim.engine import SimOutcome, simulate
+from gputwin.sim.evaluation import Summary
 from gputwin.sim.metrics import summarize, utilization_series
 
 HELIOS_QUEUES = ("fifo", "sjf", "srtf")
@@ -71,6 +73,34 @@ def _check_helios(cluster: ClusterSpec, name: str, pol: PolicySpec) -> None:
         raise RunError(f"--compat helios needs 8-GPU nodes; this cluster has {sorted(sizes)}")
 
 
+def run_summary(
+    cluster: ClusterSpec,
+    jobs: Sequence[JobSpec],
+    *,
+    overrides: Overrides | Candidate = Overrides(),
+    compat: str | None = None,
+    seed: int = 0,
+    progress: Callable[[int], None] | None = None,
+    util_interval: float = 3600.0,
+) -> tuple[Summary, SimOutcome]:
+    """Replay `jobs` (`overrides`: command-line settings or a Candidate); return the typed summary
+    and the outcome (finished jobs, ...)."""
+    cluster = with_overrides(cluster, overrides)
+    check(cluster, compat)
+    options = SchedulerOptions.helios(seed) if compat == "helios" else SchedulerOptions(seed=seed)
+    started = time.perf_counter()
+    outcome = simulate(cluster, jobs, options, progress, util_interval)
+    wall = time.perf_counter() - started
+    series = utilization_series(outcome.busy, sorted(outcome.busy.totals))
+    summary = dataclasses.replace(
+        summarize(outcome.finished, outcome.busy), wall_seconds=round(wall, 3),
+        rejected=_count(r.reason for r in outcome.rejected), resized=outcome.resized,
+        policies=_policies(cluster), compat=compat,
+        utilization_series=tuple((p["t"], p["gpu_utilization"]) for p in series),
+    )  # fmt: skip
+    return summary, outcome
+
+
 def run(
     cluster: ClusterSpec,
     jobs: Sequence[JobSpec],
@@ -81,22 +111,10 @@ def run(
     progress: Callable[[int], None] | None = None,
     util_interval: float = 3600.0,
 ) -> tuple[dict[str, Any], SimOutcome]:
-    """Replay `jobs` (`overrides`: command-line settings or a Candidate); return the summary
-    (JSON-able) and the outcome (finished jobs, ...)."""
-    cluster = with_overrides(cluster, overrides)
-    check(cluster, compat)
-    options = SchedulerOptions.helios(seed) if compat == "helios" else SchedulerOptions(seed=seed)
-    started = time.perf_counter()
-    outcome = simulate(cluster, jobs, options, progress, util_interval)
-    wall = time.perf_counter() - started
-    summary = summarize(outcome.finished, outcome.busy)
-    summary["wall_seconds"] = round(wall, 3)
-    summary["rejected"] = _count(r.reason for r in outcome.rejected)
-    summary["resized"] = outcome.resized
-    summary["policies"] = _policies(cluster)
-    summary["compat"] = compat
-    summary["utilization_series"] = utilization_series(outcome.busy, sorted(outcome.busy.totals))
-    return summary, outcome
+    """`run_summary` with the summary as its JSON object (the `--json` output)."""
+    summary, outcome = run_summary(cluster, jobs, overrides=overrides, compat=compat, seed=seed,
+                                   progress=progress, util_interval=util_interval)  # fmt: skip
+    return summary.to_json(), outcome
 
 
 def _count(reasons: Any) -> dict[str, int]:
