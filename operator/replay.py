@@ -34,8 +34,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeAlias
 
 from gputwin.adapters.traces import TraceError, read_trace
-from gputwin.api.convert import candidate, cluster_spec, policy_document
-from gputwin.api.status import CandidateResult, ReplayMetrics
+from gputwin.api.convert import candidate, candidate_patch, candidate_result, cluster_spec, policy_document
+from gputwin.api.status import CandidateResult
 from gputwin.api.v1alpha1 import (
     GPUPartition,
     Resource,
@@ -256,14 +256,14 @@ def _ranked(
     seed = 0 if spec.search is None else spec.search.seed  # one seed for every run: alike judged alike
     runs: list[Ranked] = []
     for c in map(candidate, spec.candidates):
-        runs.append(Ranked(len(runs) + 1, _result(c.name, _run(cluster, jobs, c, seed)), c))
+        runs.append(Ranked(len(runs) + 1, candidate_result(c.name, _run(cluster, jobs, c, seed)), c))
     if spec.search is None or space is None:
-        return [Ranked(0, _result(CURRENT, _run(cluster, jobs, Overrides(), seed)), None), *runs], 0
+        return [Ranked(0, candidate_result(CURRENT, _run(cluster, jobs, Overrides(), seed)), None), *runs], 0
     from gputwin.sim.tune import describe, tune  # optuna loads only when a replay searches
 
     found = tune(cluster, jobs, space, storage=None, objective=spec.objective, budget=spec.search.budget,
                  seed=seed)  # fmt: skip
-    current = Ranked(0, _result(CURRENT, found.baseline["tune"]), None)  # the search ran it already
+    current = Ranked(0, candidate_result(CURRENT, found.baseline["tune"]), None)  # the search ran it already
     seen, listed = {CURRENT, *(r.result.name for r in runs)}, len(runs)
     for row in found.trials:  # best first; a policy tried twice, or listed, is shown once
         name = describe(row.policy)
@@ -271,7 +271,7 @@ def _ranked(
             break
         if name not in seen:
             seen.add(name)
-            runs.append(Ranked(len(runs) + 1, _result(name, row.metrics, row.number), row.policy))
+            runs.append(Ranked(len(runs) + 1, candidate_result(name, row.metrics, row.number), row.policy))
     return [current, *runs], len(found.trials)
 
 
@@ -279,12 +279,6 @@ def _run(cluster: ClusterSpec, jobs: Sequence[JobSpec], overrides: Overrides | C
          ) -> Scores:  # fmt: skip
     summary, _ = run_summary(cluster, jobs, overrides=overrides, seed=seed)
     return summary.scores()
-
-
-def _result(name: str, scores: Scores, trial: int | None = None) -> CandidateResult:
-    """The status's entry: the metrics its wire format (`ReplayMetrics`) keeps."""
-    values = ReplayMetrics.model_validate({k: scores[k] for k in ReplayMetrics.model_fields})
-    return CandidateResult(name=name, metrics=values, trial=trial)
 
 
 def _promotions(
@@ -295,12 +289,7 @@ def _promotions(
         return {}
     names = sorted({p for p in cluster.policies.values() if p is not None})
     if isinstance(winner, Candidate):  # names only: the policies keep their knobs
-        patch = {
-            "queue": {"policy": winner.queue, "backfill": winner.backfill},
-            "placement": {"policy": winner.placement},
-            "sizing": {"policy": winner.sizing},
-        }
-        return {name: patch for name in names}
+        return {name: candidate_patch(winner) for name in names}
     return {name: _policy_patch(winner, cluster.params.get(name, ())) for name in names}
 
 

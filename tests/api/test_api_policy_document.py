@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputwin.api.convert import candidate, candidate_model, policy_document, policy_spec
+from gputwin.api.convert import (
+    candidate,
+    candidate_model,
+    candidate_patch,
+    candidate_result,
+    policy_document,
+    policy_spec,
+)
 from gputwin.api.meta import API_VERSION
 from gputwin.api.v1alpha1 import SchedulingPolicy
 from gputwin.api.workloads import Candidate as CandidateModel
@@ -75,3 +82,24 @@ def test_candidate_left_unset_takes_the_models_defaults() -> None:
     model = candidate_model(Candidate("srtf", "random"))
     assert model == CandidateModel(queue="srtf", placement="random")
     assert candidate(model) == Candidate("srtf", "random", "as-requested", False)
+
+
+@pytest.mark.parametrize(("value", "name"), CANDIDATES, ids=[n for _, n in CANDIDATES])
+def test_candidate_patch_gives_a_policy_the_candidates_names_and_keeps_its_knobs(value: Candidate,
+                                                                                 name: str) -> None:  # fmt: skip
+    base = {"queue": {"policy": "fifo"}, "placement": {"policy": "topology-aware", "maxWaitSeconds": 42.0},
+            "sizing": {"policy": "as-requested", "maxFactor": 3.0}}  # fmt: skip
+    patch = candidate_patch(value)
+    merged = {k: {**base[k], **patch[k]} for k in base}
+    policy = convert(merged)
+    assert (policy.queue, policy.placement, policy.sizing, policy.backfill) == (
+        value.queue, value.placement, value.sizing, value.backfill)  # fmt: skip
+    assert (policy.params["max_wait"], policy.params["max_factor"]) == (42.0, 3.0)
+
+
+def test_candidate_result_keeps_the_wire_formats_metrics_only() -> None:
+    scores = {"jobs": 3, "avg_jct": 1.0, "avg_queue": 0.5, "p50_jct": 1.0, "p99_jct": 2.0, "p99_queue": 1.0,
+              "makespan": 9.0, "gpu_utilization": 0.7, "preemptions": 0}  # fmt: skip
+    result = candidate_result("current", scores, trial=None)
+    kept = {k: v for k, v in scores.items() if k not in ("gpu_utilization", "preemptions")}
+    assert result.metrics.model_dump() == kept

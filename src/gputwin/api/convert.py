@@ -1,6 +1,7 @@
 """Typed resources <-> the core's frozen values (TopologySpec, PolicySpec, PartitionSpec, ClusterSpec,
 Candidate): `policy_document` is `policy_spec`'s inverse (what `gputwin tune` writes and a
-TraceReplay promotes), `candidate`/`candidate_model` the one conversion of a candidate.
+TraceReplay promotes), `candidate`/`candidate_model` the one conversion of a candidate,
+`candidate_result` an evaluation's scores as a TraceReplay's status entry.
 
 Conversion assumes `gputwin.api.validate` found no problems: references resolve and every node
 exists. Node order is declaration order: the SwitchTopology's node groups in order, a partition's
@@ -13,7 +14,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gputwin.api.meta import expand_hostlist
-from gputwin.api.v1alpha1 import RESERVED_PARAMS, GPUPartition, GPUPartitionSpec, SchedulingPolicy, SwitchTopology
+from gputwin.api.v1alpha1 import (
+    RESERVED_PARAMS,
+    GPUPartition,
+    GPUPartitionSpec,
+    SchedulingPolicy,
+    SwitchTopology,
+)
+from gputwin.api.status import CandidateResult, ReplayMetrics
 from gputwin.api.workloads import Candidate
 from gputwin.core.model import Candidate as CandidateValue
 from gputwin.core.model import (
@@ -108,8 +116,24 @@ def candidate(model: Candidate) -> CandidateValue:
 
 def candidate_model(value: CandidateValue) -> Candidate:
     """The core's candidate as the API model; a setting left None takes the model's default."""
-    given = {"queue": value.queue, "placement": value.placement, "sizing": value.sizing, "backfill": value.backfill}
+    given = {"queue": value.queue, "placement": value.placement, "sizing": value.sizing,
+             "backfill": value.backfill}  # fmt: skip
     return Candidate.model_validate({k: v for k, v in given.items() if v is not None})
+
+
+def candidate_patch(value: CandidateValue) -> dict[str, Any]:
+    """The merge patch giving a SchedulingPolicy the candidate's names (its knobs kept); a setting
+    left None is written as the API model's default."""
+    model = candidate_model(value)
+    return {"queue": {"policy": model.queue, "backfill": model.backfill},
+            "placement": {"policy": model.placement}, "sizing": {"policy": model.sizing}}  # fmt: skip
+
+
+def candidate_result(name: str, scores: Mapping[str, float], trial: int | None = None) -> CandidateResult:
+    """A TraceReplay status entry from an evaluation's scores (metric name -> value, as
+    `gputwin.sim.evaluation.Summary.scores` gives them): the metrics its wire format keeps."""
+    metrics = ReplayMetrics.model_validate({k: scores[k] for k in ReplayMetrics.model_fields})
+    return CandidateResult(name=name, metrics=metrics, trial=trial)
 
 
 def policy_document(policy: PolicySpec) -> dict[str, Any]:
@@ -122,7 +146,8 @@ def policy_document(policy: PolicySpec) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "queue": {"policy": policy.queue, "backfill": policy.backfill},
         "placement": {"policy": policy.placement, "maxWaitSeconds": params["max_wait"]},
-        "sizing": {"policy": policy.sizing, "maxFactor": params["max_factor"], "allowedGPUs": allowed or None},
+        "sizing": {"policy": policy.sizing, "maxFactor": params["max_factor"],
+                   "allowedGPUs": allowed or None},
     }
     if policy.checkpoint_seconds is not None:
         spec["preemption"] = {"checkpointSeconds": policy.checkpoint_seconds}
