@@ -25,6 +25,7 @@ the replay with its error's type only (never the command or the operator pass ru
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -33,11 +34,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal, TypeAlias
 
 from gputwin.adapters.traces import TraceError, read_trace
-from gputwin.api.convert import cluster_spec
-from gputwin.api.status import CandidateResult, ReplayMetrics
+from gputwin.api.convert import candidate, candidate_patch, candidate_result, cluster_spec, policy_document
+from gputwin.api.status import CandidateResult
 from gputwin.api.v1alpha1 import (
-    RESERVED_PARAMS,
-    Candidate,
     GPUPartition,
     Resource,
     SchedulingPolicy,
@@ -46,17 +45,17 @@ from gputwin.api.v1alpha1 import (
 )
 from gputwin.api.validate import Document, check_cluster
 from gputwin.api.workloads import search_vocabulary
-from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
+from gputwin.core.model import Candidate, ClusterSpec, JobSpec, PolicySpec
 from gputwin.operator.cluster import ClusterView
 from gputwin.operator.store import Store
 from gputwin.operator.trace_files import TraceAccess, TraceFile, TraceRefused, locate, opened, redacted
-from gputwin.sim.run import Overrides, RunError, policy_label, run
+from gputwin.sim.evaluation import Scores, rank
+from gputwin.sim.run import Overrides, RunError, run_summary
 from gputwin.sim.space import Space, SpaceError, parse_space
 
 CURRENT = "current"
 # TraceSource.format -> the trace reader's format name (Philly traces are Helios-shaped CSVs).
 FORMATS = {"auto": "auto", "helios": "helios", "philly": "helios", "alibaba": "alibaba", "sacct": "sacct"}
-METRICS = ("jobs", "avg_jct", "avg_queue", "p50_jct", "p99_jct", "p99_queue", "makespan")
 RECORDED_TRIALS = 5  # a search's best distinct policies shown in status (the rest: noise for readers)
 Trace: TypeAlias = str | TraceFile | None  # what a replay reads: a ConfigMap's text, a checked file, nothing yet
 log = logging.getLogger(__name__)
@@ -93,10 +92,12 @@ class Ranked:
     result: CandidateResult
     promotes: Candidate | PolicySpec | None  # None: current, nothing to promote
 
+    def score(self, objective: str) -> float:
+        return float(getattr(self.result.metrics, objective))
 
-def label(candidate: Candidate) -> str:
-    """`sjf/consolidate/as-requested+backfill`: how the status names a candidate."""
-    return policy_label(candidate.queue, candidate.placement, candidate.sizing, candidate.backfill)
+    @property
+    def tiebreak(self) -> int:
+        return self.order
 
 
 def replay_cluster(view: ClusterView, spec: TraceReplaySpec) -> ReplayCluster | str:
@@ -190,7 +191,7 @@ def run_replay(spec: TraceReplaySpec, cluster: ReplayCluster, trace: Trace = Non
     except Exception as exc:  # e.g. a trace value the simulator cannot handle: fail this replay only
         log.warning("TraceReplay simulation failed", exc_info=True)  # the details: for the operator's log
         return ReplayResult("Failed", "ReplayFailed", f"the simulation failed ({type(exc).__name__})")
-    ranked = sorted(runs, key=lambda r: (getattr(r.result.metrics, spec.objective), r.order))
+    ranked = rank(runs, spec.objective)
     candidates = tuple(r.result for r in ranked)
     winner = candidates[0]
     promotions = _promotions(spec, cluster, ranked[0].promotes)
@@ -254,16 +255,15 @@ def _ranked(
     """`current`, each candidate in order, then the search's best trials; and the trials run."""
     seed = 0 if spec.search is None else spec.search.seed  # one seed for every run: alike judged alike
     runs: list[Ranked] = []
-    for c in spec.candidates:
-        overrides = Overrides(c.queue, c.placement, c.sizing, c.backfill)
-        runs.append(Ranked(len(runs) + 1, _result(label(c), _run(cluster, jobs, overrides, seed)), c))
+    for c in map(candidate, spec.candidates):
+        runs.append(Ranked(len(runs) + 1, candidate_result(c.name, _run(cluster, jobs, c, seed)), c))
     if spec.search is None or space is None:
-        return [Ranked(0, _result(CURRENT, _run(cluster, jobs, Overrides(), seed)), None), *runs], 0
+        return [Ranked(0, candidate_result(CURRENT, _run(cluster, jobs, Overrides(), seed)), None), *runs], 0
     from gputwin.sim.tune import describe, tune  # optuna loads only when a replay searches
 
     found = tune(cluster, jobs, space, storage=None, objective=spec.objective, budget=spec.search.budget,
                  seed=seed)  # fmt: skip
-    current = Ranked(0, _result(CURRENT, found.baseline["tune"]), None)  # the search ran it already
+    current = Ranked(0, candidate_result(CURRENT, found.baseline["tune"]), None)  # the search ran it already
     seen, listed = {CURRENT, *(r.result.name for r in runs)}, len(runs)
     for row in found.trials:  # best first; a policy tried twice, or listed, is shown once
         name = describe(row.policy)
@@ -271,18 +271,14 @@ def _ranked(
             break
         if name not in seen:
             seen.add(name)
-            runs.append(Ranked(len(runs) + 1, _result(name, row.metrics, row.number), row.policy))
+            runs.append(Ranked(len(runs) + 1, candidate_result(name, row.metrics, row.number), row.policy))
     return [current, *runs], len(found.trials)
 
 
-def _run(cluster: ClusterSpec, jobs: Sequence[JobSpec], overrides: Overrides, seed: int) -> Mapping[str, Any]:
-    summary, _ = run(cluster, jobs, overrides=overrides, seed=seed)
-    return summary
-
-
-def _result(name: str, metrics: Mapping[str, Any], trial: int | None = None) -> CandidateResult:
-    values = ReplayMetrics.model_validate({k: metrics[k] for k in METRICS})
-    return CandidateResult(name=name, metrics=values, trial=trial)
+def _run(cluster: ClusterSpec, jobs: Sequence[JobSpec], overrides: Overrides | Candidate, seed: int
+         ) -> Scores:  # fmt: skip
+    summary, _ = run_summary(cluster, jobs, overrides=overrides, seed=seed)
+    return summary.scores()
 
 
 def _promotions(
@@ -292,27 +288,19 @@ def _promotions(
     if not spec.promote or winner is None:
         return {}
     names = sorted({p for p in cluster.policies.values() if p is not None})
-    if isinstance(winner, Candidate):
-        patch = {
-            "queue": {"policy": winner.queue, "backfill": winner.backfill},
-            "placement": {"policy": winner.placement},
-            "sizing": {"policy": winner.sizing},
-        }
-        return {name: patch for name in names}
+    if isinstance(winner, Candidate):  # names only: the policies keep their knobs
+        return {name: candidate_patch(winner) for name in names}
     return {name: _policy_patch(winner, cluster.params.get(name, ())) for name in names}
 
 
 def _policy_patch(policy: PolicySpec, old_params: Collection[str]) -> dict[str, Any]:
-    """The merge patch making a SchedulingPolicy convert to exactly `policy` (its checkpoint cost
-    kept, as the search kept each partition's): the typed knobs, no GPU-count list (the search
-    simulated none), and its params in place of the old ones."""
-    params = {k: v for k, v in policy.params.items() if k not in RESERVED_PARAMS}
-    return {
-        "queue": {"policy": policy.queue, "backfill": policy.backfill},
-        "placement": {"policy": policy.placement, "maxWaitSeconds": policy.params["max_wait"]},
-        "sizing": {"policy": policy.sizing, "maxFactor": policy.params["max_factor"], "allowedGPUs": None},
-        "params": {**{k: None for k in old_params if k not in params}, **params},
-    }
+    """The merge patch making a SchedulingPolicy convert to exactly `policy` (`policy_document`, its
+    checkpoint cost kept, as the search kept each partition's): the typed knobs, and its params in
+    place of the old ones (a key the policy lacks is deleted)."""
+    patch = policy_document(dataclasses.replace(policy, checkpoint_seconds=None))
+    params = patch["params"]
+    patch["params"] = {**{k: None for k in old_params if k not in params}, **params}
+    return patch
 
 
 def _message(spec: TraceReplaySpec, ranked: Sequence[CandidateResult], trials: int) -> str:
@@ -332,7 +320,6 @@ __all__ = [
     "RECORDED_TRIALS",
     "ReplayCluster",
     "ReplayResult",
-    "label",
     "replay_cluster",
     "Trace",
     "run_replay",

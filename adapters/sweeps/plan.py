@@ -39,9 +39,10 @@ from typing import Any
 
 from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
-from gputwin.core.model import ClusterSpec, JobSpec
+from gputwin.core.model import Candidate, ClusterSpec, JobSpec
 from gputwin.sim.atomic import FILE_MODE
-from gputwin.sim.compare import METRICS, Candidate, CandidateResult, run_candidate
+from gputwin.sim.compare import CandidateResult, run_candidate
+from gputwin.sim.evaluation import Summary
 
 PLAN, INPUTS, RESULTS, LOGS = "plan.json", "inputs", "results", "logs"
 PLAN_VERSION = 1
@@ -297,30 +298,23 @@ def read_result(folder: Path, index: int) -> CandidateResult:
 
 
 def result_to_json(result: CandidateResult) -> dict[str, Any]:
-    return {"candidate": dataclasses.asdict(result.candidate), "summary": result.summary,
+    return {"candidate": dataclasses.asdict(result.candidate), "summary": result.summary.to_json(),
             "jcts": result.jcts, "spans": result.spans}  # fmt: skip
-
-
-# What the ranking, the CSV and the plots read of a result's summary.
-SUMMARY_KEYS = frozenset({*METRICS, "p50_jct", "p95_jct", "makespan", "wall_seconds", "rejected", "policies",
-                          "partitions"})  # fmt: skip
 
 
 def result_from_json(data: dict[str, Any]) -> CandidateResult:
     """The result; ValueError (or KeyError, TypeError) if `data` is not one as `result_to_json` writes it."""
     summary = data["summary"]
-    if not isinstance(summary, dict) or not SUMMARY_KEYS <= summary.keys():
+    if not isinstance(summary, dict):
         raise ValueError("summary: not a run summary")
-    if not isinstance(summary["avg_jct"], (int, float)) or isinstance(summary["avg_jct"], bool):
-        raise ValueError("summary.avg_jct: not a number")
     partitions = summary["partitions"]
-    if not isinstance(partitions, dict) or not all(isinstance(m, dict) and set(METRICS) <= m.keys()
-                                                   for m in partitions.values()):  # fmt: skip
+    if not isinstance(partitions, dict) or not all(isinstance(m, dict) for m in partitions.values()):
         raise ValueError("summary.partitions: not per-partition metrics")
     for key in ("jcts", "spans"):
         if not isinstance(data[key], list) or not all(isinstance(v, (int, float)) for v in data[key]):
             raise ValueError(f"{key}: not a list of numbers")
-    return CandidateResult(Candidate(**data["candidate"]), data["summary"], list(data["jcts"]), list(data["spans"]))
+    return CandidateResult(Candidate(**data["candidate"]), Summary.from_json(summary), list(data["jcts"]),
+                           list(data["spans"]))  # fmt: skip
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:

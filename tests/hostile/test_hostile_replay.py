@@ -31,7 +31,7 @@ from gputwin.operator.config import ConfigError, OperatorConfig, trace_access
 from gputwin.operator.controller import Controller
 from gputwin.operator.store import MemoryStore
 from gputwin.operator.trace_files import MANIFEST_FOLDER, TraceAccess, TraceRefused, locate, opened, redacted
-from gputwin.sim.compare import Candidate
+from gputwin.core.model import Candidate
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = ROOT / "manifests" / "samples" / "two-leaf.yaml"

@@ -26,7 +26,7 @@ from gputwin.adapters.sweeps import SweepError, run_sweep, write_plan
 from gputwin.adapters.sweeps.kubernetes import MOUNT, KubernetesExecutor, job_manifest
 from gputwin.adapters.sweeps.local import LocalExecutor
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
-from gputwin.sim.compare import Candidate
+from gputwin.core.model import Candidate
 
 Kubectl = Any  # conftest.Kubectl
 INDEX = "batch.kubernetes.io/job-completion-index"
@@ -93,7 +93,7 @@ def test_indexed_job_results_equal_local_ones(cluster: tuple[str, MockKubelet], 
     here = run_sweep(sweep(tmp_path / "local"), LocalExecutor(1))
     assert sorted(done) == [0, 1, 2] and len(kubelet.ran) == 3
     for a, b in zip(on_k8s, here):
-        assert (a.candidate, a.summary["avg_jct"], a.jcts) == (b.candidate, b.summary["avg_jct"], b.jcts)
+        assert (a.candidate, a.summary.avg_jct, a.jcts) == (b.candidate, b.summary.avg_jct, b.jcts)
     assert kubectl.json("get", "jobs", "-n", namespace)["items"] == []  # deleted once gathered
 
 

@@ -48,7 +48,7 @@ def test_reference_example_fifo_summary(sim_cluster, sim_jobs) -> None:
         sim_jobs(EXAMPLE),
         SchedulerOptions.helios(),
     )
-    summary = summarize(out.finished, out.busy)
+    summary = summarize(out.finished, out.busy).to_json()
     # JCT 10, 15, 17 -> mean 14; queue 0, 10, 14 -> mean 8; makespan 18 (last end 18 - first submit 0);
     # busy GPU-seconds 4*10 + 8*5 + 4*3 = 92 over 8 GPUs x 18 s = 0.6389
     assert (summary["avg_jct"], summary["avg_queue"], summary["makespan"]) == (14.0, 8.0, 18.0)

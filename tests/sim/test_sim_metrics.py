@@ -73,8 +73,8 @@ def test_busy_period_ending_on_a_bucket_border_adds_no_empty_interval() -> None:
 
 
 def test_job_metrics_of_no_jobs_are_zero() -> None:
-    assert job_metrics([])["jobs"] == 0
-    assert job_metrics([])["avg_jct"] == 0.0
+    assert job_metrics([]).jobs == 0
+    assert job_metrics([]).avg_jct == 0.0
 
 
 def test_summary_overall_and_per_partition(sim_cluster, sim_jobs) -> None:
@@ -87,7 +87,7 @@ def test_summary_overall_and_per_partition(sim_cluster, sim_jobs) -> None:
         ("b1", 5, 10, 1, {"task_type": "b"}),
     ])  # fmt: skip
     out = simulate(spec, specs)
-    s = summarize(out.finished, out.busy)
+    s = summarize(out.finished, out.busy).to_json()
     # JCTs 10, 30, 10 and queues 0, 10, 0.
     assert s["jobs"] == 3
     assert s["avg_jct"] == round(50 / 3, 3)
@@ -123,7 +123,7 @@ def test_busy_tracker_widens_its_buckets_instead_of_growing_past_max_buckets() -
 def test_one_very_long_job_keeps_metrics_small_and_exact(sim_cluster, sim_jobs, duration) -> None:
     spec = sim_cluster({"l0": [4]}, partitions=[("a", [0], ["a"])])
     out = simulate(spec, sim_jobs([("long", 0, duration, 4, {"task_type": "a"})]))
-    s = summarize(out.finished, out.busy)
+    s = summarize(out.finished, out.busy).to_json()
     series = utilization_series(out.busy, ["a"])
     assert s["avg_jct"] == duration and s["gpu_utilization"] == 1.0
     assert 0 < len(series) <= MAX_BUCKETS

@@ -9,7 +9,8 @@ import pytest
 from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
-from gputwin.sim.compare import Comparison, grid, rank, run_candidate
+from gputwin.sim.compare import Comparison, grid, run_candidate
+from gputwin.sim.compare import comparison as rank_results
 from gputwin.sim.plots import LEGEND_ROWS, PLOTS, _jct_cdf, write_plots
 
 
@@ -17,7 +18,7 @@ from gputwin.sim.plots import LEGEND_ROWS, PLOTS, _jct_cdf, write_plots
 def comparison() -> Comparison:
     cluster, jobs = load_cluster(demo_cluster_path()), tuple(read_trace(demo_trace_path()).jobs[:400])
     candidates, skipped = grid(["fifo", "sjf", "las"], ["consolidate", "random"], backfills=[False, True])
-    return rank([run_candidate(cluster, jobs, c, 0) for c in candidates], skipped)
+    return rank_results([run_candidate(cluster, jobs, c, 0) for c in candidates], skipped)
 
 
 def test_parallel_drawing_writes_the_same_files_as_drawing_here(comparison: Comparison, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from slurm_testcluster import Cluster  # tests/slurm/ helpers
 
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
 from gputwin.cli.main import cli
-from gputwin.sim.compare import Candidate
+from gputwin.core.model import Candidate
 
 CANDIDATES = (Candidate("fifo", "consolidate"), Candidate("sjf", "topology-aware"), Candidate("srtf", "first-fit"))
 
@@ -30,7 +30,7 @@ def test_array_results_equal_local_ones(slurm_cluster: Cluster, tmp_path: Path) 
     here = run_sweep(sweep(tmp_path / "local"), LocalExecutor(1))
     assert sorted(done) == [0, 1, 2]
     for a, b in zip(on_slurm, here):
-        assert (a.candidate, a.summary["avg_jct"], a.jcts) == (b.candidate, b.summary["avg_jct"], b.jcts)
+        assert (a.candidate, a.summary.avg_jct, a.jcts) == (b.candidate, b.summary.avg_jct, b.jcts)
     logs = sorted(p.name for p in (tmp_path / "slurm" / "logs").iterdir())
     assert logs == ["0.out", "1.out", "2.out"]  # one task per candidate, each with its own log
 

@@ -1,4 +1,7 @@
-"""Typed resources -> the core's frozen values (TopologySpec, PolicySpec, PartitionSpec, ClusterSpec).
+"""Typed resources <-> the core's frozen values (TopologySpec, PolicySpec, PartitionSpec, ClusterSpec,
+Candidate): `policy_document` is `policy_spec`'s inverse (what `gputwin tune` writes and a
+TraceReplay promotes), `candidate`/`candidate_model` the one conversion of a candidate,
+`candidate_result` an evaluation's scores as a TraceReplay's status entry.
 
 Conversion assumes `gputwin.api.validate` found no problems: references resolve and every node
 exists. Node order is declaration order: the SwitchTopology's node groups in order, a partition's
@@ -8,9 +11,19 @@ hostlist in its own order, a nodeSelector's matches in topology order.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from gputwin.api.meta import expand_hostlist
-from gputwin.api.v1alpha1 import GPUPartition, GPUPartitionSpec, SchedulingPolicy, SwitchTopology
+from gputwin.api.v1alpha1 import (
+    RESERVED_PARAMS,
+    GPUPartition,
+    GPUPartitionSpec,
+    SchedulingPolicy,
+    SwitchTopology,
+)
+from gputwin.api.status import CandidateResult, ReplayMetrics
+from gputwin.api.workloads import Candidate
+from gputwin.core.model import Candidate as CandidateValue
 from gputwin.core.model import (
     ClusterSpec,
     NodeSpec,
@@ -94,3 +107,49 @@ def cluster_spec(
     return ClusterSpec(
         topology=topo, partitions=tuple(partition_spec(p, topo.nodes, by_name) for p in partitions)
     )
+
+
+def candidate(model: Candidate) -> CandidateValue:
+    """A TraceReplay's candidate (the wire format) as the core's value."""
+    return CandidateValue(model.queue, model.placement, model.sizing, model.backfill)
+
+
+def candidate_model(value: CandidateValue) -> Candidate:
+    """The core's candidate as the API model; a setting left None takes the model's default."""
+    given = {"queue": value.queue, "placement": value.placement, "sizing": value.sizing,
+             "backfill": value.backfill}  # fmt: skip
+    return Candidate.model_validate({k: v for k, v in given.items() if v is not None})
+
+
+def candidate_patch(value: CandidateValue) -> dict[str, Any]:
+    """The merge patch giving a SchedulingPolicy the candidate's names (its knobs kept); a setting
+    left None is written as the API model's default."""
+    model = candidate_model(value)
+    return {"queue": {"policy": model.queue, "backfill": model.backfill},
+            "placement": {"policy": model.placement}, "sizing": {"policy": model.sizing}}  # fmt: skip
+
+
+def candidate_result(name: str, scores: Mapping[str, float], trial: int | None = None) -> CandidateResult:
+    """A TraceReplay status entry from an evaluation's scores (metric name -> value, as
+    `gputwin.sim.evaluation.Summary.scores` gives them): the metrics its wire format keeps."""
+    metrics = ReplayMetrics.model_validate({k: scores[k] for k in ReplayMetrics.model_fields})
+    return CandidateResult(name=name, metrics=metrics, trial=trial)
+
+
+def policy_document(policy: PolicySpec) -> dict[str, Any]:
+    """The inverse of `policy_spec`: the SchedulingPolicy spec (camelCase, as a manifest writes it)
+    that converts back to exactly `policy`, for a policy whose typed knobs (`max_wait`,
+    `max_factor`, `allowed_gpus`) are in its params as `policy_spec` puts them. A checkpoint cost of
+    None writes no preemption section; an empty GPU-count list writes `allowedGPUs: null` (any)."""
+    params = policy.params
+    allowed = [int(g) for g in params.get("allowed_gpus", ())]  # type: ignore[attr-defined]
+    spec: dict[str, Any] = {
+        "queue": {"policy": policy.queue, "backfill": policy.backfill},
+        "placement": {"policy": policy.placement, "maxWaitSeconds": params["max_wait"]},
+        "sizing": {"policy": policy.sizing, "maxFactor": params["max_factor"],
+                   "allowedGPUs": allowed or None},
+    }
+    if policy.checkpoint_seconds is not None:
+        spec["preemption"] = {"checkpointSeconds": policy.checkpoint_seconds}
+    spec["params"] = {k: v for k, v in params.items() if k not in RESERVED_PARAMS}
+    return spec

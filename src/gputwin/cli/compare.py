@@ -17,7 +17,7 @@ from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import ranked_table, sweep_progress
 from gputwin.cli.sweep import executor_options, make_executor
 from gputwin.sim.atomic import COMPARE, atomic_folder, check
-from gputwin.sim.compare import grid, rank, write_report
+from gputwin.sim.compare import comparison, grid, write_report
 from gputwin.sim.run import RunError
 
 
@@ -101,21 +101,21 @@ def compare(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, 
             if advance is not None:
                 advance(candidates[index].name)
 
-        comparison = rank(run_sweep(folder, runner, done, warn), skipped)
+        report = comparison(run_sweep(folder, runner, done, warn), skipped)
     extra = {"trace": {"path": str(trace_path), "format": trace.format, "jobs": len(trace.jobs),
                        "skipped": dict(trace.skipped)}, "seed": seed, "executor": executor}  # fmt: skip
     with atomic_folder(out_dir, COMPARE) as new:
-        written = write_report(new, comparison, extra)
+        written = write_report(new, report, extra)
         if plots:
             from gputwin.sim.plots import write_plots  # matplotlib takes a while to import (see `done`)
 
             # The figures are drawn in parallel on this machine, whatever ran the candidates.
-            written += write_plots(new, comparison, workers=min(workers, os.cpu_count() or 1))
+            written += write_plots(new, report, workers=min(workers, os.cpu_count() or 1))
     written = [out_dir / path.name for path in written]
     if as_json:
-        click.echo(json.dumps({**extra, **comparison.to_json()}, sort_keys=True))
+        click.echo(json.dumps({**extra, **report.to_json()}, sort_keys=True))
         return
     title = f"gputwin compare — {len(trace.jobs):,} jobs, {len(candidates)} candidates"
-    ranked_table(comparison.to_json()["candidates"], comparison.skipped, title)
+    ranked_table(report.to_json()["candidates"], report.skipped, title)
     if not quiet:
         click.echo("wrote " + ", ".join(str(p) for p in written))

@@ -13,27 +13,23 @@ from typing import Any
 from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
-from gputwin.sim.run import Overrides, policy_label, run
+from gputwin.core.model import Candidate
+from gputwin.sim.compare import run_candidate
+from gputwin.sim.evaluation import rank, table_row
 
 CANDIDATES = (
-    ("fifo", "first-fit", False),
-    ("fifo", "consolidate", True),
-    ("sjf", "consolidate", False),
-    ("qssf", "topology-aware", True),
-    ("srtf", "consolidate", False),
-    ("las", "topology-aware", False),
+    Candidate("fifo", "first-fit", backfill=False),
+    Candidate("fifo", "consolidate", backfill=True),
+    Candidate("sjf", "consolidate", backfill=False),
+    Candidate("qssf", "topology-aware", backfill=True),
+    Candidate("srtf", "consolidate", backfill=False),
+    Candidate("las", "topology-aware", backfill=False),
 )
-
-METRICS = ("jobs", "avg_jct", "p99_jct", "avg_queue", "p99_queue", "gpu_utilization", "avg_overhead", "preemptions")
 
 
 def run_demo() -> list[dict[str, Any]]:
-    """Every candidate on the embedded trace and cluster, best average JCT first."""
+    """Every candidate on the embedded trace and cluster, best average JCT first (ties by name)."""
     cluster = load_cluster(demo_cluster_path())
     jobs = read_trace(demo_trace_path()).jobs
-    rows = []
-    for queue, placement, backfill in CANDIDATES:
-        summary, _ = run(cluster, jobs, overrides=Overrides(queue=queue, placement=placement, backfill=backfill))
-        label = policy_label(queue, placement, backfill=backfill)
-        rows.append({"candidate": label, **{k: summary[k] for k in METRICS}})
-    return sorted(rows, key=lambda r: (r["avg_jct"], r["candidate"]))
+    results = rank((run_candidate(cluster, jobs, c, seed=0) for c in CANDIDATES), "avg_jct")
+    return [table_row(r.candidate.name, r.summary) for r in results]

@@ -24,18 +24,19 @@ import click
 import yaml
 from pydantic import ValidationError
 
-from gputwin.api.convert import policy_spec
+from gputwin.api.convert import policy_document, policy_spec
 from gputwin.api.loader import load_documents
 from gputwin.api.meta import API_VERSION
 from gputwin.api.problems import validation_problems
-from gputwin.api.v1alpha1 import RESERVED_PARAMS, GPUPartition, SchedulingPolicy
+from gputwin.api.v1alpha1 import GPUPartition, SchedulingPolicy
 from gputwin.api.workloads import search_vocabulary
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import ranked_table, sweep_progress
 from gputwin.core.model import ClusterSpec, PolicySpec
 from gputwin.sim.atomic import TUNE, OutputError, atomic_folder, check, describe
 from gputwin.sim.run import RunError
-from gputwin.sim.space import OBJECTIVES, Space, SpaceError, default_space, parse_space
+from gputwin.sim.evaluation import OBJECTIVES
+from gputwin.sim.space import Space, SpaceError, default_space, parse_space
 
 if TYPE_CHECKING:
     from gputwin.sim.tune import TuneResult
@@ -88,17 +89,7 @@ def default_name(cluster_path: Path, partition: str | None) -> str:
 def scheduling_policy(policy: PolicySpec, name: str, checkpoint: float | None) -> dict[str, Any]:
     """The SchedulingPolicy document for `policy`, validated by the API model; it converts back to
     exactly the policy simulated (else this is a bug, not a user error)."""
-    params = policy.params
-    spec: dict[str, Any] = {
-        "queue": {"policy": policy.queue, "backfill": policy.backfill},
-        "placement": {"policy": policy.placement, "maxWaitSeconds": params["max_wait"]},
-        "sizing": {"policy": policy.sizing, "maxFactor": params["max_factor"]},
-    }
-    if checkpoint is not None:
-        spec["preemption"] = {"checkpointSeconds": checkpoint}
-    extra = {k: v for k, v in params.items() if k not in RESERVED_PARAMS}
-    if extra:
-        spec["params"] = extra
+    spec = policy_document(dataclasses.replace(policy, checkpoint_seconds=checkpoint))
     doc = {"apiVersion": API_VERSION, "kind": "SchedulingPolicy", "metadata": {"name": name}, "spec": spec}
     try:
         model = SchedulingPolicy.model_validate(doc)

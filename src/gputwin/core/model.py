@@ -8,7 +8,7 @@ reads a clock itself.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 # --- jobs -----------------------------------------------------------------------------------------
@@ -100,6 +100,34 @@ class PolicySpec:
     backfill: bool = False
     checkpoint_seconds: float | None = None
     params: Mapping[str, object] = field(default_factory=dict)
+
+
+def policy_label(queue: str, placement: str, sizing: str | None = None, backfill: bool | None = False) -> str:
+    """The one way a policy is named everywhere (summaries, demo, compare, tune, TraceReplay status):
+    `queue/placement[/sizing][+backfill]`, e.g. `sjf/consolidate/as-requested+backfill`."""
+    return f"{queue}/{placement}{'' if sizing is None else '/' + sizing}{'+backfill' if backfill else ''}"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One policy combination to evaluate (compare's grid, the demo, a TraceReplay's candidates).
+
+    None keeps what the cluster declares for that setting and is left out of the name; the API's
+    `Candidate` model is this value's wire format (`gputwin.api.convert.candidate`)."""
+
+    queue: str
+    placement: str
+    sizing: str | None = None
+    backfill: bool | None = None
+
+    @property
+    def name(self) -> str:
+        return policy_label(self.queue, self.placement, self.sizing, self.backfill)
+
+    def apply(self, policy: PolicySpec) -> PolicySpec:
+        """`policy` with this candidate's settings (those not None) in place of its own."""
+        changes = {k: getattr(self, k) for k in ("queue", "placement", "sizing", "backfill")}
+        return replace(policy, **{k: v for k, v in changes.items() if v is not None})
 
 
 @dataclass(frozen=True, slots=True)

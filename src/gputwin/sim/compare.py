@@ -2,13 +2,13 @@
 
 Pure orchestration, no command line: `grid` builds the candidates (the product of the lists given,
 minus the combinations that make no sense, which come back as skip notes), `run_candidate` runs one
-through `gputwin.sim.run.run` (where and in what order is a sweep executor's business:
-`gputwin.adapters.sweeps`), `rank` orders the results by average JCT, best first, ties broken by
-name. `write_report` writes summary.json and summary.csv (`gputwin compare` into a new folder it
-swaps in whole with the plots: `gputwin.sim.atomic`).
+through `gputwin.sim.run.run_summary` (where and in what order is a sweep executor's business:
+`gputwin.adapters.sweeps`), `comparison` orders the results by average JCT, best first, ties
+broken by name (`gputwin.sim.evaluation.rank`). `write_report` writes summary.json and summary.csv
+(`gputwin compare` into a new folder it swaps in whole with the plots: `gputwin.sim.atomic`).
 
-Candidate names come from `gputwin.sim.run.policy_label` (as TraceReplay statuses); a setting not given
-(None) keeps what the cluster file says and is left out of the name.
+Candidates are `gputwin.core.model.Candidate`s, named by `policy_label` (as TraceReplay statuses); a
+setting not given (None) keeps what the cluster file says and is left out of the name.
 """
 
 from __future__ import annotations
@@ -21,31 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gputwin.core.model import ClusterSpec, JobSpec
+from gputwin.core.model import Candidate, ClusterSpec, JobSpec
 from gputwin.core.plugins import known
 from gputwin.core.policies import make_policy
-from gputwin.sim.run import Overrides, RunError, policy_label, run
+from gputwin.sim.evaluation import TABLE_METRICS, Summary, rank
+from gputwin.sim.run import RunError, run_summary
 
-# The ranked table's and the CSV's metric columns, in order.
-METRICS = ("jobs", "avg_jct", "p99_jct", "avg_queue", "p99_queue", "gpu_utilization", "avg_overhead", "preemptions")
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One point of the grid; None keeps the cluster file's setting."""
-
-    queue: str
-    placement: str
-    sizing: str | None = None
-    backfill: bool | None = None
-
-    @property
-    def name(self) -> str:
-        return policy_label(self.queue, self.placement, self.sizing, self.backfill)
-
-    @property
-    def overrides(self) -> Overrides:
-        return Overrides(queue=self.queue, placement=self.placement, sizing=self.sizing, backfill=self.backfill)
+OBJECTIVE = "avg_jct"  # what a comparison ranks by
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,16 +35,23 @@ class CandidateResult:
     """A candidate's summary (as `run` returns it) plus what the plots need from its outcome."""
 
     candidate: Candidate
-    summary: dict[str, Any]
+    summary: Summary
     jcts: list[float] = field(default_factory=list)  # per finished job, completion order
     spans: list[int] = field(default_factory=list)  # leaf switches per finished job
 
+    def score(self, objective: str) -> float:
+        return self.summary.scores((objective,))[objective]
+
+    @property
+    def tiebreak(self) -> str:
+        return self.candidate.name
+
     def row(self, rank: int) -> dict[str, Any]:
         """The JSON object for this candidate: settings, overall metrics, per-partition metrics."""
-        c, s = self.candidate, self.summary
+        c, s = self.candidate, self.summary.to_json()
         return {
             "rank": rank, "candidate": c.name, "queue": c.queue, "placement": c.placement,
-            "sizing": c.sizing, "backfill": c.backfill, **{k: s[k] for k in METRICS},
+            "sizing": c.sizing, "backfill": c.backfill, **{k: s[k] for k in TABLE_METRICS},
             "p50_jct": s["p50_jct"], "p95_jct": s["p95_jct"], "makespan": s["makespan"],
             "wall_seconds": s["wall_seconds"], "rejected": s["rejected"], "policies": s["policies"],
             "partitions": s["partitions"],
@@ -78,7 +67,7 @@ class Comparison:
         return {
             "candidates": [r.row(i) for i, r in enumerate(self.ranked, start=1)],
             "skipped": list(self.skipped),
-            "objective": "avg_jct",
+            "objective": OBJECTIVE,
         }
 
 
@@ -118,7 +107,7 @@ def grid(
 
 
 def run_candidate(cluster: ClusterSpec, jobs: Sequence[JobSpec], candidate: Candidate, seed: int) -> CandidateResult:
-    summary, outcome = run(cluster, jobs, overrides=candidate.overrides, seed=seed)
+    summary, outcome = run_summary(cluster, jobs, overrides=candidate, seed=seed)
     jcts = [j.end - j.spec.submit for j in outcome.finished if j.end is not None]
     spans = [job.leaves for job in outcome.finished]
     return CandidateResult(candidate, summary, jcts, spans)
@@ -133,13 +122,13 @@ def expected_cost(candidate: Candidate) -> int:
     return 4 * policy.preemptive + 2 * policy.timed + bool(candidate.backfill)
 
 
-def rank(results: Sequence[CandidateResult], skipped: Sequence[str] = ()) -> Comparison:
-    """Best average JCT first; equal ones by name, so the order never depends on who finished first."""
-    ranked = sorted(results, key=lambda r: (r.summary["avg_jct"], r.candidate.name))
-    return Comparison(tuple(ranked), tuple(skipped))
+def comparison(results: Sequence[CandidateResult], skipped: Sequence[str] = ()) -> Comparison:
+    """Best average JCT first (`evaluation.rank`); equal ones by name, so the order never depends on
+    who finished first."""
+    return Comparison(tuple(rank(results, OBJECTIVE)), tuple(skipped))
 
 
-CSV_COLUMNS = ("rank", "candidate", "queue", "placement", "sizing", "backfill", "partition", *METRICS)
+CSV_COLUMNS = ("rank", "candidate", "queue", "placement", "sizing", "backfill", "partition", *TABLE_METRICS)
 
 
 def write_report(out_dir: Path, comparison: Comparison, extra: dict[str, Any] | None = None) -> list[Path]:
@@ -155,7 +144,7 @@ def write_report(out_dir: Path, comparison: Comparison, extra: dict[str, Any] | 
         for row in data["candidates"]:
             head = [row[k] for k in CSV_COLUMNS[:6]]
             head = ["" if v is None else v for v in head]
-            writer.writerow([*head, "all", *(row[k] for k in METRICS)])
+            writer.writerow([*head, "all", *(row[k] for k in TABLE_METRICS)])
             for name, metrics in row["partitions"].items():
-                writer.writerow([*head, name, *(metrics[k] for k in METRICS)])
+                writer.writerow([*head, name, *(metrics[k] for k in TABLE_METRICS)])
     return [json_path, csv_path]

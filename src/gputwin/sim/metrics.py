@@ -17,9 +17,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from typing import Any
-
 from gputwin.core.state import JobState
+from gputwin.sim.evaluation import JobMetrics, PartitionMetrics, Summary
 
 # Buckets in a utilisation series: 2.3 years of hours; beyond that the width doubles.
 MAX_BUCKETS = 20_000
@@ -94,25 +93,24 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def job_metrics(jobs: Sequence[JobState]) -> dict[str, float]:
+def job_metrics(jobs: Sequence[JobState]) -> JobMetrics:
     """Count, mean/percentile JCT and queueing delay, overhead paid, preemptions."""
     if not jobs:
-        return {"jobs": 0, "avg_jct": 0.0, "avg_queue": 0.0, "p50_jct": 0.0, "p95_jct": 0.0,
-                "p99_jct": 0.0, "p99_queue": 0.0, "preemptions": 0, "avg_overhead": 0.0}  # fmt: skip
+        return JobMetrics()
     jct = sorted(j.end - j.spec.submit for j in jobs)  # type: ignore[operator]
     queue = sorted(j.wait for j in jobs)
     n = len(jobs)
-    return {
-        "jobs": n,
-        "avg_jct": round(math.fsum(jct) / n, 3),
-        "avg_queue": round(math.fsum(queue) / n, 3),
-        "p50_jct": round(percentile(jct, 50), 3),
-        "p95_jct": round(percentile(jct, 95), 3),
-        "p99_jct": round(percentile(jct, 99), 3),
-        "p99_queue": round(percentile(queue, 99), 3),
-        "preemptions": sum(j.preemptions for j in jobs),
-        "avg_overhead": round(math.fsum(j.overhead for j in jobs) / n, 5),
-    }
+    return JobMetrics(
+        jobs=n,
+        avg_jct=round(math.fsum(jct) / n, 3),
+        avg_queue=round(math.fsum(queue) / n, 3),
+        p50_jct=round(percentile(jct, 50), 3),
+        p95_jct=round(percentile(jct, 95), 3),
+        p99_jct=round(percentile(jct, 99), 3),
+        p99_queue=round(percentile(queue, 99), 3),
+        preemptions=sum(j.preemptions for j in jobs),
+        avg_overhead=round(math.fsum(j.overhead for j in jobs) / n, 5),
+    )
 
 
 def utilization(tracker: BusyTracker, partitions: Iterable[str], start: float, end: float) -> float:
@@ -139,20 +137,18 @@ def utilization_series(tracker: BusyTracker, partitions: Sequence[str]) -> list[
     ]
 
 
-def summarize(jobs: Sequence[JobState], tracker: BusyTracker) -> dict[str, Any]:
-    """The summary: overall metrics plus `partitions` (name -> the same metrics)."""
+def summarize(jobs: Sequence[JobState], tracker: BusyTracker) -> Summary:
+    """The summary: overall metrics plus per-partition ones (the run's counts left for the caller)."""
     by_partition: dict[str, list[JobState]] = {name: [] for name in tracker.totals}
     for job in jobs:
         by_partition[job.partition].append(job)
     first = min((j.spec.submit for j in jobs), default=0.0)
     last = max((j.end for j in jobs if j.end is not None), default=first)
-    out: dict[str, Any] = job_metrics(jobs)
-    out["makespan"] = round(last - first, 3)
-    out["gpu_utilization"] = utilization(tracker, tracker.totals, first, last)
-    out["partitions"] = {}
-    for name, part_jobs in sorted(by_partition.items()):
-        metrics: dict[str, Any] = job_metrics(part_jobs)
-        metrics["gpus"] = tracker.totals[name]
-        metrics["gpu_utilization"] = utilization(tracker, [name], first, last)
-        out["partitions"][name] = metrics
-    return out
+    partitions = {
+        name: PartitionMetrics(**job_metrics(part_jobs).to_json(), gpus=tracker.totals[name],
+                               gpu_utilization=utilization(tracker, [name], first, last))
+        for name, part_jobs in sorted(by_partition.items())
+    }  # fmt: skip
+    overall = utilization(tracker, tracker.totals, first, last)
+    return Summary(**job_metrics(jobs).to_json(), makespan=round(last - first, 3), gpu_utilization=overall,
+                   partitions=partitions)  # fmt: skip

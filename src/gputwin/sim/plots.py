@@ -25,7 +25,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from gputwin.sim.compare import METRICS, CandidateResult, Comparison
+from gputwin.sim.compare import CandidateResult, Comparison
+from gputwin.sim.evaluation import TABLE_METRICS
 
 PLOTS = (
     ("jct_cdf.png", "Job completion time, CDF per candidate"),
@@ -124,10 +125,11 @@ def _jct_cdf(ranked: Sequence[CandidateResult]) -> Figure:
 
 def _queue_by_partition(ranked: Sequence[CandidateResult]) -> Figure:
     fig, ax = _figure(PLOTS[1][1], "partition", "average queueing delay (s)")
-    partitions = sorted({p for r in ranked for p in r.summary["partitions"]})
+    partitions = sorted({p for r in ranked for p in r.summary.partitions})
     width = 0.8 / max(len(ranked), 1)
     for i, result in enumerate(ranked):
-        values = [result.summary["partitions"].get(p, {}).get("avg_queue", 0.0) for p in partitions]
+        measured = result.summary.partitions
+        values = [measured[p].avg_queue if p in measured else 0.0 for p in partitions]
         xs = [x + i * width - 0.4 + width / 2 for x in range(len(partitions))]
         ax.bar(xs, values, width, label=result.candidate.name)
     ax.set_xticks(range(len(partitions)), partitions)
@@ -138,9 +140,9 @@ def _queue_by_partition(ranked: Sequence[CandidateResult]) -> Figure:
 def _utilization(ranked: Sequence[CandidateResult]) -> Figure:
     fig, ax = _figure(PLOTS[2][1], "virtual time (h)", "busy GPU fraction")
     for i, result in enumerate(ranked):
-        series = result.summary.get("utilization_series", [])
+        series = result.summary.utilization_series
         if series:
-            ax.plot([p["t"] / 3600 for p in series], [p["gpu_utilization"] for p in series],
+            ax.plot([t / 3600 for t, _ in series], [u for _, u in series],
                     marker="o", markersize=3, label=result.candidate.name, **_style(i))  # fmt: skip
     ax.set_ylim(0, 1.05)
     _legend(ax, len(ranked))
@@ -164,9 +166,10 @@ def _span_hist(ranked: Sequence[CandidateResult]) -> Figure:
 
 def _html(comparison: Comparison, pngs: Sequence[Path]) -> str:
     rows = comparison.to_json()["candidates"]
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in ("#", "candidate", *METRICS))
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ("#", "candidate", *TABLE_METRICS))
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(row[k]))}</td>" for k in ("rank", "candidate", *METRICS)) + "</tr>"
+        "<tr>" + "".join(f"<td>{html.escape(str(row[k]))}</td>" for k in ("rank", "candidate", *TABLE_METRICS))
+        + "</tr>"
         for row in rows
     )
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in comparison.skipped)

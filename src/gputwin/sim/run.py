@@ -2,7 +2,8 @@
 
 `run` is what `gputwin simulate`, `gputwin demo` and the benchmarks call. It applies command-line
 overrides to every partition's policy, checks the combination (compat mode has rules of its own),
-replays the trace and returns the summary dictionary (the `--json` output) with the raw outcome.
+replays the trace and returns the typed summary (`run_summary`; `run` gives its JSON object, the
+`--json` output) with the raw outcome.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
+from gputwin.core.model import Candidate, ClusterSpec, JobSpec, PolicySpec, policy_label
 from gputwin.core.plugins import known
 from gputwin.core.scheduler import SchedulerOptions
 from gputwin.sim.engine import SimOutcome, simulate
+from gputwin.sim.evaluation import Summary
 from gputwin.sim.metrics import summarize, utilization_series
 
 HELIOS_QUEUES = ("fifo", "sjf", "srtf")
@@ -40,7 +42,7 @@ class Overrides:
         return dataclasses.replace(policy, **changes) if changes else policy
 
 
-def with_overrides(cluster: ClusterSpec, overrides: Overrides) -> ClusterSpec:
+def with_overrides(cluster: ClusterSpec, overrides: Overrides | Candidate) -> ClusterSpec:
     parts = tuple(dataclasses.replace(p, policy=overrides.apply(p.policy)) for p in cluster.partitions)
     return dataclasses.replace(cluster, partitions=parts)
 
@@ -71,31 +73,48 @@ def _check_helios(cluster: ClusterSpec, name: str, pol: PolicySpec) -> None:
         raise RunError(f"--compat helios needs 8-GPU nodes; this cluster has {sorted(sizes)}")
 
 
-def run(
+def run_summary(
     cluster: ClusterSpec,
     jobs: Sequence[JobSpec],
     *,
-    overrides: Overrides = Overrides(),
+    overrides: Overrides | Candidate = Overrides(),
     compat: str | None = None,
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
     util_interval: float = 3600.0,
-) -> tuple[dict[str, Any], SimOutcome]:
-    """Replay `jobs`; return the summary (JSON-able) and the outcome (finished jobs, ...)."""
+) -> tuple[Summary, SimOutcome]:
+    """Replay `jobs` (`overrides`: command-line settings or a Candidate); return the typed summary
+    and the outcome (finished jobs, ...)."""
     cluster = with_overrides(cluster, overrides)
     check(cluster, compat)
     options = SchedulerOptions.helios(seed) if compat == "helios" else SchedulerOptions(seed=seed)
     started = time.perf_counter()
     outcome = simulate(cluster, jobs, options, progress, util_interval)
     wall = time.perf_counter() - started
-    summary = summarize(outcome.finished, outcome.busy)
-    summary["wall_seconds"] = round(wall, 3)
-    summary["rejected"] = _count(r.reason for r in outcome.rejected)
-    summary["resized"] = outcome.resized
-    summary["policies"] = _policies(cluster)
-    summary["compat"] = compat
-    summary["utilization_series"] = utilization_series(outcome.busy, sorted(outcome.busy.totals))
+    series = utilization_series(outcome.busy, sorted(outcome.busy.totals))
+    summary = dataclasses.replace(
+        summarize(outcome.finished, outcome.busy), wall_seconds=round(wall, 3),
+        rejected=_count(r.reason for r in outcome.rejected), resized=outcome.resized,
+        policies=_policies(cluster), compat=compat,
+        utilization_series=tuple((p["t"], p["gpu_utilization"]) for p in series),
+    )  # fmt: skip
     return summary, outcome
+
+
+def run(
+    cluster: ClusterSpec,
+    jobs: Sequence[JobSpec],
+    *,
+    overrides: Overrides | Candidate = Overrides(),
+    compat: str | None = None,
+    seed: int = 0,
+    progress: Callable[[int], None] | None = None,
+    util_interval: float = 3600.0,
+) -> tuple[dict[str, Any], SimOutcome]:
+    """`run_summary` with the summary as its JSON object (the `--json` output)."""
+    summary, outcome = run_summary(cluster, jobs, overrides=overrides, compat=compat, seed=seed,
+                                   progress=progress, util_interval=util_interval)  # fmt: skip
+    return summary.to_json(), outcome
 
 
 def _count(reasons: Any) -> dict[str, int]:
@@ -103,12 +122,6 @@ def _count(reasons: Any) -> dict[str, int]:
     for reason in reasons:
         counts[reason] = counts.get(reason, 0) + 1
     return counts
-
-
-def policy_label(queue: str, placement: str, sizing: str | None = None, backfill: bool | None = False) -> str:
-    """The one way a policy is named everywhere (summaries, demo, compare, TraceReplay status):
-    `queue/placement[/sizing][+backfill]`, e.g. `sjf/consolidate/as-requested+backfill`."""
-    return f"{queue}/{placement}{'' if sizing is None else '/' + sizing}{'+backfill' if backfill else ''}"
 
 
 def _policies(cluster: ClusterSpec) -> Mapping[str, str]:

@@ -48,10 +48,6 @@ Kind = Literal["name", "bool", "float", "int"]
 
 
 # What `gputwin tune` can optimise, and which way (a summary metric of `gputwin.sim.run.run`).
-OBJECTIVES: dict[str, Literal["minimize", "maximize"]] = {
-    "avg_jct": "minimize", "p50_jct": "minimize", "p95_jct": "minimize", "p99_jct": "minimize",
-    "avg_queue": "minimize", "p99_queue": "minimize", "makespan": "minimize", "gpu_utilization": "maximize",
-}  # fmt: skip
 
 class SpaceError(RunError):
     """A space file that cannot be searched; `str()` is `FILE: knob: reason`."""

@@ -38,17 +38,15 @@ from optuna.exceptions import StorageInternalError
 from optuna.trial import TrialState
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 
-from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
-from gputwin.sim.run import RunError, policy_label, run
-from gputwin.sim.space import KNOBS, OBJECTIVES, Choice, Space, Value
+from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec, policy_label
+from gputwin.sim.run import RunError, run_summary
+from gputwin.sim.evaluation import OBJECTIVES, Scores, rank
+from gputwin.sim.space import KNOBS, Choice, Space, Value
 
-# Objectives: a run summary's key -> optimisation direction.
-METRICS = ("jobs", "avg_jct", "p50_jct", "p95_jct", "p99_jct", "avg_queue", "p99_queue", "gpu_utilization",
-           "avg_overhead", "preemptions", "makespan")  # fmt: skip
 STUDY_NAME = "gputwin-tune"
 # SQLite's words for a study file that is fine but cannot be written (else it is not a study).
 CANNOT_WRITE = ("readonly", "read-only", "unable to open", "disk i/o", "full", "locked", "permission")
-Metrics = dict[str, float]
+Metrics = Scores  # every metric of `gputwin.sim.evaluation.METRICS`
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,17 +154,17 @@ def evaluate(
     seed: int,
     partition: str | None = None,
 ) -> Metrics:
-    """The run's METRICS: the whole cluster's, or `partition`'s alone (the policy changed only there;
-    the other partitions' numbers do not depend on it and would only blur a p99 or a makespan)."""
-    summary, outcome = run(with_policy(cluster, policy, partition), jobs, seed=seed)
+    """Every metric of the run (`evaluation.METRICS`): the whole cluster's, or `partition`'s alone
+    (the policy changed only there; the other partitions' numbers do not depend on it and would only
+    blur a p99 or a makespan)."""
+    summary, outcome = run_summary(with_policy(cluster, policy, partition), jobs, seed=seed)
     if partition is None:
-        return {k: summary[k] for k in METRICS}
+        return summary.scores()
     # The run summary's per-partition metrics have no makespan: computed the same way from its jobs.
     ran = [j for j in outcome.finished if j.partition == partition]
     first = min((j.spec.submit for j in ran), default=0.0)
     last = max((j.end for j in ran if j.end is not None), default=first)
-    metrics = {**summary["partitions"][partition], "makespan": round(last - first, 3)}
-    return {k: metrics[k] for k in METRICS}
+    return summary.partition_scores(partition, round(last - first, 3))
 
 
 # Worker-process state, set once per worker: the trace parts travel once, not once per trial.
@@ -191,6 +189,13 @@ class TrialRow:
     params: Mapping[str, Value]
     value: float
     metrics: Metrics
+
+    def score(self, objective: str) -> float:
+        return self.metrics[objective]
+
+    @property
+    def tiebreak(self) -> int:
+        return self.number
 
     def to_json(self) -> dict[str, Any]:
         return {"trial": self.number, "policy": describe(self.policy), "params": dict(self.params),
@@ -354,7 +359,6 @@ def _search(study: optuna.Study, space: Space, evaluator: Evaluator, budget: int
 
 
 def _rows(study: optuna.Study) -> list[TrialRow]:
-    maximise = study.direction == optuna.study.StudyDirection.MAXIMIZE
     rows = [
         TrialRow(
             t.number, policy_from_params(t.params), dict(t.params), float(t.value), t.user_attrs["metrics"]
@@ -364,4 +368,4 @@ def _rows(study: optuna.Study) -> list[TrialRow]:
     ]
     if not rows:
         raise RunError("no trial finished")
-    return sorted(rows, key=lambda r: (-r.value if maximise else r.value, r.number))
+    return rank(rows, study.user_attrs["gputwin"]["objective"])

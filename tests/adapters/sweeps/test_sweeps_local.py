@@ -18,7 +18,8 @@ from gputwin.adapters.sweeps.plan import load_inputs, read_result, result_path
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
 from gputwin.cli.main import cli
 from gputwin.sim.atomic import FILE_MODE
-from gputwin.sim.compare import Candidate, rank, run_candidate, write_report
+from gputwin.core.model import Candidate
+from gputwin.sim.compare import comparison, run_candidate, write_report
 
 CANDIDATES = (Candidate("fifo", "consolidate"), Candidate("sjf", "first-fit", backfill=True),
               Candidate("las", "topology-aware"))  # fmt: skip
@@ -48,8 +49,8 @@ def test_local_results_equal_a_direct_run(tmp_path: Path, workers: int) -> None:
     for candidate, result in zip(CANDIDATES, results):
         direct = run_candidate(cluster, jobs, candidate, 0)
         assert result.candidate == candidate
-        assert {k: v for k, v in result.summary.items() if k != "wall_seconds"} == {
-            k: v for k, v in direct.summary.items() if k != "wall_seconds"
+        assert {k: v for k, v in result.summary.to_json().items() if k != "wall_seconds"} == {
+            k: v for k, v in direct.summary.to_json().items() if k != "wall_seconds"
         }
         assert result.jcts == direct.jcts and result.spans == direct.spans
 
@@ -148,7 +149,7 @@ def test_unreadable_results_are_named_then_run_again(tmp_path: Path, damage: Cal
     done: list[int] = []
     again = run_sweep(folder, LocalExecutor(1), done.append, warnings.append)
     assert done == [0, 2] and len(warnings) == 1 and warnings[0].endswith("running those candidates again")
-    assert [r.summary["avg_jct"] for r in again] == [r.summary["avg_jct"] for r in first]
+    assert [r.summary.avg_jct for r in again] == [r.summary.avg_jct for r in first]
 
 
 def test_a_plan_cut_short_while_starting_over_starts_over_again(tmp_path: Path) -> None:
@@ -265,4 +266,4 @@ def test_a_result_read_back_is_one_the_report_can_use(real_sweep: Path, tmp_path
         result = read_result(folder, 0)
     except BadResults:
         return
-    write_report(tmp_path / "report", rank([result]))
+    write_report(tmp_path / "report", comparison([result]))

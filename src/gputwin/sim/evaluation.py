@@ -1,0 +1,174 @@
+"""Evaluation, written once: the metric names, the typed run summary, and the one ranking.
+
+`gputwin simulate`, `compare`, `tune`, `demo` and a TraceReplay all judge a policy by the same
+`Summary` of a run (`gputwin.sim.run.run_summary`): overall metrics, per-partition metrics and the
+run's counts. Its `to_json()` is the summary object those commands print and write (keys and
+values as README documents them); `from_json` reads one back (a sweep's task results).
+
+`METRICS` names every metric an evaluation knows, with the direction that makes it better; the
+`OBJECTIVES` are those a search or a ranking may optimise. `rank` orders results by one objective,
+best first, ties broken by each result's own `tiebreak` (a name, a trial number, a listing order),
+so the order never depends on which run finished first.
+
+A candidate (one policy combination) is `gputwin.core.model.Candidate`; its wire format in a
+TraceReplay is `gputwin.api.workloads.Candidate`, converted in `gputwin.api.convert`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, Literal, Protocol, TypeVar
+
+from gputwin.core.model import Candidate
+
+Direction = Literal["minimize", "maximize"]
+
+# Every metric of a run, in the order tables list them, and which way is better.
+METRICS: dict[str, Direction] = {
+    "jobs": "maximize", "avg_jct": "minimize", "p50_jct": "minimize", "p95_jct": "minimize",
+    "p99_jct": "minimize", "avg_queue": "minimize", "p99_queue": "minimize", "gpu_utilization": "maximize",
+    "avg_overhead": "minimize", "preemptions": "minimize", "makespan": "minimize",
+}  # fmt: skip
+# What `gputwin tune --objective` and a TraceReplay's spec.objective may optimise.
+OBJECTIVES: dict[str, Direction] = {
+    k: METRICS[k]
+    for k in ("avg_jct", "p50_jct", "p95_jct", "p99_jct", "avg_queue", "p99_queue", "makespan",
+              "gpu_utilization")  # fmt: skip
+}
+# The columns of a ranked table (compare's table and CSV, the demo, the HTML report), in order.
+TABLE_METRICS = ("jobs", "avg_jct", "p99_jct", "avg_queue", "p99_queue", "gpu_utilization", "avg_overhead",
+                 "preemptions")  # fmt: skip
+Scores = dict[str, float]  # metric name -> value, as a tune trial stores them
+
+
+@dataclass(frozen=True, slots=True)
+class JobMetrics:
+    """Count, mean and percentile JCT and queueing delay, overhead and preemptions of some jobs."""
+
+    jobs: int = 0
+    avg_jct: float = 0.0
+    avg_queue: float = 0.0
+    p50_jct: float = 0.0
+    p95_jct: float = 0.0
+    p99_jct: float = 0.0
+    p99_queue: float = 0.0
+    preemptions: int = 0
+    avg_overhead: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetrics(JobMetrics):
+    """One partition's jobs' metrics, its GPUs and their utilisation over the run's makespan."""
+
+    gpus: int = 0
+    gpu_utilization: float = 0.0
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PartitionMetrics:
+        return cls(**_numbers(data, fields(cls)))
+
+
+@dataclass(frozen=True, slots=True)
+class Summary(JobMetrics):
+    """One run: overall metrics, per-partition metrics (by name, sorted), and its counts."""
+
+    makespan: float = 0.0  # first submit to last end
+    gpu_utilization: float = 0.0
+    partitions: Mapping[str, PartitionMetrics] = field(default_factory=dict)
+    wall_seconds: float = 0.0
+    rejected: Mapping[str, int] = field(default_factory=dict)  # reason -> jobs refused
+    resized: int = 0  # jobs whose GPU count a sizing policy changed
+    policies: Mapping[str, str] = field(default_factory=dict)  # partition -> policy label
+    compat: str | None = None
+    utilization_series: tuple[tuple[float, float], ...] = ()  # (t, busy fraction) per interval
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary object of `gputwin simulate --json` (plus `utilization_series`)."""
+        out = {f.name: getattr(self, f.name) for f in fields(JobMetrics)}
+        series = [{"t": t, "gpu_utilization": u} for t, u in self.utilization_series]
+        out.update(makespan=self.makespan, gpu_utilization=self.gpu_utilization,
+                   partitions={name: m.to_json() for name, m in self.partitions.items()},
+                   wall_seconds=self.wall_seconds, rejected=dict(self.rejected), resized=self.resized,
+                   policies=dict(self.policies), compat=self.compat, utilization_series=series)  # fmt: skip
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Summary:
+        """The summary `to_json` wrote; KeyError or TypeError if `data` is not one."""
+        metrics = _numbers(data, (f for f in fields(cls) if f.name in METRICS))
+        points = data.get("utilization_series", ())
+        series = tuple((float(p["t"]), float(p["gpu_utilization"])) for p in points)
+        partitions = {name: PartitionMetrics.from_json(m) for name, m in data["partitions"].items()}
+        return cls(**metrics, partitions=partitions,
+                   wall_seconds=data["wall_seconds"], rejected=dict(data["rejected"]),
+                   resized=data.get("resized", 0), policies=dict(data["policies"]), compat=data.get("compat"),
+                   utilization_series=series)  # fmt: skip
+
+    def scores(self, names: Iterable[str] = METRICS) -> Scores:
+        """The named overall metrics."""
+        return {name: getattr(self, _metric(name)) for name in names}
+
+    def partition_scores(self, partition: str, makespan: float, names: Iterable[str] = METRICS) -> Scores:
+        """The named metrics of one partition's jobs alone (`makespan`: theirs, which no summary keeps)."""
+        metrics = self.partitions[partition]
+        return {name: makespan if name == "makespan" else getattr(metrics, _metric(name)) for name in names}
+
+
+def _numbers(data: Mapping[str, Any], wanted: Iterable[Field[Any]]) -> dict[str, Any]:
+    """The `wanted` fields of `data`; TypeError if one is not a number of its field's type."""
+    out = {f.name: data[f.name] for f in wanted}
+    for name, value in out.items():
+        kind = int if name in ("jobs", "preemptions", "gpus") else (int, float)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise TypeError(f"{name}: not a number")
+    return out
+
+
+def _metric(name: str) -> str:
+    if name not in METRICS:
+        raise KeyError(f"unknown metric {name!r}; known: {', '.join(METRICS)}")
+    return name
+
+
+class Rankable(Protocol):
+    """What `rank` orders: a metric's value, and how an equal one is ordered (lower first)."""
+
+    def score(self, objective: str) -> float: ...
+
+    @property
+    def tiebreak(self) -> int | str: ...
+
+
+R = TypeVar("R", bound=Rankable)
+
+
+def rank(results: Iterable[R], objective: str) -> list[R]:
+    """`results` best first by `objective` (its direction from METRICS); equal ones by tiebreak."""
+    sign = -1.0 if METRICS[_metric(objective)] == "maximize" else 1.0
+    return sorted(results, key=lambda r: (sign * r.score(objective), r.tiebreak))
+
+
+def table_row(name: str, summary: Summary) -> dict[str, Any]:
+    """A ranked table's row: the candidate's name and TABLE_METRICS."""
+    return {"candidate": name, **summary.scores(TABLE_METRICS)}
+
+
+__all__ = [
+    "Candidate",
+    "Direction",
+    "JobMetrics",
+    "METRICS",
+    "OBJECTIVES",
+    "PartitionMetrics",
+    "Rankable",
+    "Scores",
+    "Summary",
+    "TABLE_METRICS",
+    "rank",
+    "table_row",
+]
+
