@@ -32,7 +32,7 @@ NO_METADATA: dict[str, Any] = {"kind": "Pod"}
 NULLS: dict[str, Any] = {
     "kind": None,
     "metadata": {"name": None, "namespace": None, "labels": None, "annotations": None, "generation": None,
-                 "deletionTimestamp": None, "ownerReferences": None},  # fmt: skip
+                 "deletionTimestamp": None, "ownerReferences": None},
     "spec": None,
     "status": None,
 }
