@@ -15,10 +15,10 @@ import threading
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from gputwin.api.bodies import Body, Obj
+from gputwin.api.bodies import Body, Obj, Objs
 from gputwin.api.mergepatch import merge_diff, merge_patch
 
-from .store import KubeStore, ObjectCache, ObjectNotFound, Objs, api_client
+from .store import KubeStore, ObjectCache, ObjectNotFound, api_client
 
 log = logging.getLogger(__name__)
 FLUSH_SECONDS = 5.0  # how long closing a StatusWriter waits for the writes still pending

@@ -62,12 +62,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from gputwin.api.bodies import Body, Obj, key_of
+from gputwin.api.bodies import Body, Obj, Objs, key_of
 from gputwin.api.crdgen import NAMES
 from gputwin.api.meta import API_VERSION, GROUP, VERSION
 from gputwin.api.v1alpha1 import KINDS
 
-Objs = list[Obj]  # an alias: inside the class, `list` names its method
 T = TypeVar("T")
 
 MERGE_PATCH = "application/merge-patch+json"

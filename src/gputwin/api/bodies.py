@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 Obj = dict[str, Any]  # a raw API object, as JSON-decoded: the one alias for it
+Objs = list[Obj]  # a name for lists of them (inside a store class, `list` names its method)
 Key = tuple[str, str]  # (namespace, name); cluster-scoped objects have namespace ""
 EMPTY: Mapping[str, Any] = MappingProxyType({})  # what a missing or null part reads as
 
@@ -145,4 +146,4 @@ class Pod(Body):
         return str((self._raw.get("status") or EMPTY).get("phase") or "")
 
 
-__all__ = ["EMPTY", "Body", "Key", "Obj", "Pod", "key_of"]
+__all__ = ["EMPTY", "Body", "Key", "Obj", "Objs", "Pod", "key_of"]
