@@ -73,7 +73,7 @@ from gputwin.core.decision import Start
 from gputwin.core.model import ClusterSpec
 from gputwin.operator.backends import BackingOff, Failure, LiveBackend, PodJobs, StartRefused, is_pod_job
 from gputwin.operator.config import ConfigError
-from gputwin.operator.kube_plain_pods import Metrics, PlainPods, epoch, job_id_of, phase_of
+from gputwin.operator.kube_plain_pods import Metrics, PlainPods, deleting, epoch, job_id_of, phase_of
 from gputwin.operator.kube_trace import BindTrace
 from gputwin.operator.kube_shared import OperatorMetricsHooks, shared_watch
 from gputwin.operator.kube_view import Key, NodeView, PodView, Run, Runs
@@ -406,7 +406,7 @@ class KubernetesBackend:
         self._suspects.clear()
         for key in list(keys):
             pod = gang[key]
-            if key in tracked or Body(pod).deleting:
+            if key in tracked or deleting(pod):  # per changed pod: direct, not a view
                 continue
             if phase_of(pod) not in DONE:
                 log.info("deleting pod %s/%s: no run of its GPUJob accounts for it", *key)
@@ -419,8 +419,7 @@ class KubernetesBackend:
             return False
         for name in run.pods:
             pod = self._pods.get((run.namespace, name))
-            view = Pod(pod)
-            if pod is None or view.deleting or view.phase in DONE:
+            if pod is None or deleting(pod) or phase_of(pod) in DONE:  # per pod of a run: direct
                 return False
         return True
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gputwin.adapters.kube.pods import JOB_ID, BindPool, BindResult, PodApi, gpus_of
-from gputwin.api.bodies import Body, Key, Obj, Pod, key_of
+from gputwin.api.bodies import EMPTY, Body, Key, Obj, Pod, key_of
 from gputwin.api.status import epoch_seconds
 from gputwin.core.decision import Start
 from gputwin.core.model import JobSpec
@@ -53,7 +53,13 @@ class Metrics(Protocol):
 
 
 def phase_of(pod: Obj) -> str:
-    return Pod(pod).phase or "Pending"
+    """`Pod(pod).phase or "Pending"`, read directly: called per pod in the reconcile pass's loops."""
+    return str((pod.get("status") or EMPTY).get("phase") or "Pending")
+
+
+def deleting(pod: Obj) -> bool:
+    """`Body(pod).deleting`, read directly: called per pod in the reconcile pass's loops."""
+    return bool((pod.get("metadata") or EMPTY).get("deletionTimestamp"))
 
 
 def job_id_of(pod: Obj) -> str | None:
@@ -127,18 +133,18 @@ class PlainPods:
             if job_id in runs and not is_queued:
                 continue  # bound by us; the view may not show the binding yet (tested first: most pods)
             pod = pods.get(key)
-            view = Pod(pod)  # one thin view for the four reads below
-            if pod is None or view.deleting or view.phase in DONE:
+            # direct lookups, not a Pod view: this loop sees every new pod of a burst (a view: ~3x slower)
+            if pod is None or deleting(pod) or phase_of(pod) in DONE:
                 if is_queued:
                     gone.append(job_id)  # ended or deleted before we bound it
                 continue
-            node = view.node_name
+            node = str((pod.get("spec") or EMPTY).get("nodeName") or "")
             if node:
                 if is_queued:
                     gone.append(job_id)  # queued here but bound by someone else: gone from our queue
                 elif job_id not in runs:
                     spec = pod_spec(job_id, pod, now)  # bound before a restart: account it again
-                    since = epoch(view.status.get("startTime"), now)
+                    since = epoch(Pod(pod).status.get("startTime"), now)
                     running.append((spec, ((node, spec.gpus),), since))
                     runs.add(job_id, Run(key[0], (key[1],), ""))
                 continue
@@ -259,4 +265,5 @@ def pod_spec(job_id: str, pod: Obj, now: float) -> JobSpec:
     return JobSpec(job_id, submit, duration, gpus_of(pod), task, name=view.name)
 
 
-__all__ = ["Metrics", "PlainPods", "Run", "Runs", "epoch", "job_id_of", "key_of", "phase_of", "pod_spec"]
+__all__ = ["Metrics", "PlainPods", "Run", "Runs", "deleting", "epoch", "job_id_of", "key_of", "phase_of",
+           "pod_spec"]  # fmt: skip

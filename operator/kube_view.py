@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from gputwin.adapters.kube.nodes import Expected, node_problem
 from gputwin.adapters.kube.pods import JOB_ID, SCHEDULER, gpus_of, node_gpus
-from gputwin.api.bodies import Key, Obj, Pod
+from gputwin.api.bodies import EMPTY, Key, Obj
 from gputwin.core.model import ClusterSpec
 
 
@@ -115,12 +115,15 @@ class PodView:
             self.gang.pop(key, None)
         if pod is None:
             return
-        view = Pod(pod)  # one thin view per changed pod: no copy
-        if view.scheduler_name == SCHEDULER:
+        # Direct lookups (what Pod(pod).scheduler_name, .annotations, .node_name read): this runs for
+        # every pod of a 10,000-pod burst, and a Pod view made it about 4x slower.
+        spec = pod.get("spec") or EMPTY
+        if spec.get("schedulerName") == SCHEDULER:
             if self.namespace is None or key[0] == self.namespace:
                 self.ours[key] = pod
-                (self.gang if view.annotations.get(JOB_ID) else self.plain)[key] = pod
-        elif bound := view.node_name:  # bound, not ended; still holding while being deleted
+                annotations = (pod.get("metadata") or EMPTY).get("annotations") or EMPTY
+                (self.gang if annotations.get(JOB_ID) else self.plain)[key] = pod
+        elif bound := str(spec.get("nodeName") or ""):  # bound, not ended; still holding while being deleted
             gpus = gpus_of(pod)
             if gpus:
                 self._foreign_of[key] = (bound, gpus)

@@ -463,7 +463,8 @@ def job_pod(plan: PodPlan, template: Obj | None, owner: Obj | None, tolerated: S
     if owner is not None:
         job = Body(owner)
         metadata["ownerReferences"] = [{"apiVersion": job.api_version, "kind": job.kind, "name": job.name,
-                                        "uid": job.uid, "controller": True, "blockOwnerDeletion": False}]  # fmt: skip
+                                        "uid": job.uid, "controller": True,
+                                        "blockOwnerDeletion": False}]  # fmt: skip
     spec.pop("nodeName", None)
     spec["schedulerName"] = SCHEDULER
     spec.setdefault("restartPolicy", "Never")  # a job runs to completion
