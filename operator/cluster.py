@@ -25,6 +25,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 
+from gputwin.api.bodies import Body, Obj
 from gputwin.api.convert import cluster_spec, select_nodes, topology_spec
 from gputwin.api.problems import Problem, validation_problems
 from gputwin.api.status import (
@@ -44,7 +45,7 @@ from gputwin.operator.backends import Occupancy
 from gputwin.operator.deploy import DeployOutcome
 from gputwin.operator.metrics import record_partitions
 from gputwin.operator.statuses import StatusBook, condition, updated
-from gputwin.operator.store import Obj, Store, is_deleted, name_of
+from gputwin.operator.store import Store, is_deleted, name_of
 
 CLUSTER_KINDS = ("SwitchTopology", "GPUPartition", "SchedulingPolicy")
 SOURCE = "cluster"  # where check_cluster files problems of no one object (no topology at all)
@@ -121,13 +122,13 @@ VOLATILE_METADATA = frozenset({"resourceVersion", "managedFields"})
 
 def _declaration(kind: str, obj: Obj) -> str:
     """The object as its users declared it, as one comparable string."""
-    metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in VOLATILE_METADATA}
+    metadata = {k: v for k, v in Body(obj).metadata.items() if k not in VOLATILE_METADATA}
     declared = {k: v for k, v in obj.items() if k not in ("status", "metadata")}
     return json.dumps([kind, metadata, declared], sort_keys=True, default=str)
 
 
 def _created(obj: Obj) -> str:
-    return str(obj.get("metadata", {}).get("creationTimestamp") or "")
+    return Body(obj).creation_timestamp
 
 
 def _parse(kind: str, obj: Obj) -> tuple[Declared, list[str]]:

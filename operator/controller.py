@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from gputwin.api.bodies import Body, Obj
 from gputwin.api.problems import validation_problems
 from gputwin.api.status import TraceReplayStatus
 from gputwin.api.v1alpha1 import TraceReplay, TraceReplaySpec
@@ -30,7 +31,7 @@ from gputwin.operator.deploy import Deployer, DeployOutcome
 from gputwin.operator.jobs import JobControl
 from gputwin.operator.replay import ReplayCluster, ReplayResult, Trace, replay_cluster, run_replay, trace_source
 from gputwin.operator.statuses import StatusBook, condition, updated
-from gputwin.operator.store import Obj, Store, is_deleted, name_of, namespace_of
+from gputwin.operator.store import Store, name_of, namespace_of
 from gputwin.operator.trace_files import TraceAccess
 
 COMPLETE = "Complete"
@@ -124,10 +125,10 @@ class Controller:
         """TraceReplays whose spec has not been replayed yet (new, edited, or waiting for a cluster)."""
         out = []
         for obj in self.store.list("TraceReplay"):
-            status = obj.get("status") or {}
-            generation = obj.get("metadata", {}).get("generation")
-            if is_deleted(obj) or (
-                status.get("phase") in DONE and status.get("observedGeneration") == generation
+            body = Body(obj)
+            status = body.status
+            if body.deleting or (
+                status.get("phase") in DONE and status.get("observedGeneration") == body.generation
             ):
                 continue
             out.append(obj)
@@ -144,7 +145,7 @@ class Controller:
         cluster = replay_cluster(self.view or read_cluster(self.store), replay.spec)
         if isinstance(cluster, str):
             return ReplayResult("Pending", "ClusterNotReady", cluster)
-        annotations = obj.get("metadata", {}).get("annotations") or {}
+        annotations = Body(obj).annotations
         trace = trace_source(self.store, namespace_of(obj), replay.spec, self.traces, annotations)
         if isinstance(trace, ReplayResult):
             return trace

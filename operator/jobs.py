@@ -31,6 +31,7 @@ from typing import Any
 import hostlist
 from pydantic import ValidationError
 
+from gputwin.api.bodies import Body, Obj
 from gputwin.api.problems import validation_problems
 from gputwin.api.status import LATEST_TIME, GPUJobStatus
 from gputwin.api.v1alpha1 import GPUJob
@@ -41,7 +42,7 @@ from gputwin.core.scheduler import Scheduler
 from gputwin.core.state import JobState, Phase
 from gputwin.operator.backends import Backend, BackingOff, LiveBackend, StartRefused, is_pod_job
 from gputwin.operator.statuses import StatusBook, condition, epoch, rfc3339, round_seconds, updated
-from gputwin.operator.store import Obj, Store, is_deleted, name_of, namespace_of
+from gputwin.operator.store import Store, is_deleted, name_of, namespace_of
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Rejected"})
 SCHEDULED, COMPLETE = "Scheduled", "Complete"
@@ -321,7 +322,7 @@ class JobControl:
                 continue
             submitted = self._status(job_id).submit_time
             submit = epoch(submitted) if submitted else now
-            created = str(s.obj.get("metadata", {}).get("creationTimestamp") or "")
+            created = Body(s.obj).creation_timestamp
             waiting.append((submit, created, job_id, job_spec(job_id, s.model, submit)))
         for _, _, _, spec in sorted(waiting, key=lambda w: w[:3]):
             self.submit(spec, now)

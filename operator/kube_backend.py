@@ -50,7 +50,7 @@ import logging
 import math
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config import ConfigException
@@ -67,13 +67,13 @@ from gputwin.adapters.kube.pods import (
     reason_of,
 )
 from gputwin.adapters.kube.watch import ClusterWatch, Ended
-from gputwin.adapters.kube.watch import key_of as watched_key
+from gputwin.api.bodies import Body, Obj, Pod, key_of
 from gputwin.api.status import Backend as BackendName
 from gputwin.core.decision import Start
 from gputwin.core.model import ClusterSpec
 from gputwin.operator.backends import BackingOff, Failure, LiveBackend, PodJobs, StartRefused, is_pod_job
 from gputwin.operator.config import ConfigError
-from gputwin.operator.kube_plain_pods import Metrics, PlainPods, epoch, job_id_of, key_of, phase_of
+from gputwin.operator.kube_plain_pods import Metrics, PlainPods, deleting, epoch, job_id_of, phase_of
 from gputwin.operator.kube_trace import BindTrace
 from gputwin.operator.kube_shared import OperatorMetricsHooks, shared_watch
 from gputwin.operator.kube_view import Key, NodeView, PodView, Run, Runs
@@ -83,7 +83,6 @@ TOLERATED = ("nvidia.com/gpu",)
 DONE = ("Succeeded", "Failed")
 ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 
@@ -207,7 +206,7 @@ class KubernetesBackend:
         from the watched copy, else listed (always all)."""
         if self.watch is None:
             listed_pods, listed_nodes = self.api.pods(field_selector=ACTIVE), self.api.nodes()
-            return {watched_key(p): p for p in listed_pods}, {watched_key(n): n for n in listed_nodes}
+            return {key_of(p): p for p in listed_pods}, {key_of(n): n for n in listed_nodes}
         if not self.watch.wait_synced(SYNC_SECONDS):
             raise RuntimeError(f"the pod and node watches have not listed in {SYNC_SECONDS:g} s")
         pods, ended = self.watch.pods.changes(full)
@@ -253,7 +252,7 @@ class KubernetesBackend:
         job = self.api.gpujob(namespace, name)
         if job is None:
             raise RuntimeError(f"GPUJob {job_id} is gone")
-        spec, status = job.get("spec") or {}, job.get("status") or {}
+        spec, status = Body(job).spec, Body(job).status
         seconds = spec.get("durationSeconds")
         attempt = int(status.get("preemptions") or 0)
         switches = ",".join(self._leaves(node_names))
@@ -262,7 +261,7 @@ class KubernetesBackend:
                         spec.get("podTemplate"), job, self.tolerated)
                 for i, (node, (_, gpus)) in enumerate(zip(node_names, start.slots))]  # fmt: skip
         self._place_gang(namespace, list(zip(pods, node_names)), start.partition)
-        self._runs.add(job_id, Run(namespace, tuple(p["metadata"]["name"] for p in pods), start.partition))
+        self._runs.add(job_id, Run(namespace, tuple(Body(p).name for p in pods), start.partition))
         if self.metrics is not None and status.get("submitTime"):
             self.metrics.schedule_latency(now - epoch(status["submitTime"], now))
 
@@ -272,19 +271,16 @@ class KubernetesBackend:
         namespace, name = job_id.split("/", 1)
         # Its pods may have ended while the operator was down: ask for all of them, ended or not.
         found = self.api.pods(label_selector=f"{JOB_LABEL}={label_value(name)}", namespace=namespace)
-        mine = [p for p in found if job_id_of(p) == job_id and not p["metadata"].get("deletionTimestamp")]
-        newest = max((int(p["metadata"].get("labels", {}).get(ATTEMPT_LABEL, 0)) for p in mine), default=0)
-        names = tuple(sorted(p["metadata"]["name"] for p in mine
-                             if int(p["metadata"].get("labels", {}).get(ATTEMPT_LABEL, 0)) == newest))  # fmt: skip
-        nodes = sorted(
-            (p.get("spec") or {}).get("nodeName") or "" for p in mine if p["metadata"]["name"] in names
-        )
+        mine = [p for p in found if job_id_of(p) == job_id and not Body(p).deleting]
+        newest = max(map(_attempt, mine), default=0)
+        names = tuple(sorted(Body(p).name for p in mine if _attempt(p) == newest))
+        nodes = sorted(Pod(p).node_name for p in mine if Body(p).name in names)
         if sorted(node_names) != nodes:
             names = ()  # not where the status says it runs: lost (its pods are orphans, deleted)
         for pod in mine:  # ended while we were down (the watch reports no end of a pod it never saw live)
-            if pod["metadata"]["name"] in names and phase_of(pod) in DONE:
+            if Body(pod).name in names and phase_of(pod) in DONE:
                 self._terminal[key_of(pod)] = pod
-            elif pod["metadata"]["name"] not in names:
+            elif Body(pod).name not in names:
                 self._suspects.add(key_of(pod))  # not this run's: an orphan, deleted by `finished`
         self._runs.add(job_id, Run(namespace, names, start.partition))
 
@@ -313,7 +309,7 @@ class KubernetesBackend:
                 continue
             pods = [self._pods.get((run.namespace, n)) or self._ended(run.namespace, n, now)
                     for n in run.pods]  # fmt: skip
-            live = [p for p in pods if p is not None and not p["metadata"].get("deletionTimestamp")]
+            live = [p for p in pods if p is not None and not Body(p).deleting]
             if not run.pods or len(live) < len(pods):
                 self._runs.remove(job_id)
                 self._failures.append(Failure(job_id, "PodsLost", "its pods were deleted outside the scheduler",
@@ -321,13 +317,9 @@ class KubernetesBackend:
                 self.stop_pods(run, [p for p in live if phase_of(p) not in DONE])
             elif any(phase_of(p) == "Failed" for p in live):
                 self._runs.remove(job_id)
-                failed = next(p for p in live if phase_of(p) == "Failed")
-                why = (
-                    (failed.get("status") or {}).get("message")
-                    or (failed.get("status") or {}).get("reason")
-                    or ""
-                )
-                message = f"pod {failed['metadata']['name']} failed{': ' + why if why else ''}"
+                failed = Pod(next(p for p in live if phase_of(p) == "Failed"))
+                why = failed.status.get("message") or failed.status.get("reason") or ""
+                message = f"pod {failed.name} failed{': ' + why if why else ''}"
                 self._failures.append(Failure(job_id, "PodFailed", message, retry=False))
                 self.stop_pods(run, [p for p in live if phase_of(p) not in DONE])
             elif all(phase_of(p) == "Succeeded" for p in live):
@@ -385,11 +377,10 @@ class KubernetesBackend:
         try:
             for pod, node in pods:
                 got, created = self.api.create(pod)
-                name = pod["metadata"]["name"]
-                there = (got.get("spec") or {}).get("nodeName")
+                name, there = Body(pod).name, Pod(got).node_name
                 if not created and (
                     job_id_of(got) != job_id_of(pod)  # someone else's pod: never ours to adopt or delete
-                    or got["metadata"].get("deletionTimestamp")
+                    or Body(got).deleting
                     or (there and there != node)
                 ):
                     raise RuntimeError(f"pod {namespace}/{name} exists and is not this run's; retrying later")
@@ -415,7 +406,7 @@ class KubernetesBackend:
         self._suspects.clear()
         for key in list(keys):
             pod = gang[key]
-            if key in tracked or pod["metadata"].get("deletionTimestamp"):
+            if key in tracked or deleting(pod):  # per changed pod: direct, not a view
                 continue
             if phase_of(pod) not in DONE:
                 log.info("deleting pod %s/%s: no run of its GPUJob accounts for it", *key)
@@ -428,7 +419,7 @@ class KubernetesBackend:
             return False
         for name in run.pods:
             pod = self._pods.get((run.namespace, name))
-            if pod is None or pod["metadata"].get("deletionTimestamp") or phase_of(pod) in DONE:
+            if pod is None or deleting(pod) or phase_of(pod) in DONE:  # per pod of a run: direct
                 return False
         return True
 
@@ -453,7 +444,7 @@ class KubernetesBackend:
 
     def stop_pods(self, run: Run, pods: list[Obj]) -> None:
         for pod in pods:
-            self.api.delete(run.namespace, pod["metadata"]["name"], 0)
+            self.api.delete(run.namespace, Body(pod).name, 0)
 
     def _grace(self, partition: str) -> int | None:
         """The partition policy's checkpoint time, as the pods' grace period (None: their own)."""
@@ -468,6 +459,11 @@ class KubernetesBackend:
     def _leaves(self, node_names: Sequence[str]) -> list[str]:
         switch = {n.name: n.switch for n in self._cluster.topology.nodes} if self._cluster else {}
         return sorted({switch.get(n, "?") for n in node_names})
+
+
+def _attempt(pod: Obj) -> int:
+    """The run attempt a GPUJob pod belongs to (its `gputwin.io/attempt` label; 0 without one)."""
+    return int(Body(pod).labels.get(ATTEMPT_LABEL, 0))
 
 
 __all__ = ["KubernetesBackend", "Metrics"]

@@ -26,14 +26,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from gputwin.adapters.kube.nodes import Expected, node_problem
 from gputwin.adapters.kube.pods import JOB_ID, SCHEDULER, gpus_of, node_gpus
+from gputwin.api.bodies import EMPTY, Key, Obj
 from gputwin.core.model import ClusterSpec
-
-Obj = dict[str, Any]
-Key = tuple[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,17 +115,19 @@ class PodView:
             self.gang.pop(key, None)
         if pod is None:
             return
-        spec = pod.get("spec") or {}
+        # Direct lookups (what Pod(pod).scheduler_name, .annotations, .node_name read): this runs for
+        # every pod of a 10,000-pod burst, and a Pod view made it about 4x slower.
+        spec = pod.get("spec") or EMPTY
         if spec.get("schedulerName") == SCHEDULER:
             if self.namespace is None or key[0] == self.namespace:
                 self.ours[key] = pod
-                annotations = pod["metadata"].get("annotations") or {}
+                annotations = (pod.get("metadata") or EMPTY).get("annotations") or EMPTY
                 (self.gang if annotations.get(JOB_ID) else self.plain)[key] = pod
-        elif bound := spec.get("nodeName"):  # bound, not ended; still holding while being deleted
+        elif bound := str(spec.get("nodeName") or ""):  # bound, not ended; still holding while being deleted
             gpus = gpus_of(pod)
             if gpus:
-                self._foreign_of[key] = (str(bound), gpus)
-                self.foreign[str(bound)] = self.foreign.get(str(bound), 0) + gpus
+                self._foreign_of[key] = (bound, gpus)
+                self.foreign[bound] = self.foreign.get(bound, 0) + gpus
 
 
 class NodeView:

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from gputwin.adapters.slurm import SlurmError
+from gputwin.api.bodies import Body, Obj
 from gputwin.api.v1alpha1 import TraceReplaySpec
 from gputwin.operator.backends import Backend, SimBackend
 from gputwin.operator.config import ConfigError, pass_duty
@@ -56,7 +57,7 @@ from gputwin.operator.deploy import Deployer
 from gputwin.operator.kube_backend import KubernetesBackend
 from gputwin.operator.replay import ReplayCluster, ReplayResult, Trace, run_replay
 from gputwin.operator.slurm_backend import SlurmBackend, SlurmDeployer, from_sacct
-from gputwin.operator.store import Obj, is_deleted, name_of, namespace_of
+from gputwin.operator.store import is_deleted, name_of, namespace_of
 
 RESYNC_SECONDS = 10.0
 DEBOUNCE_SECONDS = 0.05
@@ -333,8 +334,7 @@ class OperatorService:
 
 
 def _generation(obj: Obj) -> int | None:
-    generation = obj.get("metadata", {}).get("generation")
-    return int(generation) if generation is not None else None
+    return Body(obj).generation
 
 
 def _replay_key(obj: Obj) -> ReplayKey:

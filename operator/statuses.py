@@ -17,10 +17,11 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
+from gputwin.api.bodies import Body, Obj
 from gputwin.api.mergepatch import merge_diff
 from gputwin.api.status import Condition, StatusBase, rfc3339
 from gputwin.api.status import epoch_seconds as epoch
-from gputwin.operator.store import Obj, Store
+from gputwin.operator.store import Store
 
 S = TypeVar("S", bound=StatusBase)
 
@@ -82,11 +83,11 @@ class StatusBook(Generic[S]):
 
         Prime only with objects just read from the store: the diff is taken against them.
         """
-        meta = obj.get("metadata", {})
-        key = (meta.get("namespace") or None, str(meta.get("name", "")))
+        body = Body(obj)
+        key = (body.namespace or None, body.name)
         if key not in self._old:
-            self._old[key] = obj.get("status")
-            self._generation[key] = meta.get("generation")
+            self._old[key] = obj.get("status")  # as stored (None if none): the diff's base
+            self._generation[key] = body.generation
 
     def generation(self, namespace: str | None, name: str) -> int | None:
         self._load((namespace, name))
@@ -132,7 +133,7 @@ class StatusBook(Generic[S]):
         if key not in self._old:
             obj = self.store.get(self.kind, key[0], key[1])
             self._old[key] = obj.get("status") if obj else None
-            self._generation[key] = obj.get("metadata", {}).get("generation") if obj else None
+            self._generation[key] = Body(obj).generation
 
 
 __all__ = ["StatusBook", "condition", "dump", "epoch", "rfc3339", "round_seconds", "updated"]

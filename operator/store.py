@@ -16,12 +16,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
+from gputwin.api.bodies import Body, Obj, Objs
 from gputwin.api.mergepatch import merge_patch
 
-Obj = dict[str, Any]
-Objs = list[Obj]  # an alias: inside the classes, `list` names their method
 EventType = Literal["Normal", "Warning"]
 
 
@@ -83,17 +82,17 @@ class NotFound(KeyError):
 
 
 def namespace_of(obj: Obj) -> str | None:
-    namespace = obj.get("metadata", {}).get("namespace")
-    return str(namespace) if namespace else None
+    """The namespace as a Store takes it: None for a cluster-scoped object."""
+    return Body(obj).namespace or None
 
 
 def name_of(obj: Obj) -> str:
-    return str(obj.get("metadata", {}).get("name", ""))
+    return Body(obj).name
 
 
 def is_deleted(obj: Obj) -> bool:
     """Marked for deletion (a finalizer still holds it): the reconcilers treat it as gone."""
-    return bool(obj.get("metadata", {}).get("deletionTimestamp"))
+    return Body(obj).deleting
 
 
 _Key = tuple[str, str, str]
@@ -124,7 +123,7 @@ class MemoryStore:
             meta.setdefault("generation", 1)
         else:
             same = old.get("spec") == obj.get("spec")
-            meta["generation"] = old["metadata"].get("generation", 1) + (0 if same else 1)
+            meta["generation"] = (Body(old).generation or 1) + (0 if same else 1)
             obj["status"] = old.get("status", obj.get("status"))
         self._objects[key] = obj
 
@@ -161,7 +160,7 @@ class MemoryStore:
         obj = self._live(kind, namespace, name)
         new = merge_patch(obj.get("spec"), spec)
         if new != obj.get("spec"):
-            obj["metadata"]["generation"] = obj["metadata"].get("generation", 1) + 1
+            obj.setdefault("metadata", {})["generation"] = (Body(obj).generation or 1) + 1
         obj["spec"] = new
 
     def event(

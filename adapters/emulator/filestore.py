@@ -31,13 +31,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from gputwin.api.bodies import Body, Obj, Objs, key_of
 from gputwin.api.crdgen import NAMES
 from gputwin.api.mergepatch import merge_patch
 from gputwin.api.status import rfc3339
 from gputwin.api.v1alpha1 import KINDS
 
-Obj = dict[str, Any]
-Objs = list[Obj]  # an alias: inside the class, `list` names its method
 Outcome = Literal["created", "configured", "unchanged"]
 EPOCH = 1767225600.0  # 2026-01-01T00:00:00Z
 CORE_KINDS = {"ConfigMap": "configmaps"}  # core/v1 kinds kept too (all namespaced): kind -> plural
@@ -121,7 +120,7 @@ class FileStore:
         obj = self._live(kind, namespace, name)
         new = merge_patch(obj.get("spec"), spec)
         if new != obj.get("spec"):
-            obj["metadata"]["generation"] = obj["metadata"].get("generation", 1) + 1
+            obj.setdefault("metadata", {})["generation"] = (Body(obj).generation or 1) + 1
             obj["spec"] = new
             self._save(obj)
 
@@ -139,27 +138,27 @@ class FileStore:
 
     def put(self, obj: Obj) -> Outcome:
         """Create or update an object as `kubectl apply` would; status and server metadata are kept."""
-        kind, meta = obj["kind"], obj["metadata"]
-        namespace = meta.get("namespace") if _namespaced(kind) else None
-        old = self._objects(kind).get((namespace or "", meta["name"]))
+        kind, given = obj["kind"], Body(obj)
+        namespace = given.namespace if _namespaced(kind) else ""
+        old = self._objects(kind).get((namespace, given.name))
         new = {k: copy.deepcopy(v) for k, v in obj.items() if k != "status"}
-        new["metadata"] = {k: v for k, v in meta.items() if k not in SERVER_FIELDS and k != "namespace"}
+        meta = {k: v for k, v in given.metadata.items() if k not in SERVER_FIELDS and k != "namespace"}
+        new["metadata"] = meta
         if namespace:
-            new["metadata"]["namespace"] = namespace
+            meta["namespace"] = namespace
         if old is None:
-            new["metadata"]["creationTimestamp"] = rfc3339(self.now)
+            meta["creationTimestamp"] = rfc3339(self.now)
             if kind not in CORE_KINDS:
-                new["metadata"]["generation"] = 1
+                meta["generation"] = 1
             self._save(new)
             return "created"
         if _user_view(old) == _user_view(new):
             return "unchanged"
         same_spec = old.get("spec") == new.get("spec")
-        for key in ("creationTimestamp", "generation"):
-            if key in old["metadata"]:
-                new["metadata"][key] = old["metadata"][key]
+        kept = Body(old)
+        meta.update({k: kept.metadata[k] for k in ("creationTimestamp", "generation") if k in kept.metadata})
         if kind not in CORE_KINDS:
-            new["metadata"]["generation"] = old["metadata"].get("generation", 1) + (0 if same_spec else 1)
+            meta["generation"] = (kept.generation or 1) + (0 if same_spec else 1)
         if "status" in old:
             new["status"] = old["status"]
         self._save(new)
@@ -190,8 +189,7 @@ class FileStore:
             folder = self.root / "objects" / _plural(kind)
             for path in sorted(folder.rglob("*.json")) if folder.is_dir() else []:
                 obj = json.loads(path.read_text(encoding="utf-8"))
-                meta = obj.get("metadata", {})
-                found[(meta.get("namespace") or "", meta["name"])] = obj
+                found[key_of(obj)] = obj
             self._cache[kind] = found
         return self._cache[kind]
 
@@ -202,10 +200,9 @@ class FileStore:
         return obj
 
     def _save(self, obj: Obj) -> None:
-        meta = obj["metadata"]
-        namespace = meta.get("namespace") or None
-        self._objects(obj["kind"])[(namespace or "", meta["name"])] = obj
-        _write_json(self._path(obj["kind"], namespace, meta["name"]), obj)
+        key = key_of(obj)
+        self._objects(obj["kind"])[key] = obj
+        _write_json(self._path(obj["kind"], key[0] or None, key[1]), obj)
 
 
 def _plural(kind: str) -> str:
@@ -219,7 +216,7 @@ def _namespaced(kind: str) -> bool:
 def _user_view(obj: Obj) -> Obj:
     """What a user's apply can change: everything but status and server-owned metadata."""
     view = {k: v for k, v in obj.items() if k != "status"}
-    view["metadata"] = {k: v for k, v in obj["metadata"].items() if k not in SERVER_FIELDS}
+    view["metadata"] = {k: v for k, v in Body(obj).metadata.items() if k not in SERVER_FIELDS}
     return view
 
 

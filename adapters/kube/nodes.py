@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
+
+from gputwin.api.bodies import Body, Obj
 
 from .pods import node_gpus
 
-Obj = dict[str, Any]
 SWITCH_LABEL = "gputwin.io/switch"
 PARTITION_LABEL = "gputwin.io/partition"
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -47,11 +47,12 @@ def node_problem(node: Obj | None, expected: Expected, tolerated: Collection[str
     """Why this node must not get new work (one line), or None when it may."""
     if node is None:
         return "no such Node in the cluster"
-    conditions = (node.get("status") or {}).get("conditions") or []
+    body = Body(node)
+    conditions = body.status.get("conditions") or []
     ready = next((c for c in conditions if c.get("type") == "Ready"), None)
     if ready is None or ready.get("status") != "True":
         return "NotReady"
-    spec = node.get("spec") or {}
+    spec = body.spec
     if spec.get("unschedulable"):
         return "cordoned (spec.unschedulable)"
     for taint in spec.get("taints") or []:
@@ -60,7 +61,7 @@ def node_problem(node: Obj | None, expected: Expected, tolerated: Collection[str
     gpus = node_gpus(node)
     if gpus < expected.gpus:
         return f"allocatable nvidia.com/gpu is {gpus}, the topology declares {expected.gpus}"
-    labels = (node.get("metadata") or {}).get("labels") or {}
+    labels = body.labels
     switch = labels.get(SWITCH_LABEL)
     if switch is not None and switch != expected.switch:
         return f"label {SWITCH_LABEL}={switch}, the topology puts it under {expected.switch}"

@@ -35,12 +35,12 @@ from typing import Any, TypeVar, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from gputwin.api.bodies import Body, Obj, Pod
 from gputwin.api.crdgen import NAMES
 from gputwin.api.meta import GROUP, VERSION
 
 from .store import TIMEOUT, Retry, api_client
 
-Obj = dict[str, Any]
 T = TypeVar("T")
 PAGE = 2000  # pods per list page: fewer round trips, bounded memory
 TRANSIENT = frozenset({429, 500, 502, 503, 504})
@@ -119,7 +119,7 @@ class PodApi:
 
     def create(self, pod: Obj) -> tuple[Obj, bool]:
         """Create `pod`; (the pod, True) — or (the pod already there under its name, False)."""
-        namespace = pod["metadata"]["namespace"]
+        namespace, name = Body(pod).key()
         try:
             # A dict body is sent as is (the client serializes dicts): no model round trip.
             made = self._call(lambda: self.core.create_namespaced_pod(
@@ -129,7 +129,7 @@ class PodApi:
             if exc.status != 409:
                 raise
         got = self._call(lambda: self.core.read_namespaced_pod(
-            pod["metadata"]["name"], namespace, _preload_content=False, _request_timeout=TIMEOUT))  # fmt: skip
+            name, namespace, _preload_content=False, _request_timeout=TIMEOUT))  # fmt: skip
         return _raw(got), False
 
     def bind(self, namespace: str, name: str, node: str) -> None:
@@ -146,7 +146,7 @@ class PodApi:
                 raise
             got = _raw(self._call(lambda: self.core.read_namespaced_pod(
                 name, namespace, _preload_content=False, _request_timeout=TIMEOUT)))  # fmt: skip
-            bound = (got.get("spec") or {}).get("nodeName")
+            bound = Pod(got).node_name or None
             if bound != node:
                 raise BindConflict(f"pod {namespace}/{name} is already bound to {bound}") from None
 
@@ -190,7 +190,7 @@ class PodApi:
             else:
                 page = _raw(self._call(lambda: self.core.list_pod_for_all_namespaces(**options)))
             found.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue") or None
+            token = Body(page).metadata.get("continue") or None
             if token is None:
                 return found
 
@@ -211,22 +211,23 @@ class PodApi:
 
     def event(self, pod: Obj, reason: str, message: str, type: str = "Normal") -> None:
         """A core/v1 Event about a pod, as kube-scheduler posts them (best effort: never raises)."""
-        meta = pod["metadata"]
+        about = Body(pod)
+        namespace, name = about.key()
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         body: Obj = {
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
-                               "namespace": meta["namespace"], "uid": meta.get("uid")},
+            "metadata": {"generateName": f"{name}.", "namespace": namespace},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name,
+                               "namespace": namespace, "uid": about.metadata.get("uid")},
             "reason": reason, "message": message[:1024], "type": type, "count": 1,
             "firstTimestamp": now, "lastTimestamp": now, "source": {"component": "gputwin"},
             "reportingComponent": "gputwin", "reportingInstance": "gputwin",
         }  # fmt: skip
         try:
             _drained(self._call(lambda: self.core.create_namespaced_event(
-                meta["namespace"], cast(Any, body), _preload_content=False, _request_timeout=TIMEOUT)))  # fmt: skip
+                namespace, cast(Any, body), _preload_content=False, _request_timeout=TIMEOUT)))  # fmt: skip
         except (ApiException, OSError) as exc:
             log.warning(
-                "could not post event %s on pod %s/%s: %s", reason, meta["namespace"], meta["name"], exc
+                "could not post event %s on pod %s/%s: %s", reason, namespace, name, exc
             )
 
 
@@ -449,20 +450,21 @@ def job_pod(plan: PodPlan, template: Obj | None, owner: Obj | None, tolerated: S
     are kept under ours.
     """
     template = copy.deepcopy(template or {})
-    meta = template.get("metadata") or {}
-    spec = template.get("spec") or {"containers": [{"name": "job", "image": DEFAULT_IMAGE}]}
-    labels = {**(meta.get("labels") or {}), JOB_LABEL: label_value(plan.job),
+    given = Body(template)
+    spec = template.get("spec") or {"containers": [{"name": "job", "image": DEFAULT_IMAGE}]}  # ours to change
+    labels = {**given.labels, JOB_LABEL: label_value(plan.job),
               ATTEMPT_LABEL: str(plan.attempt), PARTITION_LABEL: plan.partition}  # fmt: skip
-    annotations = {**(meta.get("annotations") or {}), JOB_ID: f"{plan.namespace}/{plan.job}",
+    annotations = {**given.annotations, JOB_ID: f"{plan.namespace}/{plan.job}",
                    SWITCHES: plan.switches, OVERHEAD: f"{plan.overhead:.6g}"}  # fmt: skip
     if plan.run_seconds is not None:
         annotations[RUN_DURATION] = f"{max(plan.run_seconds, 0.0):.3f}s"
     metadata: Obj = {"name": pod_name(plan.job, plan.attempt, plan.index), "namespace": plan.namespace,
                      "labels": labels, "annotations": annotations}  # fmt: skip
     if owner is not None:
-        metadata["ownerReferences"] = [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
-                                        "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
-                                        "controller": True, "blockOwnerDeletion": False}]  # fmt: skip
+        job = Body(owner)
+        metadata["ownerReferences"] = [{"apiVersion": job.api_version, "kind": job.kind, "name": job.name,
+                                        "uid": job.uid, "controller": True,
+                                        "blockOwnerDeletion": False}]  # fmt: skip
     spec.pop("nodeName", None)
     spec["schedulerName"] = SCHEDULER
     spec.setdefault("restartPolicy", "Never")  # a job runs to completion
@@ -483,7 +485,7 @@ def job_pod(plan: PodPlan, template: Obj | None, owner: Obj | None, tolerated: S
 def gpus_of(pod: Obj, resource: str = "nvidia.com/gpu") -> int:
     """GPUs a pod asks for: the sum of its containers' limits (requests must equal them)."""
     total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
+    for container in Pod(pod).spec.get("containers") or []:
         resources = container.get("resources") or {}
         value = (resources.get("limits") or {}).get(resource) or (resources.get("requests") or {}).get(
             resource
@@ -498,7 +500,7 @@ def gpus_of(pod: Obj, resource: str = "nvidia.com/gpu") -> int:
 
 def node_gpus(node: Obj, resource: str = "nvidia.com/gpu") -> int:
     """A Node's allocatable GPUs (0 if it advertises none or an unreadable quantity)."""
-    value = ((node.get("status") or {}).get("allocatable") or {}).get(resource, "0")
+    value = (Body(node).status.get("allocatable") or {}).get(resource, "0")
     try:
         return int(str(value))
     except ValueError:
@@ -509,9 +511,9 @@ def bound_gpus(pods: Sequence[Obj]) -> dict[str, int]:
     """GPUs per node held by bound pods that still run (not Succeeded/Failed, not being deleted)."""
     used: dict[str, int] = {}
     for pod in pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        phase = (pod.get("status") or {}).get("phase")
-        if node and phase not in ("Succeeded", "Failed") and not pod["metadata"].get("deletionTimestamp"):
+        view = Pod(pod)
+        node = view.node_name
+        if node and view.phase not in ("Succeeded", "Failed") and not view.deleting:
             used[node] = used.get(node, 0) + gpus_of(pod)
     return used
 

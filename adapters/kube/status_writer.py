@@ -15,9 +15,10 @@ import threading
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from gputwin.api.bodies import Body, Obj, Objs
 from gputwin.api.mergepatch import merge_diff, merge_patch
 
-from .store import KubeStore, ObjectCache, ObjectNotFound, Obj, Objs, api_client
+from .store import KubeStore, ObjectCache, ObjectNotFound, api_client
 
 log = logging.getLogger(__name__)
 FLUSH_SECONDS = 5.0  # how long closing a StatusWriter waits for the writes still pending
@@ -148,8 +149,8 @@ class StatusWriter:
             return objects
         out: Objs = []
         for obj in objects:
-            meta = obj.get("metadata") or {}
-            run = runs.get((kind, meta.get("namespace") or None, str(meta.get("name", ""))))
+            namespace, name = Body(obj).key()
+            run = runs.get((kind, namespace or None, name))
             # A new dict: the object may be the copy's own; the status is the run's, so a copy of it.
             out.append(obj if run is None else {**obj, "status": copy.deepcopy(run.desired)})
         return out

@@ -62,12 +62,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from gputwin.api.bodies import Body, Obj, Objs, key_of
 from gputwin.api.crdgen import NAMES
 from gputwin.api.meta import API_VERSION, GROUP, VERSION
 from gputwin.api.v1alpha1 import KINDS
 
-Obj = dict[str, Any]
-Objs = list[Obj]  # an alias: inside the class, `list` names its method
 T = TypeVar("T")
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -189,17 +188,17 @@ class KubeStore:
     def _list(self, kind: str) -> Objs:
         copied = self.cache.objects(kind) if self.cache is not None else None
         if copied is not None:  # the objects are the copy's own: readers do not change them
-            return sorted(copied, key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
+            return sorted(copied, key=key_of)
         plural, namespaced = _plural(kind), _namespaced(kind)
         found: Objs = []
         token: str | None = None
         while True:
             page = self._call(kind, functools.partial(self._list_page, plural, namespaced, token))
             found.extend(self._keep(kind, item) for item in page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue") or None
+            token = Body(page).metadata.get("continue") or None
             if token is None:
                 break
-        return sorted(found, key=lambda o: (o["metadata"].get("namespace") or "", o["metadata"]["name"]))
+        return sorted(found, key=key_of)
 
     def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         try:

@@ -29,6 +29,7 @@ import click
 import yaml
 
 from gputwin.adapters.emulator import FileStore
+from gputwin.api.bodies import Body, Obj
 from gputwin.api.status import LATEST_TIME, rfc3339
 from gputwin.api.v1alpha1 import KINDS
 from gputwin.cli.kubectl import UserError, age, format_rows, resolve_kinds, table
@@ -39,7 +40,6 @@ from gputwin.operator.controller import Controller
 from gputwin.operator.trace_files import MANIFEST_FOLDER, TraceAccess
 
 F = TypeVar("F", bound=Callable[..., Any])
-Obj = dict[str, Any]
 ACTIVE = ("Queued", "Running")
 
 
@@ -133,7 +133,7 @@ def _with_folder(manifest: Manifest) -> Obj:
     if manifest.kind != "TraceReplay":
         return manifest.obj
     file = manifest.where.rsplit(":doc", 1)[0]  # where: FILE:docN[.items[i]]
-    meta = dict(manifest.obj.get("metadata") or {})
+    meta = dict(Body(manifest.obj).metadata)
     meta["annotations"] = {**(meta.get("annotations") or {}), MANIFEST_FOLDER: str(Path(file).resolve().parent)}
     return {**manifest.obj, "metadata": meta}
 
@@ -181,8 +181,8 @@ def _select(store: FileStore, kinds: list[str], names: tuple[str, ...], namespac
     found: list[Obj] = []
     for kind in kinds:
         everywhere = namespace is None or KINDS[kind].scope == "Cluster"
-        objs = [o for o in store.list(kind) if everywhere or o["metadata"].get("namespace") == namespace]
-        by_name = {o["metadata"]["name"]: o for o in objs}
+        objs = [o for o in store.list(kind) if everywhere or Body(o).namespace == namespace]
+        by_name = {Body(o).name: o for o in objs}
         missing = [n for n in names if n not in by_name]
         if missing:
             raise UserError(*(f'{plural(kind)} "{n}" not found' for n in missing))
@@ -310,7 +310,7 @@ def _active(store: FileStore) -> int:
 
 
 def _phases(store: FileStore) -> Counter[str]:
-    return Counter((o.get("status") or {}).get("phase", "Pending") for o in store.list("GPUJob"))
+    return Counter(Body(o).status.get("phase", "Pending") for o in store.list("GPUJob"))
 
 
 def _summary(store: FileStore, start: float, steps: int) -> str:

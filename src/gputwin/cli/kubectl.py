@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from gputwin.api.bodies import Body, Obj
 from gputwin.api.crdgen import CATEGORY, NAMES, Column
 from gputwin.api.status import epoch_seconds
 from gputwin.api.v1alpha1 import KINDS
 from gputwin.cli.manifests import resource
-
-Obj = dict[str, Any]
 
 
 class UserError(Exception):
@@ -43,8 +42,9 @@ def table(kind: str, objs: list[Obj], now: float, with_namespace: bool, qualifie
     header = (["NAMESPACE"] if with_namespace else []) + ["NAME"] + [c.name.upper() for c in columns]
     rows = [header]
     for obj in objs:
-        name = f"{resource(kind)}/{obj['metadata']['name']}" if qualified else obj["metadata"]["name"]
-        cells = [obj["metadata"].get("namespace", "")] if with_namespace else []
+        body = Body(obj)
+        name = f"{resource(kind)}/{body.name}" if qualified else body.name
+        cells = [body.namespace] if with_namespace else []
         rows.append(cells + [name] + [_cell(obj, c, now) for c in columns])
     return format_rows(rows)
 

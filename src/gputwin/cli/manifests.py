@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from gputwin.api.bodies import Obj
 from gputwin.api.crdgen import NAMES
 from gputwin.api.meta import API_VERSION, GROUP
 from gputwin.api.problems import Problem, field_path
@@ -29,7 +30,6 @@ from gputwin.api.v1alpha1 import KINDS
 from gputwin.api.validate import Document, check_cluster
 from gputwin.api.yamlfiles import Budget, YamlFileError, documents, list_files, read_text
 
-Obj = dict[str, Any]
 CLUSTER_KINDS = ("SwitchTopology", "GPUPartition", "SchedulingPolicy")
 SERVER_FIELDS = ("creationTimestamp", "generation", "resourceVersion", "uid", "managedFields")
 CONFIGMAP = "ConfigMap"  # the one core/v1 kind the emulator keeps (apiVersion v1, namespaced)
@@ -67,6 +67,7 @@ class Manifest:
 
     @property
     def _meta(self) -> Obj:
+        # Not a Body view: a manifest is read before it is validated, so metadata may be anything.
         meta = self.obj.get("metadata")
         return meta if isinstance(meta, dict) else {}
 
