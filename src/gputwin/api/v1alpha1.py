@@ -12,7 +12,7 @@ than one object and are checked by `gputwin.api.validate`.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -22,6 +22,7 @@ from gputwin.api.meta import (
     ApiModel,
     DnsName,
     Hostlist,
+    MAX_NODES,
     HostName,
     PlacementPolicy,
     QueuePolicy,
@@ -31,6 +32,7 @@ from gputwin.api.meta import (
     SizingPolicy,
     SlurmName,
     SlurmObjectMeta,
+    count_hostlist,
 )
 from gputwin.api.status import GPUPartitionStatus, SchedulingPolicyStatus, SwitchTopologyStatus
 from gputwin.api.workloads import (
@@ -117,6 +119,23 @@ class SwitchTopologySpec(ApiModel):
         default_factory=CommOverhead,
         description="Communication-overhead model for jobs spanning nodes or switches.",
     )
+
+    @field_validator("node_groups", mode="before")
+    @classmethod
+    def _count_before_expanding(cls, groups: Any) -> Any:
+        # Each group's hostlist is expanded when it is validated: count them all first, so ten
+        # groups of 99,999 nodes are refused without a million names being made and checked.
+        total = 0
+        for g, group in enumerate(groups if isinstance(groups, list) else ()):
+            nodes = group.get("nodes") if isinstance(group, dict) else None
+            count = (count_hostlist(nodes) or 0) if isinstance(nodes, str) else 0
+            total += count
+            if total > MAX_NODES:
+                which = f"nodeGroups[{g}].nodes names" if count == total else f"nodeGroups[0..{g}] name"
+                raise PydanticCustomError(
+                    "too_many_nodes", "{which} more than {n} nodes in all", {"which": which, "n": f"{MAX_NODES:,}"}
+                )
+        return groups
 
 
 class SwitchTopology(ResourceBase):

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gputwin.api.convert import select_nodes, topology_spec
-from gputwin.api.meta import CATCH_ALL, MAX_NODES, count_hostlist, expand_hostlist
+from gputwin.api.meta import CATCH_ALL, expand_hostlist
 from gputwin.api.problems import Problem
 from gputwin.api.v1alpha1 import GPUPartition, Resource, SchedulingPolicy, SwitchTopology
 from gputwin.core.model import NodeSpec, TopologySpec
@@ -47,9 +47,6 @@ def check_cluster(documents: Sequence[Document], source: str) -> list[Problem]:
             for where, _ in topologies[1:]
         ]
     where, topology = topologies[0]
-    too_many = _node_total_problem(where, topology)
-    if too_many is not None:  # counted, so the node groups are never expanded past the bound
-        return [*problems, too_many]
     spec = topology_spec(topology)
     problems += _tree_problems(where, topology, spec)
     problems += _partition_problems(documents, topology.metadata.name, spec.nodes)
@@ -173,14 +170,3 @@ def _names(nodes: Sequence[str], shown: int = 3) -> str:
     head = ", ".join(repr(n) for n in nodes[:shown])
     more = f" and {len(nodes) - shown} more" if len(nodes) > shown else ""
     return f"{len(nodes)} nodes {head}{more}"
-
-
-def _node_total_problem(where: str, topology: SwitchTopology) -> Problem | None:
-    """The first node group at which the topology's node groups add up to more than MAX_NODES."""
-    total = 0
-    for g, group in enumerate(topology.spec.node_groups):
-        total += count_hostlist(group.nodes) or 0
-        if total > MAX_NODES:
-            reason = f"the node groups name more than {MAX_NODES:,} nodes in all (counted up to this group)"
-            return Problem(where, f"spec.nodeGroups[{g}].nodes", reason)
-    return None
