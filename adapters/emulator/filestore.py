@@ -136,8 +136,13 @@ class FileStore:
 
     # --- what the emulator's commands need besides ----------------------------------------------
 
-    def put(self, obj: Obj) -> Outcome:
-        """Create or update an object as `kubectl apply` would; status and server metadata are kept."""
+    def preview(self, obj: Obj) -> Outcome:
+        """What `put(obj)` would return, storing nothing (`apply --dry-run`)."""
+        old, new = self._incoming(obj)
+        return "created" if old is None else "unchanged" if _user_view(old) == _user_view(new) else "configured"
+
+    def _incoming(self, obj: Obj) -> tuple[Obj | None, Obj]:
+        """The stored object `obj` would replace (None: none) and `obj` as it would be stored."""
         kind, given = obj["kind"], Body(obj)
         namespace = given.namespace if _namespaced(kind) else ""
         old = self._objects(kind).get((namespace, given.name))
@@ -146,6 +151,13 @@ class FileStore:
         new["metadata"] = meta
         if namespace:
             meta["namespace"] = namespace
+        return old, new
+
+    def put(self, obj: Obj) -> Outcome:
+        """Create or update an object as `kubectl apply` would; status and server metadata are kept."""
+        kind = obj["kind"]
+        old, new = self._incoming(obj)
+        meta = new["metadata"]
         if old is None:
             meta["creationTimestamp"] = rfc3339(self.now)
             if kind not in CORE_KINDS:

@@ -22,7 +22,7 @@ import stat
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -84,6 +84,21 @@ def read_text(file: Path, budget: Budget) -> str:
         raise YamlFileError("path", exc.strerror or type(exc).__name__) from None
     finally:
         os.close(fd)
+    return _checked(data, limit, budget)
+
+
+def read_stream(stream: BinaryIO, budget: Budget) -> str:
+    """All of a stream's text (`-f -`: standard input), within the same size caps as a file."""
+    limit = min(MAX_FILE_BYTES, budget.left)
+    try:
+        data = stream.read(limit + 1)
+    except OSError as exc:
+        raise YamlFileError("path", exc.strerror or type(exc).__name__) from None
+    return _checked(data, limit, budget)
+
+
+def _checked(data: bytes, limit: int, budget: Budget) -> str:
+    """`data` as text, if within `limit` (what is left of the budget or the per-file cap)."""
     if len(data) > limit:
         if limit == MAX_FILE_BYTES:
             raise YamlFileError(
@@ -269,5 +284,6 @@ __all__ = [
     "YamlFileError",
     "documents",
     "list_files",
+    "read_stream",
     "read_text",
 ]

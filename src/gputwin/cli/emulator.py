@@ -18,56 +18,36 @@ gets a Failed status; later commands carry on.
 
 from __future__ import annotations
 
-import functools
-import json
 from collections import Counter
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
-import yaml
 
 from gputwin.adapters.emulator import FileStore
 from gputwin.api.bodies import Body, Obj
 from gputwin.api.status import LATEST_TIME, rfc3339
 from gputwin.api.v1alpha1 import KINDS
-from gputwin.cli.kubectl import UserError, age, format_rows, resolve_kinds, table
-from gputwin.cli.manifests import Manifest, ManifestError, cluster_errors, plural, read_manifests, resource
+from gputwin.cli.kubectl import UserError, age, format_rows, resolve_kinds, state_option, user_errors
+from gputwin.cli.manifests import (
+    STDIN_NAME,
+    Manifest,
+    ManifestError,
+    cluster_errors,
+    plural,
+    read_manifests,
+    resource,
+)
 from gputwin.operator.backends import SimBackend
 from gputwin.operator.config import ConfigError, trace_access
 from gputwin.operator.controller import Controller
 from gputwin.operator.trace_files import MANIFEST_FOLDER, TraceAccess
 
-F = TypeVar("F", bound=Callable[..., Any])
 ACTIVE = ("Queued", "Running")
 
 
-def _user_errors(command: F) -> F:
-    """Turn UserError, ManifestError and OS errors into `error: …` lines and exit status 2."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except (UserError, ManifestError) as exc:
-            lines: Sequence[str] = exc.lines
-        except OSError as exc:
-            lines = [str(exc)]
-        for line in lines:
-            click.echo(f"error: {line}", err=True)
-        raise SystemExit(2)
-
-    return wrapper  # type: ignore[return-value]
-
-
-state_option = click.option(
-    "--state", type=click.Path(path_type=Path, file_okay=False), envvar="GPUTWIN_STATE", default=".gputwin",
-    show_default="$GPUTWIN_STATE or ./.gputwin", help="State directory of the emulated cluster.",
-)  # fmt: skip
 files_option = click.option(
-    "-f", "--filename", "paths", multiple=True, type=click.Path(path_type=Path),
-    help="A YAML file or a folder of them (multi-document; repeatable).",
+    "-f", "--filename", "paths", multiple=True, type=click.Path(path_type=Path, allow_dash=True),
+    help="A YAML file, a folder of them, or - for standard input (multi-document; repeatable).",
 )  # fmt: skip
 
 
@@ -102,30 +82,40 @@ def settle(controller: Controller, now: float) -> None:
 
 @click.command()
 @files_option
+@click.option(
+    "--dry-run", type=click.Choice(["none", "client", "server"]), default="none", is_flag=False,
+    flag_value="client", help="Validate and say what would change; store nothing (client and server alike).",
+)  # fmt: skip
 @state_option
-@_user_errors
-def apply(paths: tuple[Path, ...], state: Path) -> None:
-    """Create or update objects from manifests, then reconcile at the current virtual time.
+@user_errors
+def apply(paths: tuple[Path, ...], dry_run: str, state: Path) -> None:
+    """Create or update objects from manifests (`-f -`: standard input), then reconcile at the
+    current virtual time.
 
     Every document is validated first (schema, then the cross-object rules the apply would break);
-    any error stores nothing. Prints `KIND.gputwin.io/NAME created|configured|unchanged` per object.
+    any error stores nothing. Prints `KIND.gputwin.io/NAME created|configured|unchanged` per object;
+    with --dry-run the same, marked `(dry run)`, and nothing is stored or reconciled.
     """
     if not paths:
-        raise UserError("give -f FILE|DIR: a manifest, or a folder of them")
+        raise UserError("give -f FILE|DIR|-: a manifest, a folder of them, or - for standard input")
     manifests = read_manifests(paths, validate=True)
     traces = _traces()
     store = FileStore(state)
-    with store.lock():
+    with store.lock(exclusive=dry_run == "none"):
         stored = [
             obj for kind in ("SwitchTopology", "GPUPartition", "SchedulingPolicy") for obj in store.list(kind)
         ]
         errors = cluster_errors(stored, manifests)
         if errors:
             raise ManifestError(errors)
-        outcomes = [(m, store.put(_with_folder(m))) for m in manifests]
-        _reconcile(store, traces)
+        if dry_run != "none":
+            outcomes = [(m, store.preview(_with_folder(m))) for m in manifests]
+        else:
+            outcomes = [(m, store.put(_with_folder(m))) for m in manifests]
+            _reconcile(store, traces)
+    mark = {"none": "", "client": " (dry run)", "server": " (server dry run)"}[dry_run]
     for m, outcome in outcomes:
-        click.echo(f"{resource(m.kind)}/{m.name} {outcome}")
+        click.echo(f"{resource(m.kind)}/{m.name} {outcome}{mark}")
 
 
 def _with_folder(manifest: Manifest) -> Obj:
@@ -133,85 +123,10 @@ def _with_folder(manifest: Manifest) -> Obj:
     if manifest.kind != "TraceReplay":
         return manifest.obj
     file = manifest.where.rsplit(":doc", 1)[0]  # where: FILE:docN[.items[i]]
+    folder = Path.cwd() if file == STDIN_NAME else Path(file).resolve().parent  # stdin: where it runs
     meta = dict(Body(manifest.obj).metadata)
-    meta["annotations"] = {**(meta.get("annotations") or {}), MANIFEST_FOLDER: str(Path(file).resolve().parent)}
+    meta["annotations"] = {**(meta.get("annotations") or {}), MANIFEST_FOLDER: str(folder)}
     return {**manifest.obj, "metadata": meta}
-
-
-# --- get ------------------------------------------------------------------------------------------
-
-
-@click.command()
-@click.argument("kind")
-@click.argument("names", nargs=-1)
-@click.option("-o", "--output", type=click.Choice(["wide", "yaml", "json", "name"]), help="Output format.")
-@click.option(
-    "-n", "--namespace", default="default", show_default=True, help="Namespace of GPUJobs and TraceReplays."
-)
-@click.option("-A", "--all-namespaces", is_flag=True, help="List namespaced kinds across all namespaces.")
-@state_option
-@_user_errors
-def get(kind: str, names: tuple[str, ...], output: str | None, namespace: str, all_namespaces: bool,
-        state: Path) -> None:  # fmt: skip
-    """Show objects like `kubectl get`: KIND is a kind, plural, short name (gpuj) or `gputwin` for all.
-
-    The table columns are the CRDs' printer columns; AGE is measured on the virtual clock.
-    `KIND/NAME` works too.
-    """
-    if "/" in kind:
-        kind, name = kind.split("/", 1)
-        names = (name, *names)
-    kinds = resolve_kinds(kind)
-    store = FileStore(state)
-    with store.lock(exclusive=False):
-        found = _select(store, kinds, names, None if all_namespaces else namespace)
-        now = store.now
-    if not found:
-        where = (
-            ""
-            if all_namespaces or all(KINDS[k].scope == "Cluster" for k in kinds)
-            else f" in {namespace} namespace"
-        )
-        click.echo(f"No resources found{where}.", err=True)
-        return
-    _print(found, output, kinds, now, all_namespaces, single=len(names) == 1)
-
-
-def _select(store: FileStore, kinds: list[str], names: tuple[str, ...], namespace: str | None) -> list[Obj]:
-    found: list[Obj] = []
-    for kind in kinds:
-        everywhere = namespace is None or KINDS[kind].scope == "Cluster"
-        objs = [o for o in store.list(kind) if everywhere or Body(o).namespace == namespace]
-        by_name = {Body(o).name: o for o in objs}
-        missing = [n for n in names if n not in by_name]
-        if missing:
-            raise UserError(*(f'{plural(kind)} "{n}" not found' for n in missing))
-        found += [by_name[n] for n in names] if names else objs
-    return found
-
-
-def _print(
-    found: list[Obj], output: str | None, kinds: list[str], now: float, all_ns: bool, single: bool
-) -> None:
-    if output in ("yaml", "json"):
-        doc: Obj = (
-            found[0] if single and len(found) == 1 else {"apiVersion": "v1", "kind": "List", "items": found}
-        )
-        text = yaml.safe_dump(doc, sort_keys=False) if output == "yaml" else json.dumps(doc, indent=4)
-        click.echo(text.rstrip("\n"))
-        return
-    if output == "name":
-        for obj in found:
-            click.echo(f"{resource(obj['kind'])}/{obj['metadata']['name']}")
-        return
-    blocks = []
-    for kind in kinds:
-        objs = [o for o in found if o["kind"] == kind]
-        if objs:
-            blocks.append(
-                table(kind, objs, now, all_ns and KINDS[kind].scope == "Namespaced", len(kinds) > 1)
-            )
-    click.echo("\n\n".join(blocks))
 
 
 # --- delete ---------------------------------------------------------------------------------------
@@ -225,7 +140,7 @@ def _print(
 )
 @click.option("--ignore-not-found", is_flag=True, help="Treat objects that do not exist as deleted.")
 @state_option
-@_user_errors
+@user_errors
 def delete(target: tuple[str, ...], paths: tuple[Path, ...], namespace: str, ignore_not_found: bool,
            state: Path) -> None:  # fmt: skip
     """Delete objects named in manifests (-f) or as KIND NAME…, then reconcile.
@@ -276,7 +191,7 @@ def _delete_keys(
     "--until", "until", type=click.FloatRange(min=0), help="Advance at most this many virtual seconds."
 )
 @state_option
-@_user_errors
+@user_errors
 def run(until: float | None, state: Path) -> None:
     """Advance virtual time event by event until no GPUJob is Queued or Running.
 
@@ -329,7 +244,7 @@ def _summary(store: FileStore, start: float, steps: int) -> str:
 @click.command()
 @click.option("--for", "for_object", metavar="KIND/NAME", help="Only events about this object.")
 @state_option
-@_user_errors
+@user_errors
 def events(for_object: str | None, state: Path) -> None:
     """List the events the reconcilers posted, oldest first (times on the virtual clock)."""
     wanted: tuple[list[str], str] | None = None
@@ -353,6 +268,6 @@ def events(for_object: str | None, state: Path) -> None:
     click.echo(format_rows(rows))
 
 
-COMMANDS = (apply, get, delete, run, events)
+COMMANDS = (apply, delete, run, events)  # get and describe: gputwin.cli.get, gputwin.cli.describe
 
 __all__ = ["COMMANDS", "settle"]

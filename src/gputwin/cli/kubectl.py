@@ -7,13 +7,20 @@ name, `x.gputwin.io`, the category `gputwin`); `table` prints the CRDs' own prin
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
 
 from gputwin.api.bodies import Body, Obj
 from gputwin.api.crdgen import CATEGORY, NAMES, Column
 from gputwin.api.status import epoch_seconds
 from gputwin.api.v1alpha1 import KINDS
-from gputwin.cli.manifests import resource
+from gputwin.cli.manifests import ManifestError, resource
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class UserError(Exception):
@@ -22,6 +29,40 @@ class UserError(Exception):
     def __init__(self, *lines: str) -> None:
         super().__init__("\n".join(lines))
         self.lines = lines
+
+
+def user_errors(command: F) -> F:
+    """Turn UserError, ManifestError and OS errors into `error: …` lines and exit status 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (UserError, ManifestError) as exc:
+            lines: Sequence[str] = exc.lines
+        except OSError as exc:
+            lines = [str(exc)]
+        for line in lines:
+            click.echo(f"error: {line}", err=True)
+        raise SystemExit(2)
+
+    return wrapper  # type: ignore[return-value]
+
+
+state_option = click.option(
+    "--state", type=click.Path(path_type=Path, file_okay=False), envvar="GPUTWIN_STATE", default=".gputwin",
+    show_default="$GPUTWIN_STATE or ./.gputwin", help="State directory of the emulated cluster.",
+)  # fmt: skip
+
+
+def resolve_words(words: str) -> list[str]:
+    """Kinds a comma-separated list names (`gpujobs,gpupartitions`), each once, in the order given."""
+    kinds: list[str] = []
+    for word in words.split(","):
+        if not word:
+            raise UserError(f"{words!r}: an empty resource type in a comma-separated list")
+        kinds += [k for k in resolve_kinds(word) if k not in kinds]
+    return kinds
 
 
 def resolve_kinds(word: str) -> list[str]:
@@ -36,17 +77,40 @@ def resolve_kinds(word: str) -> list[str]:
     raise UserError(f'the server doesn\'t have a resource type "{word}"')
 
 
-def table(kind: str, objs: list[Obj], now: float, with_namespace: bool, qualified: bool) -> str:
-    """A `kubectl get` table: NAME (and NAMESPACE), the printer columns, AGE on the virtual clock."""
+def table(
+    kind: str, objs: list[Obj], now: float, with_namespace: bool, qualified: bool, wide: bool = False
+) -> str:
+    """A `kubectl get` table: NAME (and NAMESPACE), the printer columns, AGE on the virtual clock;
+    `wide` adds the `WIDE` columns after them (as kubectl adds priority-1 columns)."""
     columns = NAMES[kind].columns
+    extra = WIDE[kind] if wide else ()
     header = (["NAMESPACE"] if with_namespace else []) + ["NAME"] + [c.name.upper() for c in columns]
-    rows = [header]
+    rows = [header + [c.name.upper() for c in extra]]
     for obj in objs:
         body = Body(obj)
         name = f"{resource(kind)}/{body.name}" if qualified else body.name
         cells = [body.namespace] if with_namespace else []
-        rows.append(cells + [name] + [_cell(obj, c, now) for c in columns])
+        rows.append(cells + [name] + [_cell(obj, c, now) for c in (*columns, *extra)])
     return format_rows(rows)
+
+
+READY = Column("Ready", ".status.conditions[Ready]", "condition")
+# `get -o wide`: more columns after the printer columns (CRD printer columns hold the default view).
+WIDE: dict[str, tuple[Column, ...]] = {
+    "SwitchTopology": (READY, Column("Per-Tier", ".spec.commOverhead.perTier", "number"),
+                       Column("Cross-Node", ".spec.commOverhead.crossNode", "number")),
+    "GPUPartition": (Column("Running", ".status.running", "integer"), Column("Nodes", ".status.nodes", "integer"),
+                     Column("Topology", ".spec.topology", "string"),
+                     Column("Task-Types", ".spec.taskTypes", "list"), READY),
+    "SchedulingPolicy": (Column("Backfill", ".spec.queue.backfill", "boolean"),
+                         Column("Sizing", ".spec.sizing.policy", "string"),
+                         Column("Partitions", ".status.partitions", "list"), READY),
+    "GPUJob": (Column("User", ".spec.user", "string"), Column("Switches", ".status.switches", "integer"),
+               Column("Preemptions", ".status.preemptions", "integer"),
+               Column("Reason", ".status.conditions[Scheduled]", "reason")),
+    "TraceReplay": (Column("Trials", ".status.trials", "integer"),
+                    Column("Promoted", ".status.promoted", "boolean"), READY),
+}  # fmt: skip
 
 
 def format_rows(rows: list[list[str]]) -> str:
@@ -56,10 +120,16 @@ def format_rows(rows: list[list[str]]) -> str:
 
 def _cell(obj: Obj, column: Column, now: float) -> str:
     value: Any = obj
-    for part in column.json_path.strip(".").split("."):
+    path, _, wanted = column.json_path.strip(".").removesuffix("]").partition("[")
+    for part in path.split("."):
         value = value.get(part) if isinstance(value, dict) else None
-    if value is None:
+    if wanted:  # a condition by type: its status (or its reason)
+        found = [c for c in value or [] if isinstance(c, dict) and c.get("type") == wanted]
+        value = found[0].get("reason" if column.type == "reason" else "status") if found else None
+    if value is None or value == []:
         return "<none>"
+    if isinstance(value, list):
+        return ",".join(map(str, value))
     if column.type == "date":
         return age(now - epoch_seconds(str(value)))
     if isinstance(value, bool):
@@ -88,4 +158,5 @@ def age(seconds: float) -> str:
     return f"{d // 365}y{d % 365}d" if d // 365 < 8 else f"{d // 365}y"
 
 
-__all__ = ["UserError", "age", "format_rows", "resolve_kinds", "table"]
+__all__ = ["WIDE", "UserError", "age", "format_rows", "resolve_kinds", "resolve_words", "state_option", "table",
+           "user_errors"]

@@ -18,8 +18,10 @@ from gputwin.adapters.sweeps import SweepError
 from gputwin.adapters.traces import TraceError
 from gputwin.api.problems import ClusterError
 from gputwin.cli.compare import compare as compare_command
+from gputwin.cli.describe import describe as describe_command
 from gputwin.cli.emulator import COMMANDS as EMULATOR_COMMANDS
 from gputwin.cli.errors import report
+from gputwin.cli.get import get as get_command
 from gputwin.cli.operator_cmd import operator as operator_command
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import comparison_table, print_summary, progress_reporter
@@ -109,9 +111,9 @@ def demo(as_json: bool) -> None:
         comparison_table(rows)
 
 
-# The emulator (apply, get, delete, run, events), the operator, the SLURM group, compare, tune and
+# The emulator (apply, get, describe, delete, run, events), the operator, the SLURM group, compare, tune and
 # sweep-task (what compare's slurm and kubernetes executors run on each node).
-for _command in (*EMULATOR_COMMANDS, operator_command, slurm_group, compare_command, tune_command, sweep_task):
+for _command in (*EMULATOR_COMMANDS, get_command, describe_command, operator_command, slurm_group, compare_command, tune_command, sweep_task):
     cli.add_command(_command)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +29,10 @@ from gputwin.api.meta import API_VERSION, GROUP
 from gputwin.api.problems import Problem, field_path
 from gputwin.api.v1alpha1 import KINDS
 from gputwin.api.validate import Document, check_cluster
-from gputwin.api.yamlfiles import Budget, YamlFileError, documents, list_files, read_text
+from gputwin.api.yamlfiles import Budget, YamlFileError, documents, list_files, read_stream, read_text
 
+STDIN = Path("-")  # `-f -`: the manifests come on standard input (named `<stdin>` in errors)
+STDIN_NAME = "<stdin>"
 CLUSTER_KINDS = ("SwitchTopology", "GPUPartition", "SchedulingPolicy")
 SERVER_FIELDS = ("creationTimestamp", "generation", "resourceVersion", "uid", "managedFields")
 CONFIGMAP = "ConfigMap"  # the one core/v1 kind the emulator keeps (apiVersion v1, namespaced)
@@ -114,6 +117,8 @@ def read_manifests(
 
 
 def _files(path: Path, errors: list[str]) -> list[Path]:
+    if path == STDIN:
+        return [path]
     if path.is_dir():
         try:
             files = list_files(path, (".yaml", ".yml", ".json"))
@@ -134,12 +139,14 @@ def _files(path: Path, errors: list[str]) -> list[Path]:
 
 def _read_file(file: Path, namespace: str, errors: list[str], budget: Budget) -> list[Manifest]:
     found: list[Manifest] = []
+    name = STDIN_NAME if file == STDIN else str(file)
     try:
-        for index, data in documents(read_text(file, budget)):
+        text = read_stream(sys.stdin.buffer, budget) if file == STDIN else read_text(file, budget)
+        for index, data in documents(text):
             if data is not None:
-                found += _objects(f"{file}:doc{index}", data, namespace, errors)
+                found += _objects(f"{name}:doc{index}", data, namespace, errors)
     except YamlFileError as exc:
-        errors.append(f"{file}{'' if exc.doc is None else f':doc{exc.doc}'}: {exc}")
+        errors.append(f"{name}{'' if exc.doc is None else f':doc{exc.doc}'}: {exc}")
     return found
 
 
@@ -313,6 +320,8 @@ def _check(docs: list[Document]) -> list[Problem]:
 
 
 __all__ = [
+    "STDIN",
+    "STDIN_NAME",
     "Manifest",
     "ManifestError",
     "cluster_errors",

@@ -1,0 +1,144 @@
+"""`gputwin get`: stored objects as `kubectl get` shows them (tables, wide, yaml, json, name).
+
+KIND may be one kind (kind, plural, short name), the category `gputwin`, a comma-separated list
+(`gpujobs,gpupartitions`) or `KIND/NAME`. `-l` filters by labels as kubectl's equality-based
+selectors do: `key=value`, `key==value`, `key!=value`, `key` (has the label), `!key` (has not),
+comma = AND. Reading only: the state directory is held with a shared lock, nothing is reconciled.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+import click
+import yaml
+
+from gputwin.adapters.emulator import FileStore
+from gputwin.api.bodies import Body, Obj
+from gputwin.api.v1alpha1 import KINDS
+from gputwin.cli.kubectl import UserError, resolve_words, state_option, table, user_errors
+from gputwin.cli.manifests import plural, resource
+
+Requirement = tuple[str, str, str]  # (key, operator: = != exists !exists, value)
+LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                       r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")  # fmt: skip
+LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+
+
+def parse_selector(text: str) -> list[Requirement]:
+    """kubectl's equality-based label selector; UserError naming the bad requirement."""
+    out: list[Requirement] = []
+    for part in text.split(","):
+        item = part.strip()
+        match = re.fullmatch(r"([^=!]+?)\s*(==|!=|=)\s*(.*)", item)
+        if match:
+            key, op, value = match.group(1), "!=" if match.group(2) == "!=" else "=", match.group(3)
+        elif item.startswith("!"):
+            key, op, value = item[1:].strip(), "!exists", ""
+        else:
+            key, op, value = item, "exists", ""
+        if not LABEL_KEY.fullmatch(key) or len(key) > 316 or not LABEL_VALUE.fullmatch(value) or len(value) > 63:
+            shown = item if item.isprintable() and len(item) <= 80 else json.dumps(item[:80])
+            raise UserError(f"-l: unable to parse requirement {shown!r}: expected key=value, key!=value, key or !key")
+        out.append((key, op, value))
+    return out
+
+
+def matches(labels: Mapping[str, object], selector: list[Requirement]) -> bool:
+    """Whether labels meet every requirement (kubectl: `!=` also holds where the key is absent)."""
+    for key, op, value in selector:
+        has = key in labels
+        if op == "=" and not (has and str(labels[key]) == value):
+            return False
+        if op == "!=" and has and str(labels[key]) == value:
+            return False
+        if (op == "exists" and not has) or (op == "!exists" and has):
+            return False
+    return True
+
+
+@click.command()
+@click.argument("kind")
+@click.argument("names", nargs=-1)
+@click.option("-o", "--output", type=click.Choice(["wide", "yaml", "json", "name"]), help="Output format.")
+@click.option("-l", "--selector", help="Label selector: key=value, key!=value, key, !key; comma = AND.")
+@click.option(
+    "-n", "--namespace", default="default", show_default=True, help="Namespace of GPUJobs and TraceReplays."
+)
+@click.option("-A", "--all-namespaces", is_flag=True, help="List namespaced kinds across all namespaces.")
+@state_option
+@user_errors
+def get(kind: str, names: tuple[str, ...], output: str | None, selector: str | None, namespace: str,
+        all_namespaces: bool, state: Path) -> None:  # fmt: skip
+    """Show objects like `kubectl get`: KIND is a kind, plural, short name (gpuj), `gputwin` for all,
+    or a comma-separated list of them.
+
+    The table columns are the CRDs' printer columns (`-o wide` adds more); AGE is measured on the
+    virtual clock. `KIND/NAME` works too.
+    """
+    if "/" in kind:
+        kind, name = kind.split("/", 1)
+        names = (name, *names)
+    kinds = resolve_words(kind)
+    wanted = parse_selector(selector) if selector is not None else None
+    if wanted is not None and names:
+        raise UserError("name objects or select them with -l, not both")
+    store = FileStore(state)
+    with store.lock(exclusive=False):
+        found = select(store, kinds, names, None if all_namespaces else namespace)
+        now = store.now
+    if wanted is not None:
+        found = [o for o in found if matches(Body(o).metadata.get("labels") or {}, wanted)]
+    if not found:
+        where = (
+            ""
+            if all_namespaces or all(KINDS[k].scope == "Cluster" for k in kinds)
+            else f" in {namespace} namespace"
+        )
+        click.echo(f"No resources found{where}.", err=True)
+        return
+    _print(found, output, kinds, now, all_namespaces, single=len(names) == 1)
+
+
+def select(store: FileStore, kinds: list[str], names: tuple[str, ...], namespace: str | None) -> list[Obj]:
+    """The stored objects of these kinds (in this namespace, if namespaced), these names if given;
+    UserError naming every name not found."""
+    found: list[Obj] = []
+    for kind in kinds:
+        everywhere = namespace is None or KINDS[kind].scope == "Cluster"
+        objs = [o for o in store.list(kind) if everywhere or Body(o).namespace == namespace]
+        by_name = {Body(o).name: o for o in objs}
+        missing = [n for n in names if n not in by_name]
+        if missing:
+            raise UserError(*(f'{plural(kind)} "{n}" not found' for n in missing))
+        found += [by_name[n] for n in names] if names else objs
+    return found
+
+
+def _print(
+    found: list[Obj], output: str | None, kinds: list[str], now: float, all_ns: bool, single: bool
+) -> None:
+    if output in ("yaml", "json"):
+        doc: Obj = (
+            found[0] if single and len(found) == 1 else {"apiVersion": "v1", "kind": "List", "items": found}
+        )
+        text = yaml.safe_dump(doc, sort_keys=False) if output == "yaml" else json.dumps(doc, indent=4)
+        click.echo(text.rstrip("\n"))
+        return
+    if output == "name":
+        for obj in found:
+            click.echo(f"{resource(obj['kind'])}/{obj['metadata']['name']}")
+        return
+    blocks = []
+    for kind in kinds:
+        objs = [o for o in found if o["kind"] == kind]
+        if objs:
+            with_ns = all_ns and KINDS[kind].scope == "Namespaced"
+            blocks.append(table(kind, objs, now, with_ns, len(kinds) > 1, wide=output == "wide"))
+    click.echo("\n\n".join(blocks))
+
+
+__all__ = ["get", "matches", "parse_selector", "select"]
