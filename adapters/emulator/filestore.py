@@ -139,7 +139,9 @@ class FileStore:
     def preview(self, obj: Obj) -> Outcome:
         """What `put(obj)` would return, storing nothing (`apply --dry-run`)."""
         old, new = self._incoming(obj)
-        return "created" if old is None else "unchanged" if _user_view(old) == _user_view(new) else "configured"
+        if old is None:
+            return "created"
+        return "unchanged" if _user_view(old) == _user_view(new) else "configured"
 
     def _incoming(self, obj: Obj) -> tuple[Obj | None, Obj]:
         """The stored object `obj` would replace (None: none) and `obj` as it would be stored."""

@@ -45,18 +45,20 @@ def job(name: str, submit: float, gpus: int, duration: float = 60.0, priority: i
     return Waiting(f"default/{name}", submit, duration, priority, gpus)
 
 
-QUEUE = [job("a", 0, 8, duration=900), job("b", 10, 4, duration=60, priority=5), job("c", 20, 2, duration=300)]
+QUEUE = [
+    job("a", 0, 8, duration=900),
+    job("b", 10, 4, duration=60, priority=5),
+    job("c", 20, 2, duration=300),
+]
 
+PLACEMENT = "waits for the placement policy (e.g. GPUs under one switch) or the next scheduling pass"
 WHY = [
     # (job, queue, policy, free, total) -> (position, queued, order, reason)
     ("c", QUEUE, "fifo", 1, 48, (3, 3, "submit time", "waits for 2 GPUs; partition p has 1 of 48 free, and 2 jobs ahead")),
     ("b", QUEUE, "sjf", 1, 48, (1, 3, "duration", "waits for 4 GPUs; partition p has 1 of 48 free")),
     ("c", QUEUE, "sjf", 1, 48, (2, 3, "duration", "waits for 2 GPUs; partition p has 1 of 48 free, and 1 job ahead")),
-    ("b", QUEUE, "priority", 4, 48, (1, 3, "priority, then submit time",
-                                     "4 GPUs free cover its 4; waits for the placement policy "
-                                     "(e.g. GPUs under one switch) or the next scheduling pass")),
-    ("a", QUEUE, "fifo", 8, 48, (1, 3, "submit time", "8 GPUs free cover its 8; waits for the placement policy "
-                                 "(e.g. GPUs under one switch) or the next scheduling pass")),
+    ("b", QUEUE, "priority", 4, 48, (1, 3, "priority, then submit time", f"4 GPUs free cover its 4; {PLACEMENT}")),
+    ("a", QUEUE, "fifo", 8, 48, (1, 3, "submit time", f"8 GPUs free cover its 8; {PLACEMENT}")),
     ("c", QUEUE, "fifo", 16, 48, (3, 3, "submit time", "16 GPUs free cover its 2; waits behind 2 jobs ahead")),
     ("a", QUEUE, "fifo", 0, 4, (1, 3, "submit time", "requests 8 GPUs; partition p has only 4")),
     ("c", QUEUE, "las", 0, 48, (3, 3, "submit time (las's own order may differ)",
@@ -67,8 +69,16 @@ WHY = [
 @pytest.mark.parametrize(
     ("name", "queue", "policy", "free", "total", "expected"),
     WHY,
-    ids=["fifo-third", "sjf-shortest-first", "sjf-second", "priority-highest", "fits-head",
-         "fits-behind", "larger-than-partition", "las-submit-order"],  # fmt: skip
+    ids=[
+        "fifo-third",
+        "sjf-shortest-first",
+        "sjf-second",
+        "priority-highest",
+        "fits-head",
+        "fits-behind",
+        "larger-than-partition",
+        "las-submit-order",
+    ],
 )
 def test_why_a_job_waits(
     name: str, queue: list[Waiting], policy: str, free: int, total: int, expected: tuple[int, int, str, str]

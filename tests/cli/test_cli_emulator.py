@@ -256,3 +256,123 @@ def test_a_trace_replay_reads_its_trace_from_an_applied_configmap(state: Path, t
     code, out, err = gputwin(state, "delete", "-f", str(cm_only))
     assert (code, out.strip()) == (0, 'configmap "traces" deleted'), err
     assert not (state / "objects" / "configmaps" / "default" / "traces.json").exists()
+
+
+# --- kubectl habits: -f -, --dry-run, -l, comma-separated kinds, -o wide ----------------------------
+
+
+def gputwin_in(state: Path, stdin: str, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, [*args, "--state", str(state)], input=stdin)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_apply_reads_standard_input(state: Path) -> None:
+    code, out, err = gputwin_in(state, Path(CLUSTER).read_text(), "apply", "-f", "-")
+    assert code == 0, err
+    assert out.splitlines()[0] == "switchtopology.gputwin.io/two-leaf created"
+    code, _, err = gputwin_in(state, "kind: GPUJob\n", "apply", "-f", "-")
+    assert (code, err.strip()) == (2, "error: <stdin>:doc1: apiVersion not set")
+    code, _, err = gputwin_in(state, "# " + "x" * (1 << 20) + "\n", "apply", "-f", "-")  # the file cap holds
+    assert (code, err.strip()) == (
+        2,
+        "error: <stdin>: path: larger than 1048576 bytes, the most a manifest file may hold",
+    )
+
+
+def test_apply_dry_run_says_what_would_change_and_stores_nothing(state: Path) -> None:
+    gputwin(state, "apply", "-f", CLUSTER, "-f", JOBS)
+    before = snapshot(state)
+    changed = state.parent / "changed.yaml"
+    changed.write_text(Path(JOBS).read_text().replace("gpus: 4", "gpus: 8") + """---
+apiVersion: gputwin.io/v1alpha1
+kind: GPUJob
+metadata: {name: extra, namespace: default}
+spec: {taskType: train, gpus: 1}
+""")
+    for flag, mark in (("--dry-run", "(dry run)"), ("--dry-run=client", "(dry run)"),
+                       ("--dry-run=server", "(server dry run)")):  # fmt: skip
+        code, out, err = gputwin(state, "apply", flag, "-f", str(changed))
+        assert code == 0, err
+        assert out.splitlines() == [
+            f"gpujob.gputwin.io/resnet50-4gpu configured {mark}",
+            f"gpujob.gputwin.io/llm-finetune unchanged {mark}",
+            f"gpujob.gputwin.io/bert-serving unchanged {mark}",
+            f"gpujob.gputwin.io/extra created {mark}",
+        ]
+        assert snapshot(state) == before
+    fresh = state.parent / "fresh"
+    assert gputwin(fresh, "apply", "--dry-run", "-f", CLUSTER)[0] == 0 and not fresh.exists()
+    bad = state.parent / "bad.yaml"
+    bad.write_text(changed.read_text().replace("gpus: 1}", "gpus: 0}"))
+    code, out, err = gputwin(state, "apply", "--dry-run", "-f", str(bad))
+    assert (code, out) == (2, "") and "spec.gpus" in err
+    assert snapshot(state) == before
+
+
+SELECTORS = [
+    ("team=nlp", ["llm-finetune"]),
+    ("team==nlp", ["llm-finetune"]),
+    ("team!=nlp", ["bert-serving", "resnet50-4gpu"]),
+    ("team", ["llm-finetune"]),
+    ("!team", ["bert-serving", "resnet50-4gpu"]),
+    ("team=nlp,team!=nlp", []),
+    ("team=cv", []),
+]
+
+
+@pytest.mark.parametrize(("selector", "names"), SELECTORS, ids=[s for s, _ in SELECTORS])
+def test_get_selects_by_label(state: Path, selector: str, names: list[str]) -> None:
+    gputwin(state, "apply", "-f", CLUSTER, "-f", JOBS)
+    code, out, err = gputwin(state, "get", "gpujobs", "-l", selector, "-o", "name")
+    assert code == 0, err
+    assert out.splitlines() == [f"gpujob.gputwin.io/{n}" for n in names]
+    if not names:
+        assert err.strip() == "No resources found in default namespace."
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-l", "a=b=c"], "error: -l: unable to parse requirement 'a=b=c': expected key=value, key!=value, key or !key"),
+        (["-l", "=x"], "error: -l: unable to parse requirement '=x': expected key=value, key!=value, key or !key"),
+        (["llm-finetune", "-l", "team"], "error: name objects or select them with -l, not both"),
+    ],
+    ids=["two-equals", "no-key", "names-and-selector"],
+)  # fmt: skip
+def test_a_bad_selector_is_one_line_and_exit_2(state: Path, args: list[str], message: str) -> None:
+    gputwin(state, "apply", "-f", CLUSTER, "-f", JOBS)
+    code, out, err = gputwin(state, "get", "gpujobs", *args)
+    assert (code, out, err.strip()) == (2, "", message)
+
+
+def test_get_takes_comma_separated_kinds(state: Path) -> None:
+    gputwin(state, "apply", "-f", CLUSTER, "-f", JOBS)
+    code, out, _ = gputwin(state, "get", "gpujobs,gpup", "-o", "name")
+    assert code == 0 and out.splitlines() == [
+        "gpujob.gputwin.io/bert-serving", "gpujob.gputwin.io/llm-finetune", "gpujob.gputwin.io/resnet50-4gpu",
+        "gpupartition.gputwin.io/infer", "gpupartition.gputwin.io/train",
+    ]  # fmt: skip
+    _, out, _ = gputwin(state, "get", "gpup,gpupartitions")  # one kind named twice: one table, unqualified
+    assert rows(out)[0][0] == "NAME" and rows(out)[1][0] == "infer"
+
+
+WIDE = [
+    ("swt", ["NAME", "NODES", "GPUS", "SWITCHES", "AGE", "READY", "PER-TIER", "CROSS-NODE"],
+     ["two-leaf", "8", "64", "3", "0s", "True", "0.1", "0.05"]),
+    ("gpup", ["NAME", "FREE", "TOTAL", "QUEUE", "POLICY", "AGE", "RUNNING", "NODES", "TOPOLOGY", "TASK-TYPES", "READY"],
+     ["infer", "16", "16", "0", "fifo-consolidate", "0s", "0", "2", "two-leaf", "infer,dev", "True"]),
+    ("schedulingpolicy", ["NAME", "QUEUE", "PLACEMENT", "DEPLOYED", "AGE", "BACKFILL", "SIZING", "PARTITIONS",
+                          "READY"],
+     ["fifo-consolidate", "fifo", "consolidate", "Succeeded", "0s", "<none>", "<none>", "infer", "True"]),
+    ("gpuj", ["NAME", "PHASE", "PARTITION", "GPUS", "NODES", "AGE", "USER", "SWITCHES", "PREEMPTIONS", "REASON"],
+     ["bert-serving", "Succeeded", "infer", "1", "gpu07", "0s", "carol", "1", "0", "Started"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "header", "first"), WIDE, ids=[w[0] for w in WIDE])
+def test_get_wide_adds_columns(state: Path, kind: str, header: list[str], first: list[str]) -> None:
+    gputwin(state, "apply", "-f", CLUSTER, "-f", JOBS)
+    _, narrow, _ = gputwin(state, "get", kind)
+    code, out, _ = gputwin(state, "get", kind, "-o", "wide")
+    assert code == 0 and rows(out)[0] == header and rows(out)[1] == first
+    assert len(rows(out)[0]) > len(rows(narrow)[0])

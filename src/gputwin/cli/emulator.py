@@ -1,4 +1,5 @@
-"""The embedded emulator: `gputwin apply / get / delete / run / events`, kubectl-like, no cluster needed.
+"""The embedded emulator: `gputwin apply / delete / run / events`, kubectl-like, no cluster needed
+(`get` and `describe`, which only read, are `gputwin.cli.get` and `gputwin.cli.describe`).
 
 State lives in a directory (`--state`, else `$GPUTWIN_STATE`, else `./.gputwin`): one JSON file
 per object, a virtual clock and an event log (`gputwin.adapters.emulator.FileStore`). Every
@@ -11,8 +12,8 @@ problem on stderr and exit status 2, with nothing stored.
 
 A TraceReplay's `spec.trace.file` is relative to the folder of the manifest that declared it
 (`apply` records that folder in the annotation `gputwin.io/manifest-folder`, replacing any value
-the manifest gave), and must stay inside that folder or `$GPUTWIN_TRACE_DIR`: the sandbox of
-`gputwin.operator.trace_files`, as in a cluster. A replay whose file fails it, or fails to read,
+the manifest gave; for `-f -` the current directory), and must stay inside that folder or
+`$GPUTWIN_TRACE_DIR`: the sandbox of `gputwin.operator.trace_files`, as in a cluster. A replay whose file fails it, or fails to read,
 gets a Failed status; later commands carry on.
 """
 

@@ -40,9 +40,16 @@ def parse_selector(text: str) -> list[Requirement]:
             key, op, value = item[1:].strip(), "!exists", ""
         else:
             key, op, value = item, "exists", ""
-        if not LABEL_KEY.fullmatch(key) or len(key) > 316 or not LABEL_VALUE.fullmatch(value) or len(value) > 63:
+        if (
+            not LABEL_KEY.fullmatch(key)
+            or len(key) > 316
+            or not LABEL_VALUE.fullmatch(value)
+            or len(value) > 63
+        ):
             shown = item if item.isprintable() and len(item) <= 80 else json.dumps(item[:80])
-            raise UserError(f"-l: unable to parse requirement {shown!r}: expected key=value, key!=value, key or !key")
+            raise UserError(
+                f"-l: unable to parse requirement {shown!r}: expected key=value, key!=value, key or !key"
+            )
         out.append((key, op, value))
     return out
 

@@ -1,8 +1,11 @@
 """kubectl's vocabulary and looks for the emulator: kind names, `get` tables, ages.
 
 `resolve_kinds` accepts what kubectl accepts for a gputwin kind (kind, plural, singular, short
-name, `x.gputwin.io`, the category `gputwin`); `table` prints the CRDs' own printer columns
-(`gputwin.api.crdgen.NAMES`), so the emulator and `kubectl get` show the same columns.
+name, `x.gputwin.io`, the category `gputwin`), `resolve_words` a comma-separated list of them;
+`table` prints the CRDs' own printer columns (`gputwin.api.crdgen.NAMES`), so the emulator and
+`kubectl get` show the same columns, and with `wide` the `WIDE` columns after them (kept here, not
+in the CRDs, whose printer columns stay what `kubectl get` shows). `user_errors` and
+`state_option` are what every emulator command shares.
 """
 
 from __future__ import annotations
@@ -158,5 +161,14 @@ def age(seconds: float) -> str:
     return f"{d // 365}y{d % 365}d" if d // 365 < 8 else f"{d // 365}y"
 
 
-__all__ = ["WIDE", "UserError", "age", "format_rows", "resolve_kinds", "resolve_words", "state_option", "table",
-           "user_errors"]
+__all__ = [
+    "WIDE",
+    "UserError",
+    "age",
+    "format_rows",
+    "resolve_kinds",
+    "resolve_words",
+    "state_option",
+    "table",
+    "user_errors",
+]

@@ -113,7 +113,8 @@ def demo(as_json: bool) -> None:
 
 # The emulator (apply, get, describe, delete, run, events), the operator, the SLURM group, compare, tune and
 # sweep-task (what compare's slurm and kubernetes executors run on each node).
-for _command in (*EMULATOR_COMMANDS, get_command, describe_command, operator_command, slurm_group, compare_command, tune_command, sweep_task):
+EMULATOR = (*EMULATOR_COMMANDS, get_command, describe_command)
+for _command in (*EMULATOR, operator_command, slurm_group, compare_command, tune_command, sweep_task):
     cli.add_command(_command)
 
 

@@ -1,7 +1,7 @@
 """Manifests as `gputwin apply` and `gputwin delete -f` read them, with the API server's error style.
 
-`read_manifests` turns files and folders (multi-document YAML, `kind: List` expanded) into
-`Manifest`s located as `FILE:docN`; `schema_errors` validates each against its kind's model and
+`read_manifests` turns files and folders (multi-document YAML, `kind: List` expanded; `-` for
+standard input, located as `<stdin>`) into `Manifest`s located as `FILE:docN`; `schema_errors` validates each against its kind's model and
 words every failure like kube-apiserver does (`The GPUJob "x" is invalid: spec.gpus: Invalid
 value: 0: should be greater than or equal to 1`); `cluster_errors` runs the cross-object checks
 over what the state would hold after the apply, and reports only problems the apply would add.

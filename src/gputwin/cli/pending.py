@@ -67,7 +67,9 @@ def why_waiting(
         if ahead:
             reason += f", and {ahead} job{'s' if ahead > 1 else ''} ahead"
     elif ahead:
-        reason = f"{free} GPUs free cover its {wanted}; waits behind {ahead} job{'s' if ahead > 1 else ''} ahead"
+        reason = (
+            f"{free} GPUs free cover its {wanted}; waits behind {ahead} job{'s' if ahead > 1 else ''} ahead"
+        )
     else:
         reason = (f"{free} GPUs free cover its {wanted}; waits for the placement policy "
                   "(e.g. GPUs under one switch) or the next scheduling pass")  # fmt: skip
