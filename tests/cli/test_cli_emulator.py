@@ -330,14 +330,20 @@ def test_get_selects_by_label(state: Path, selector: str, names: list[str]) -> N
         assert err.strip() == "No resources found in default namespace."
 
 
+EXPECTED = "expected key=value, key!=value, key or !key"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["-l", "a=b=c"], "error: -l: unable to parse requirement 'a=b=c': expected key=value, key!=value, key or !key"),
         (["-l", "=x"], "error: -l: unable to parse requirement '=x': expected key=value, key!=value, key or !key"),
         (["llm-finetune", "-l", "team"], "error: name objects or select them with -l, not both"),
+        (["-l", "a" * 20_000], "error: -l: longer than 10000 characters"),
+        (["-l", "a" * 400 + "!"], f"error: -l: unable to parse requirement '{'a' * 80}...': {EXPECTED}"),
+        (["-l", "a\tb"], f"error: -l: unable to parse requirement 'a\\tb': {EXPECTED}"),
     ],
-    ids=["two-equals", "no-key", "names-and-selector"],
+    ids=["two-equals", "no-key", "names-and-selector", "too-long", "long-key", "control-character"],
 )  # fmt: skip
 def test_a_bad_selector_is_one_line_and_exit_2(state: Path, args: list[str], message: str) -> None:
     gputwin(state, "apply", "-f", CLUSTER, "-f", JOBS)

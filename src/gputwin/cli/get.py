@@ -25,12 +25,15 @@ from gputwin.cli.manifests import plural, resource
 Requirement = tuple[str, str, str]  # (key, operator: = != exists !exists, value)
 LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
                        r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")  # fmt: skip
+MAX_SELECTOR = 10_000  # characters: some hundred requirements, far more than any real selector
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 
 
 def parse_selector(text: str) -> list[Requirement]:
     """kubectl's equality-based label selector; UserError naming the bad requirement."""
     out: list[Requirement] = []
+    if len(text) > MAX_SELECTOR:
+        raise UserError(f"-l: longer than {MAX_SELECTOR} characters")
     for part in text.split(","):
         item = part.strip()
         match = re.fullmatch(r"([^=!]+?)\s*(==|!=|=)\s*(.*)", item)
@@ -40,15 +43,17 @@ def parse_selector(text: str) -> list[Requirement]:
             key, op, value = item[1:].strip(), "!exists", ""
         else:
             key, op, value = item, "exists", ""
+        # Lengths first: the patterns then never look at more than a label can hold.
         if (
-            not LABEL_KEY.fullmatch(key)
-            or len(key) > 316
-            or not LABEL_VALUE.fullmatch(value)
+            len(key) > 316
             or len(value) > 63
+            or not LABEL_KEY.fullmatch(key)
+            or not LABEL_VALUE.fullmatch(value)
         ):
-            shown = item if item.isprintable() and len(item) <= 80 else json.dumps(item[:80])
+            shown = item[:80] + ("..." if len(item) > 80 else "")  # one short line, whatever was given
+            shown = shown if shown.isprintable() else json.dumps(shown)[1:-1]
             raise UserError(
-                f"-l: unable to parse requirement {shown!r}: expected key=value, key!=value, key or !key"
+                f"-l: unable to parse requirement '{shown}': expected key=value, key!=value, key or !key"
             )
         out.append((key, op, value))
     return out
