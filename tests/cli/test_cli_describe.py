@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from gputwin.cli.main import cli
-from gputwin.cli.pending import Waiting, why_waiting
+from gputwin.cli.pending import Placement, Waiting, why_waiting
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "manifests" / "samples"
@@ -51,23 +51,33 @@ QUEUE = [
     job("c", 20, 2, duration=300),
 ]
 
-PLACEMENT = "waits for the placement policy (e.g. GPUs under one switch) or the next scheduling pass"
+NONE, TOPO = Placement(), Placement("topology-aware", max_wait=300, waited=120)
 WHY = [
-    # (job, queue, policy, free, total) -> (position, queued, order, reason)
-    ("c", QUEUE, "fifo", 1, 48, (3, 3, "submit time", "waits for 2 GPUs; partition p has 1 of 48 free, and 2 jobs ahead")),
-    ("b", QUEUE, "sjf", 1, 48, (1, 3, "duration", "waits for 4 GPUs; partition p has 1 of 48 free")),
-    ("c", QUEUE, "sjf", 1, 48, (2, 3, "duration", "waits for 2 GPUs; partition p has 1 of 48 free, and 1 job ahead")),
-    ("b", QUEUE, "priority", 4, 48, (1, 3, "priority, then submit time", f"4 GPUs free cover its 4; {PLACEMENT}")),
-    ("a", QUEUE, "fifo", 8, 48, (1, 3, "submit time", f"8 GPUs free cover its 8; {PLACEMENT}")),
-    ("c", QUEUE, "fifo", 16, 48, (3, 3, "submit time", "16 GPUs free cover its 2; waits behind 2 jobs ahead")),
-    ("a", QUEUE, "fifo", 0, 4, (1, 3, "submit time", "requests 8 GPUs; partition p has only 4")),
-    ("c", QUEUE, "las", 0, 48, (3, 3, "submit time (las's own order may differ)",
-                                "waits for 2 GPUs; partition p has 0 of 48 free, and 2 jobs ahead")),
+    # (job, queue, policy, free, total, placement) -> (position, queued, order, reason)
+    ("c", QUEUE, "fifo", 1, 48, NONE,
+     (3, 3, "submit time", "waits for 2 GPUs; partition p has 1 of 48 free, and 2 jobs ahead")),
+    ("b", QUEUE, "sjf", 1, 48, NONE, (1, 3, "duration", "waits for 4 GPUs; partition p has 1 of 48 free")),
+    ("c", QUEUE, "sjf", 1, 48, NONE,
+     (2, 3, "duration", "waits for 2 GPUs; partition p has 1 of 48 free, and 1 job ahead")),
+    ("b", QUEUE, "priority", 4, 48, Placement("consolidate"),
+     (1, 3, "priority, then submit time",
+      "4 GPUs free cover its 4; waits for consolidate placement to place it at the next scheduling pass")),
+    ("a", QUEUE, "fifo", 8, 48, NONE,
+     (1, 3, "submit time", ("8 GPUs free cover its 8; waits for the placement policy to place it at the next "
+      "scheduling pass"))),
+    ("a", QUEUE, "fifo", 8, 48, TOPO,
+     (1, 3, "submit time", ("8 GPUs free cover its 8; topology-aware placement waits for them under one leaf "
+      "switch, 180 s more of its 300 s, then spreads"))),
+    ("c", QUEUE, "fifo", 16, 48, TOPO, (3, 3, "submit time", "16 GPUs free cover its 2; waits behind 2 jobs ahead")),
+    ("a", QUEUE, "fifo", 0, 4, NONE, (1, 3, "submit time", "requests 8 GPUs; partition p has only 4")),
+    ("c", QUEUE, "las", 0, 48, NONE,
+     (3, 3, "submit time (las's own order may differ)",
+      "waits for 2 GPUs; partition p has 0 of 48 free, and 2 jobs ahead")),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("name", "queue", "policy", "free", "total", "expected"),
+    ("name", "queue", "policy", "free", "total", "placement", "expected"),
     WHY,
     ids=[
         "fifo-third",
@@ -75,15 +85,22 @@ WHY = [
         "sjf-second",
         "priority-highest",
         "fits-head",
+        "fits-head-topology-aware",
         "fits-behind",
         "larger-than-partition",
         "las-submit-order",
     ],
 )
 def test_why_a_job_waits(
-    name: str, queue: list[Waiting], policy: str, free: int, total: int, expected: tuple[int, int, str, str]
+    name: str,
+    queue: list[Waiting],
+    policy: str,
+    free: int,
+    total: int,
+    placement: Placement,
+    expected: tuple[int, int, str, str],
 ) -> None:
-    why = why_waiting(f"default/{name}", queue, policy, "p", free, total)
+    why = why_waiting(f"default/{name}", queue, policy, "p", free, total, placement)
     assert (why.position, why.queued, why.order, why.reason) == expected
 
 

@@ -22,7 +22,7 @@ from gputwin.api.status import epoch_seconds
 from gputwin.api.v1alpha1 import KINDS
 from gputwin.cli.get import select
 from gputwin.cli.kubectl import age, format_rows, resolve_words, state_option, user_errors
-from gputwin.cli.pending import Waiting, why_waiting
+from gputwin.cli.pending import Placement, Waiting, why_waiting
 
 WAITING = ("Queued", "Pending")
 
@@ -140,11 +140,15 @@ def _queue(store: FileStore, obj: Obj) -> list[str]:
     part = store.get("GPUPartition", None, part_name) or {}
     part_status = part.get("status") or {}
     policy_obj = store.get("SchedulingPolicy", None, str((part.get("spec") or {}).get("policy", ""))) or {}
-    policy = str(((policy_obj.get("spec") or {}).get("queue") or {}).get("policy", "fifo"))
+    spec = policy_obj.get("spec") or {}
+    policy = str((spec.get("queue") or {}).get("policy", "fifo"))
+    placing = spec.get("placement") or {}
     queue = [_waiting(j) for j in store.list("GPUJob") if _queued_in(j, part_name)]
+    placement = Placement(str(placing.get("policy", "")), float(placing.get("maxWaitSeconds", 300.0)),
+                          store.now - _waiting(obj).submit)  # fmt: skip
     me = f"{Body(obj).namespace}/{Body(obj).name}"
     why = why_waiting(me, queue, policy, part_name, int(part_status.get("freeGPUs", 0)),
-                      int(part_status.get("totalGPUs", 0)))  # fmt: skip
+                      int(part_status.get("totalGPUs", 0)), placement)  # fmt: skip
     return [
         _field("  Partition", f"{part_name} (queue policy {policy})"),
         _field("  Position", f"{why.position} of {why.queued} (by {why.order})"),

@@ -7,7 +7,9 @@ live scheduler, so a reader needs no lock beyond a shared one and changes nothin
 The order within a queue follows the policy's key where that key is a pure function of the job
 (fifo: submit time; sjf: duration; priority: highest first, then submit time); every other policy
 (qssf, srtf, las: keys that depend on predictions or on service attained) is shown in submit
-order, and the text says so.
+order, and the text says so. A job first in line whose GPUs are free waits for its placement:
+topology-aware placement holds out for GPUs under one leaf switch for `maxWaitSeconds` (counted
+here from the job's submit time, so after a preemption the time left is an upper bound).
 """
 
 from __future__ import annotations
@@ -31,6 +33,15 @@ class Waiting:
 
 
 @dataclass(frozen=True, slots=True)
+class Placement:
+    """The partition's placement policy, and how long the job has waited so far."""
+
+    policy: str = ""
+    max_wait: float = 0.0  # topology-aware: seconds it waits for GPUs under one leaf switch
+    waited: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Why:
     """A pending job's place and the reason it waits, ready to print."""
 
@@ -49,10 +60,17 @@ def _key(job: Waiting, policy: str) -> tuple[float, ...]:
 
 
 def why_waiting(
-    job: str, queue: Sequence[Waiting], policy: str, partition: str, free: int, total: int
+    job: str,
+    queue: Sequence[Waiting],
+    policy: str,
+    partition: str,
+    free: int,
+    total: int,
+    placement: Placement = Placement(),
 ) -> Why:
     """Where `job` stands in `queue` (every queued job of its partition, itself included) under
-    `policy`, and what it waits for given the partition's `free` and `total` GPUs."""
+    `policy`, and what it waits for given the partition's `free` and `total` GPUs and its
+    `placement` policy."""
     ordered = sorted(queue, key=lambda w: (*_key(w, policy), w.name))
     names = [w.name for w in ordered]
     position = names.index(job) + 1 if job in names else len(names) + 1
@@ -71,9 +89,20 @@ def why_waiting(
             f"{free} GPUs free cover its {wanted}; waits behind {ahead} job{'s' if ahead > 1 else ''} ahead"
         )
     else:
-        reason = (f"{free} GPUs free cover its {wanted}; waits for the placement policy "
-                  "(e.g. GPUs under one switch) or the next scheduling pass")  # fmt: skip
+        reason = f"{free} GPUs free cover its {wanted}; {_placing(placement)}"
     return Why(position, len(ordered), order, reason)
 
 
-__all__ = ["EXACT_ORDERS", "Waiting", "Why", "why_waiting"]
+def _placing(placement: Placement) -> str:
+    """What a head-of-queue job whose GPUs are free waits for: its placement's choice."""
+    if placement.policy == "topology-aware":
+        left = max(0.0, placement.max_wait - placement.waited)
+        return (
+            "topology-aware placement waits for them under one leaf switch, "
+            f"{left:g} s more of its {placement.max_wait:g} s, then spreads"
+        )
+    named = f"{placement.policy} placement" if placement.policy else "the placement policy"
+    return f"waits for {named} to place it at the next scheduling pass"
+
+
+__all__ = ["EXACT_ORDERS", "Placement", "Waiting", "Why", "why_waiting"]
