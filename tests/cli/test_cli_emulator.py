@@ -48,7 +48,7 @@ def test_apply_run_get_with_the_sample_manifests(state: Path) -> None:
     assert "gpujob.gputwin.io/llm-finetune created" in out.splitlines()
     code, out, err = gputwin(state, "run")
     assert code == 0, err
-    assert out.strip() == ("2026-01-01T04:12:00Z (+4h12m, 2 steps): "
+    assert out.strip() == ("2026-01-01T04:12:00Z (+4h12m, 3 steps): "
                            "GPUJobs 3 succeeded, 0 running, 0 queued, 0 pending, 0 rejected")  # fmt: skip
     code, out, _ = gputwin(state, "get", "gpujobs")
     table = rows(out)
