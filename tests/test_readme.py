@@ -138,7 +138,7 @@ def check_compare(result: Result, cwd: Path) -> None:
     # 4 policies x 2 placers x backfill on/off, less srtf with backfill: "skipped with a note"
     assert len(summary["candidates"]) == 14 and len(summary["skipped"]) == 2
     assert all(note.startswith("srtf/") for note in summary["skipped"])
-    assert "note: srtf/consolidate+backfill: skipped" in result.stderr
+    assert "note: srtf/consolidate+backfill: skipped" in result.stdout
     jcts = [c["avg_jct"] for c in summary["candidates"]]
     assert jcts == sorted(jcts)  # "ranked by average JCT"
 
@@ -149,10 +149,13 @@ def check_tune(result: Result, cwd: Path) -> None:
     tune = json.loads((cwd / "out" / "tune" / "tune.json").read_text())
     assert tune["best"]["policy"] == readme_phrase(r"The winner is `([^`]+)`")
     assert len(tune["trials"]) == 8
-    # README's next line applies the winner; the emulator's apply is the offline equivalent.
-    applied = CliRunner().invoke(cli, ["apply", "--state", str(cwd / "state"),
-                                       "-f", str(cwd / "out" / "tune" / "schedulingpolicy.yaml")])  # fmt: skip
-    assert applied.exit_code == 0 and "created" in applied.stdout, applied.output
+    # README's next line applies the winner; offline, the emulator's apply (which wants a topology)
+    policy = cwd / "out" / "tune" / "schedulingpolicy.yaml"
+    two_leaf = ROOT / "manifests" / "samples" / "two-leaf.yaml"
+    state = cwd / "state"
+    done = CliRunner().invoke(cli, ["apply", "--state", str(state), "-f", str(two_leaf), "-f", str(policy)])
+    assert done.exit_code == 0, done.output
+    assert "schedulingpolicy.gputwin.io/tuned created" in done.stdout.splitlines()
 
 
 def check_apply(result: Result, cwd: Path) -> None:
@@ -222,22 +225,24 @@ RUN: dict[str, Check] = {
 # The Philly compare (14 candidates) and the 8-trial tune run whole, as README shows them: slow.
 SLOW = {key for key in RUN if key.startswith(("gputwin compare", "gputwin tune"))}
 
-KUBE = "kubectl against a live Kubernetes cluster (tests/operator/test_operator_e2e.py applies the CRDs, samples and install manifests to a real API server under CI)"  # noqa: E501
+KUBE = ("kubectl against a live Kubernetes cluster (tests/operator/test_operator_e2e.py applies the CRDs, "
+        "samples and install manifests to a real API server under CI)")
 NOT_RUN: dict[str, str] = {
     "python3 -m venv .venv": "creates the venv this suite already runs in",
     ". .venv/bin/activate": "activates the venv this suite already runs in",
     "pip install -e '.[test]' --config-settings editable_mode=strict":
         "the install this suite runs from (tests/test_packaging.py checks the packaging)",
     "python -m pytest": "the suite itself",
-    "kubectl apply -f out/tune/schedulingpolicy.yaml": KUBE + "; the tune check applies the file with gputwin apply",
+    "kubectl apply -f out/tune/schedulingpolicy.yaml":
+        KUBE + "; the tune check applies the file with gputwin apply",
     "kubectl apply -k crds/": KUBE,
     "gputwin operator --all-namespaces": "runs the operator against the kubeconfig's cluster until stopped "
         "(tests/operator/test_operator_e2e.py runs it on a real API server under CI)",
     "kubectl apply -k manifests/operator/": KUBE,
     "kubectl apply -f manifests/samples/": KUBE,
     "kubectl get gputwin": KUBE,
-    "bash scripts/kind/up.sh": "needs Docker and kind (tests/k8s/test_k8s_kind_assets.py runs up.sh --no-build "
-        "with stub kind and docker against a real API server)",
+    "bash scripts/kind/up.sh": "needs Docker and kind (tests/k8s/test_k8s_kind_assets.py runs "
+        "up.sh --no-build with stub kind and docker against a real API server)",
     "kubectl get gpujobs -w": KUBE + ", watching until stopped",
     "bash scripts/kind/down.sh": "needs Docker and kind",
     "gputwin slurm history --start 2026-11-01 --end now --out history.csv":
@@ -280,7 +285,8 @@ def block_params() -> list[object]:
             continue  # reported one by one by test_readme_command_not_run_here
         slow = any(c.text in SLOW for c in block.commands)
         name = re.sub(r"[^a-z0-9]+", "-", block.section.lower()).strip("-")[:40]
-        params.append(pytest.param(block, id=f"L{block.line}-{name}", marks=[pytest.mark.slow] if slow else []))
+        marks = [pytest.mark.slow] if slow else []
+        params.append(pytest.param(block, id=f"L{block.line}-{name}", marks=marks))
     return params
 
 
@@ -305,7 +311,9 @@ def test_every_readme_command_is_run_or_listed() -> None:
 
 
 @pytest.mark.parametrize(
-    "command", [c for block in BLOCKS for c in block.commands if c.text in NOT_RUN], ids=lambda c: f"L{c.line}"
+    "command",
+    [c for block in BLOCKS for c in block.commands if c.text in NOT_RUN],
+    ids=lambda c: f"L{c.line}",
 )
 def test_readme_command_not_run_here(command: Command) -> None:
     pytest.skip(f"README.md:{command.line}: `{command.text}`: {NOT_RUN[command.text]}")
