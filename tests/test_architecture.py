@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md §2, checked by import-linter (contracts in pyproject.toml)."""
+"""The layers of docs/architecture.md §2, checked by import-linter (contracts in pyproject.toml)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Packaging rules of DESIGN.md §2: operator/ and adapters/ are parts of gputwin, never top-level.
+"""Packaging rules of docs/architecture.md §2: operator/ and adapters/ are parts of gputwin, never top-level.
 
 `import operator` must always find the standard library, whatever is on sys.path; the installed
 package must expose `gputwin.operator` and `gputwin.adapters`; and every source folder must be

@@ -283,7 +283,7 @@ def samples(crds: None, kubectl: Any) -> Iterator[None]:
     repo root and the operator runs elsewhere, so it is made absolute.
     """
     kubectl.run("apply", "-f", str(SAMPLES))
-    for name, seconds in (("resnet50-4gpu", 3), ("llm-finetune", 4)):
+    for name, seconds in (("resnet50-4gpu", 3), ("llm-finetune", 4), ("bert-serving", 2)):
         kubectl.run(
             "patch",
             "gpujob",
@@ -464,7 +464,7 @@ def test_sample_jobs_run_for_their_duration_and_succeed(operator: Operator, api:
         on_timeout=operator.tail,
     )
     assert set(final) == {"resnet50-4gpu", "llm-finetune", "bert-serving"}
-    for name, seconds in (("resnet50-4gpu", 3), ("llm-finetune", 4), ("bert-serving", 0)):
+    for name, seconds in (("resnet50-4gpu", 3), ("llm-finetune", 4), ("bert-serving", 2)):
         status = api.status("gpujobs", name, "default")
         ran = _epoch(status["endTime"]) - _epoch(status["startTime"])
         expected = seconds * (1 + status["overhead"])

@@ -1,6 +1,6 @@
 """The namespaced workload kinds of gputwin.io/v1alpha1: GPUJob and TraceReplay.
 
-Both are deliberately small in v1alpha1 (the essentials of DESIGN.md §3); the operator and the
+Both are deliberately small in v1alpha1 (the essentials of docs/architecture.md §3); the operator and the
 tuner will grow them. Import them from `gputwin.api.v1alpha1`, which re-exports everything.
 """
 
