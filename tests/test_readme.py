@@ -204,6 +204,28 @@ def check_render(result: Result, cwd: Path) -> None:
     assert "PartitionName=train" in (cwd / "rendered" / "gputwin-partitions.conf").read_text()
 
 
+
+def check_dry_run(result: Result, cwd: Path) -> None:
+    assert "gpujob.gputwin.io/llm-finetune created (dry run)" in result.stdout.splitlines()
+    assert not (cwd / ".gputwin").exists()  # a dry run stores nothing
+
+
+def check_describe(result: Result, cwd: Path) -> None:
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["Name:", "llm-finetune"] and "Labels:       team=nlp" in lines
+    assert any(line.startswith("Conditions:") for line in lines) and "Events:" in result.stdout
+
+
+def check_selector(result: Result, cwd: Path) -> None:
+    assert [row.split()[0] for row in result.stdout.strip().splitlines()[1:]] == ["llm-finetune"]
+
+
+def check_wide(result: Result, cwd: Path) -> None:
+    tables = result.stdout.strip().split("\n\n")
+    assert tables[0].split()[:10] == ["NAME", "PHASE", "PARTITION", "GPUS", "NODES", "AGE", "USER", "SWITCHES",
+                                      "PREEMPTIONS", "REASON"]  # fmt: skip
+    assert "gpupartition.gputwin.io/train" in tables[1] and "TASK-TYPES" in tables[1]
+
 Check = Callable[[Result, Path], None]
 TRACE = "--trace ../shared/traces/philly_mix1/jobs.csv --cluster ../shared/traces/philly_mix1/cluster.csv"
 RUN: dict[str, Check] = {
@@ -221,6 +243,10 @@ RUN: dict[str, Check] = {
     "gputwin events": check_events,
     "gputwin delete -f manifests/samples/gpujobs.yaml": check_delete,
     "gputwin slurm render --cluster manifests/samples/two-leaf.yaml --out rendered/": check_render,
+    "gputwin apply --dry-run -f manifests/samples/": check_dry_run,
+    "gputwin describe gpujob llm-finetune": check_describe,
+    "gputwin get gpujobs -l team=nlp": check_selector,
+    "gputwin get gpujobs,gpupartitions -o wide": check_wide,
 }
 # The Philly compare (14 candidates) and the 8-trial tune run whole, as README shows them: slow.
 SLOW = {key for key in RUN if key.startswith(("gputwin compare", "gputwin tune"))}
@@ -228,6 +254,8 @@ SLOW = {key for key in RUN if key.startswith(("gputwin compare", "gputwin tune")
 KUBE = ("kubectl against a live Kubernetes cluster (tests/operator/test_operator_e2e.py applies the CRDs, "
         "samples and install manifests to a real API server under CI)")
 NOT_RUN: dict[str, str] = {
+    "cat manifests/samples/gpujobs.yaml '|' gputwin apply -f -": (
+        "a shell pipe; tests/cli/test_cli_emulator.py runs `apply -f -` on standard input"),
     "python3 -m venv .venv": "creates the venv this suite already runs in",
     ". .venv/bin/activate": "activates the venv this suite already runs in",
     "pip install -e '.[test]' --config-settings editable_mode=strict":

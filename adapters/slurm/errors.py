@@ -8,8 +8,10 @@
 
 from __future__ import annotations
 
+from gputwin.errors import InputError
 
-class SlurmError(Exception):
+
+class SlurmError(InputError):
     """Anything the SLURM adapter reports to a user."""
 
 

@@ -40,6 +40,7 @@ from typing import Any
 from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
 from gputwin.core.model import Candidate, ClusterSpec, JobSpec
+from gputwin.errors import InputError
 from gputwin.sim.atomic import FILE_MODE
 from gputwin.sim.compare import CandidateResult, run_candidate
 from gputwin.sim.evaluation import Summary
@@ -48,7 +49,7 @@ PLAN, INPUTS, RESULTS, LOGS = "plan.json", "inputs", "results", "logs"
 PLAN_VERSION = 1
 
 
-class SweepError(Exception):
+class SweepError(InputError):
     """A sweep that cannot run or whose results are incomplete; one line a user can act on."""
 
 

@@ -9,8 +9,10 @@ every small parser.
 
 from __future__ import annotations
 
+from gputwin.errors import InputError
 
-class TraceError(ValueError):
+
+class TraceError(InputError, ValueError):
     """A trace file the readers cannot accept; `str(e)` is `PATH:LINE: FIELD: REASON`."""
 
     path: str

@@ -366,12 +366,12 @@ WIDE = [
     ("swt", ["NAME", "NODES", "GPUS", "SWITCHES", "AGE", "READY", "PER-TIER", "CROSS-NODE"],
      ["two-leaf", "8", "64", "3", "0s", "True", "0.1", "0.05"]),
     ("gpup", ["NAME", "FREE", "TOTAL", "QUEUE", "POLICY", "AGE", "RUNNING", "NODES", "TOPOLOGY", "TASK-TYPES", "READY"],
-     ["infer", "16", "16", "0", "fifo-consolidate", "0s", "0", "2", "two-leaf", "infer,dev", "True"]),
+     ["infer", "15", "16", "0", "fifo-consolidate", "0s", "1", "2", "two-leaf", "infer,dev", "True"]),
     ("schedulingpolicy", ["NAME", "QUEUE", "PLACEMENT", "DEPLOYED", "AGE", "BACKFILL", "SIZING", "PARTITIONS",
                           "READY"],
      ["fifo-consolidate", "fifo", "consolidate", "Succeeded", "0s", "<none>", "<none>", "infer", "True"]),
     ("gpuj", ["NAME", "PHASE", "PARTITION", "GPUS", "NODES", "AGE", "USER", "SWITCHES", "PREEMPTIONS", "REASON"],
-     ["bert-serving", "Succeeded", "infer", "1", "gpu07", "0s", "carol", "1", "0", "Started"]),
+     ["bert-serving", "Running", "infer", "1", "gpu07", "0s", "carol", "1", "0", "Started"]),
 ]  # fmt: skip
 
 

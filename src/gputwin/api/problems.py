@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from gputwin.errors import InputError
+
 
 @dataclass(frozen=True, slots=True)
 class Problem:
@@ -29,12 +31,15 @@ class Problem:
         return f"{self.document}: {self.field}: {self.reason}"
 
 
-class ClusterError(ValueError):
+class ClusterError(InputError, ValueError):
     """The declared cluster cannot be loaded; `str()` is one `FILE[:docN]: field: reason` per line."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:
         self.problems = tuple(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
+
+    def messages(self) -> list[str]:
+        return [str(problem) for problem in self.problems] or [str(self)]
 
     def __reduce__(self) -> tuple[type[ClusterError], tuple[tuple[Problem, ...]]]:
         # The default pickling would pass the message string to __init__; keep the problems.

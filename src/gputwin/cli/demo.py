@@ -8,11 +8,15 @@ leaf switches). Each candidate applies one queue policy and placer to every part
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import click
 
 from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
+from gputwin.cli.output import comparison_table
 from gputwin.core.model import Candidate
 from gputwin.sim.compare import run_candidate
 from gputwin.sim.evaluation import rank, table_row
@@ -33,3 +37,14 @@ def run_demo() -> list[dict[str, Any]]:
     jobs = read_trace(demo_trace_path()).jobs
     results = rank((run_candidate(cluster, jobs, c, seed=0) for c in CANDIDATES), "avg_jct")
     return [table_row(r.candidate.name, r.summary) for r in results]
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as one JSON object.")
+def demo(as_json: bool) -> None:
+    """Run the embedded default: a bundled trace and cluster under several policies, compared."""
+    rows = run_demo()
+    if as_json:
+        click.echo(json.dumps(rows, sort_keys=True))
+    else:
+        comparison_table(rows)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import click
 
-from gputwin.api.problems import ClusterError
+from gputwin.errors import InputError
 from gputwin.sim.atomic import describe
 
 
 def error_lines(exc: Exception) -> list[str]:
     """The `error: …` lines for `exc`."""
-    if isinstance(exc, ClusterError) and exc.problems:
-        texts = [str(problem) for problem in exc.problems]
+    if isinstance(exc, InputError):
+        texts = exc.messages()  # a ClusterError has one per problem
     elif isinstance(exc, OSError):
         texts = [describe(exc)]
     else:

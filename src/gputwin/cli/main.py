@@ -1,43 +1,65 @@
-"""The `gputwin` command: simulate a trace, or run the embedded demo.
+"""The `gputwin` command: simulate a trace, run the embedded demo, the emulator, the operator, …
 
 Errors a user can make (a bad trace line, a bad cluster file, an unknown policy) end the command
 with `error: FILE:LINE: FIELD: reason` on stderr and exit status 2, never a traceback.
+
+Every subcommand is imported on first use (`gputwin.cli.lazy`): `gputwin --help` loads no
+subcommand and `gputwin simulate` only the simulation path, so neither waits for kopf, the
+Kubernetes client, optuna, matplotlib or the sweep executors (benchmarks/startup.py times it).
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import click
 
 from gputwin import __version__
-from gputwin.adapters.slurm import SlurmError
-from gputwin.adapters.sweeps import SweepError
-from gputwin.adapters.traces import TraceError
-from gputwin.api.problems import ClusterError
-from gputwin.cli.compare import compare as compare_command
-from gputwin.cli.describe import describe as describe_command
-from gputwin.cli.emulator import COMMANDS as EMULATOR_COMMANDS
 from gputwin.cli.errors import report
-from gputwin.cli.get import get as get_command
-from gputwin.cli.operator_cmd import operator as operator_command
-from gputwin.cli.options import load_inputs, trace_and_cluster
-from gputwin.cli.output import comparison_table, print_summary, progress_reporter
-from gputwin.cli.slurm import slurm as slurm_group
-from gputwin.cli.sweep import sweep_task
-from gputwin.cli.tune import tune as tune_command
-from gputwin.core.plugins import known
-from gputwin.sim.atomic import SIMULATE, OutputError, check
-from gputwin.sim.report import write_outputs
-from gputwin.sim.run import Overrides, RunError, run
+from gputwin.cli.lazy import Lazy, LazyGroup
+from gputwin.errors import InputError
 
-USER_ERRORS = (TraceError, ClusterError, RunError, SweepError, SlurmError, OutputError, OSError)
-PLUGINS = known()
+# Every user error derives from InputError (gputwin.errors), so catching it imports none of the
+# modules that raise them (the SLURM adapter, the sweeps): one that was never imported cannot raise.
+USER_ERRORS = (InputError, OSError)
+
+# name -> where the command lives and its --help line (its docstring's first sentence; a test checks).
+COMMANDS = {
+    "simulate": Lazy("gputwin.cli.simulate:simulate",
+                     "Replay a job trace on a cluster and report JCT, queueing delay and utilisation."),
+    "demo": Lazy("gputwin.cli.demo:demo",
+                 "Run the embedded default: a bundled trace and cluster under several policies, compared."),
+    "compare": Lazy("gputwin.cli.compare:compare",
+                    "Compare queue policies, placers, backfill and sizing on one trace, best average JCT first."),
+    "tune": Lazy("gputwin.cli.tune:tune",
+                 "Search queue, placement, backfill, sizing and their knobs for the best policy on one trace."),
+    # The emulator: a Kubernetes-like API over files, reconciled on a virtual clock.
+    "apply": Lazy("gputwin.cli.emulator:apply",
+                  "Create or update objects from manifests (`-f -`: standard input), then reconcile at the "
+                  "current virtual time."),
+    "get": Lazy("gputwin.cli.get:get",
+                "Show objects like `kubectl get`: KIND is a kind, plural, short name (gpuj), `gputwin` for all, "
+                "or a comma-separated list of them."),
+    "describe": Lazy("gputwin.cli.describe:describe",
+                     "Show objects in detail, like `kubectl describe`: spec, conditions, events, and for a "
+                     "waiting GPUJob why it waits (queue position, GPUs free against GPUs requested)."),
+    "delete": Lazy("gputwin.cli.emulator:delete",
+                   "Delete objects named in manifests (-f) or as KIND NAME…, then reconcile."),
+    "run": Lazy("gputwin.cli.emulator:run",
+                "Advance virtual time event by event until no GPUJob is Queued or Running."),
+    "events": Lazy("gputwin.cli.emulator:events",
+                   "List the events the reconcilers posted, oldest first (times on the virtual clock)."),
+    "operator": Lazy("gputwin.cli.operator_cmd:operator", "Run the gputwin operator (kopf) until interrupted."),
+    "slurm": Lazy("gputwin.cli.slurm:slurm",
+                  "SLURM (SLURM_CONF selects the cluster): read job history, compile policies, apply them safely."),
+    # What compare's slurm and kubernetes executors run on each node.
+    "sweep-task": Lazy("gputwin.cli.sweep:sweep_task",
+                       "Run one candidate of the sweep in FOLDER (INDEX, else $SLURM_ARRAY_TASK_ID or "
+                       "$JOB_COMPLETION_INDEX)."),
+}  # fmt: skip
 
 
-class UserErrorGroup(click.Group):
+class UserErrorGroup(LazyGroup):
     """Turns a user's mistake into one clear line and exit status 2."""
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -48,7 +70,7 @@ class UserErrorGroup(click.Group):
             ctx.exit(2)
 
 
-@click.group(cls=UserErrorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=UserErrorGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gputwin")
 def cli() -> None:
     """A digital twin for GPU-cluster scheduling.
@@ -56,66 +78,6 @@ def cli() -> None:
     Replay job history through per-partition queues, GPU placement and sizing policies, and
     compare them by job completion time, queueing delay and utilisation.
     """
-
-
-@cli.command()
-@trace_and_cluster
-@click.option("--policy", type=click.Choice(PLUGINS["queue"]), help="Queue policy for every partition.")
-@click.option("--placement", type=click.Choice(PLUGINS["placement"]), help="Placement for every partition.")
-@click.option("--sizing", type=click.Choice(PLUGINS["sizing"]), help="GPU sizing for every partition.")
-@click.option("--backfill/--no-backfill", default=None, help="EASY backfill for non-preemptive policies.")
-@click.option("--compat", type=click.Choice(["helios"]),
-              help="Reproduce the HeliosArtifact simulator's semantics (fifo/sjf/srtf; consolidate/random).")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed for randomised placement.")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path),
-              help="Write jobs.csv (one row per job) and summary.json here (a new or earlier --out folder).")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
-def simulate(trace_path: Path, fmt: str, cluster_path: Path, policy: str | None, placement: str | None,
-             sizing: str | None, backfill: bool | None, compat: str | None, gpus_per_node: int, seed: int,
-             out_dir: Path | None, as_json: bool, skip_invalid: bool, procs_per_gpu: int) -> None:  # fmt: skip
-    """Replay a job trace on a cluster and report JCT, queueing delay and utilisation."""
-    if out_dir is not None:
-        check(out_dir, SIMULATE)  # a folder that cannot take the output is refused before the run
-    cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid, procs_per_gpu)
-    overrides = Overrides(queue=policy, placement=placement, sizing=sizing, backfill=backfill)
-    with progress_reporter(len(trace.jobs)) as progress:
-        summary, outcome = run(cluster, trace.jobs, overrides=overrides, compat=compat, seed=seed,
-                               progress=progress)  # fmt: skip
-    summary["skipped"] = dict(trace.skipped)
-    summary["trace"] = {"path": str(trace_path), "format": trace.format}
-    if out_dir is not None:
-        from gputwin.core.topology import Topology
-
-        write_outputs(out_dir, summary, outcome.finished, Topology(cluster.topology))
-    if as_json:
-        click.echo(json.dumps(_public(summary), sort_keys=True))
-    else:
-        print_summary(summary, out_dir)
-
-
-def _public(summary: dict[str, Any]) -> dict[str, Any]:
-    """The --json object: everything but the (long) utilisation series."""
-    return {k: v for k, v in summary.items() if k != "utilization_series"}
-
-
-@cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the comparison as one JSON object.")
-def demo(as_json: bool) -> None:
-    """Run the embedded default: a bundled trace and cluster under several policies, compared."""
-    from gputwin.cli.demo import run_demo
-
-    rows = run_demo()
-    if as_json:
-        click.echo(json.dumps(rows, sort_keys=True))
-    else:
-        comparison_table(rows)
-
-
-# The emulator (apply, get, describe, delete, run, events), the operator, the SLURM group, compare, tune and
-# sweep-task (what compare's slurm and kubernetes executors run on each node).
-EMULATOR = (*EMULATOR_COMMANDS, get_command, describe_command)
-for _command in (*EMULATOR, operator_command, slurm_group, compare_command, tune_command, sweep_task):
-    cli.add_command(_command)
 
 
 def main() -> None:

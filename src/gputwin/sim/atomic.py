@@ -40,6 +40,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from gputwin.errors import InputError
+
 
 def _umask() -> int:
     """The process's umask, read once at import (setting it to read it is not thread-safe later)."""
@@ -52,7 +54,7 @@ UMASK = _umask()
 FILE_MODE, FOLDER_MODE = 0o666 & ~UMASK, 0o777 & ~UMASK  # what open() and mkdir() would give
 
 
-class OutputError(Exception):
+class OutputError(InputError):
     """An output folder that cannot be (re)written; one line naming it and the reason."""
 
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 from gputwin.core.model import Candidate, ClusterSpec, JobSpec, PolicySpec, policy_label
 from gputwin.core.plugins import known
 from gputwin.core.scheduler import SchedulerOptions
+from gputwin.errors import InputError
 from gputwin.sim.engine import SimOutcome, simulate
 from gputwin.sim.evaluation import Summary
 from gputwin.sim.metrics import summarize, utilization_series
@@ -24,7 +25,7 @@ HELIOS_QUEUES = ("fifo", "sjf", "srtf")
 HELIOS_PLACERS = ("consolidate", "random")
 
 
-class RunError(ValueError):
+class RunError(InputError, ValueError):
     """A combination of options that cannot run; the message says which and why."""
 
 
