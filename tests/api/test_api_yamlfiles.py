@@ -77,3 +77,34 @@ def test_the_budget_is_shared_by_every_file(tmp_path: Path) -> None:
         YamlFileError, match="^path: the manifest files given hold more than .* bytes together"
     ):
         read_text(one, budget)
+
+
+@pytest.mark.parametrize(
+    ("version", "caps"),
+    [((0, 2, 5), False), ((0, 2, 6), True), ((0, 3, 0), True), ((0, 1, 7), False), ((1, 0, 0), True)],
+)
+def test_libyaml_is_trusted_with_depth_only_from_0_2_6(version: tuple[int, int, int], caps: bool) -> None:
+    assert yamlfiles.libyaml_caps_nesting(version) is caps
+
+
+def test_the_default_loader_survives_100k_levels_in_a_child_process() -> None:
+    """Over libyaml 0.2.5 PyYAML's C composer overflowed the C stack on this input (a segfault
+    killed CI's whole test run); a child process turns a crash into a failure, not a dead session."""
+    import subprocess
+    import sys
+
+    script = (
+        "from gputwin.api.yamlfiles import documents, YamlFileError\n"
+        "try:\n    list(documents('[' * 100_000))\nexcept YamlFileError as exc:\n    print(exc.field)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.startswith("line 1, column")) == (0, True), done.stderr[-2000:]
+
+
+@pytest.mark.skipif(not yamlfiles.yaml.__with_libyaml__, reason="libyaml is not installed")
+@pytest.mark.parametrize("text", ["a: 1\n---\n" + "[\n" * 100_000, "- " * 50_000 + "1\n"], ids=["flow", "block"])
+def test_the_event_depth_check_stops_at_the_first_level_too_deep(text: str) -> None:
+    """What guards PyYAML's C composer over libyaml < 0.2.6 (run here whatever libyaml is installed)."""
+    with pytest.raises(YamlFileError, match="nested deeper than 100 levels") as caught:
+        yamlfiles._check_depth_by_events(text)
+    assert caught.value.field.startswith("line ")

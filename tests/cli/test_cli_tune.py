@@ -109,7 +109,7 @@ def space_file(tmp_path: Path) -> Path:
         ("queue: [fifo, lottery]\n", ": queue: unknown queue policy 'lottery'; known: fifo, sjf"),
         ("colour: blue\n", ": colour: unknown knob; known: queue, placement, backfill"),
         ("max_wait: {low: 10, high: 1}\n", ": max_wait: low 10 is above high 1"),
-        ("queue: [fifo\n", ": line 2: not valid YAML"),
+        ("queue: [fifo\n", ": line 2, column 1: did not find expected"),
         ("- fifo\n", ": document: expected a mapping of knob names"),
     ],
 )

@@ -6,7 +6,8 @@ Each output case starts from a copy of a real previous output (made once per mod
 or the run, and asserts either exit status 2 with one `error: ` line naming the file, or the
 correct recovery; and, where the previous output must survive, that it is byte for byte what it
 was, with nothing left beside it. Read-only folders mean nothing to root: as root, those runs
-drop to the `nobody` user for their duration (`unprivileged`).
+give up the capabilities that override mode bits for their duration (`unprivileged`,
+tests/privileges.py).
 """
 
 from __future__ import annotations
@@ -31,24 +32,12 @@ from gputwin.api.resources import demo_cluster_path, demo_trace_path
 from gputwin.cli.main import cli
 from gputwin.core.bounds import MAX_DURATION_SECONDS
 
-NOBODY = 65534
+from privileges import mode_bits_bind  # tests/privileges.py
+
 COMPARE_GRID = ("--policies", "fifo", "--placements", "consolidate,first-fit", "--jobs", "1", "--quiet")
 TUNE_RUN = ("--budget", "2", "--jobs", "1", "--quiet")
 INPUTS = ("--trace", str(demo_trace_path()), "--cluster", str(demo_cluster_path()))
 ARGS = {"simulate": INPUTS, "compare": (*INPUTS, *COMPARE_GRID), "tune": (*INPUTS, *TUNE_RUN)}
-
-
-@contextmanager
-def unprivileged() -> Iterator[None]:
-    """Root writes anywhere; as root, run as nobody, so a folder's mode bits mean what they say."""
-    if os.geteuid() != 0:
-        yield
-        return
-    os.seteuid(NOBODY)
-    try:
-        yield
-    finally:
-        os.seteuid(0)
 
 
 def open_folder(path: Path) -> Path:
@@ -144,7 +133,7 @@ def json_of(name: str, text: str) -> Callable[[Path], None]:
 
 
 def result_missing_and_results_read_only(out: Path) -> None:
-    out.chmod(0o777)  # the folder itself may be written (as nobody too): only its results may not
+    out.chmod(0o777)  # the folder itself may be written (without root's overrides too): only its results may not
     (out / "sweep" / "results" / "1.json").unlink()
     (out / "sweep" / "results").chmod(0o555)
 
@@ -155,7 +144,7 @@ def sweep_a_file(out: Path) -> None:
 
 
 def study_db_read_only(out: Path) -> None:
-    out.chmod(0o777)  # the folder may be written (as nobody too): only the study may not
+    out.chmod(0o777)  # the folder may be written (without root's overrides too): only the study may not
     (out / "study.db").chmod(0o444)
 
 
@@ -291,7 +280,7 @@ def test_outputs_are_all_or_nothing(case: Case, previous: dict[str, Path],
             monkeypatch.setattr(*PATCHES[case.patch])
         argv = ["sweep-task", str(out / "sweep"), "0"] if case.sweep_task else \
             [case.command, *ARGS[case.command], "--out", str(out)]  # fmt: skip
-        with unprivileged() if case.unprivileged else nullcontext():
+        with mode_bits_bind() if case.unprivileged else nullcontext():
             result = CliRunner().invoke(cli, argv)
         code, stderr = result.exit_code, result.stderr
         assert code == case.code, (result.stdout, stderr, result.exception)

@@ -126,7 +126,10 @@ def _read_at_most(fd: int, size: int) -> bytes:
 
 def documents(text: str, loader_class: type[Any] | None = None) -> Iterator[tuple[int, Any]]:
     """Each YAML document of `text` as data, with its 1-based index; empty documents give None."""
-    loader = (loader_class or StrictLoader)(text)
+    loader_class = loader_class or StrictLoader
+    if loader_class is _DEPTH_FIRST:
+        _check_depth_by_events(text)
+    loader = loader_class(text)
     done = 0
     try:
         while loader.check_node():
@@ -159,7 +162,7 @@ def _check_shape(node: yaml.Node, doc: int) -> None:
             stack += [(child, depth + 1) for child in current.value]
 
 
-def _at(mark: yaml.Mark | None) -> str:
+def _at(mark: Any) -> str:  # a yaml.Mark, from either parser, or None
     return f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "yaml"
 
 
@@ -257,8 +260,15 @@ class PureStrictLoader(_PurePythonParser, _StrictConstructor, _StrictResolver):
         _StrictResolver.__init__(self)
 
 
+def libyaml_caps_nesting(version: tuple[int, int, int]) -> bool:
+    """Whether a libyaml of `version` refuses deep nesting itself (0.2.6 added the cap, 1,000 levels)."""
+    return version >= (0, 2, 6)
+
+
 StrictLoader: type[Any] = PureStrictLoader
-if yaml.__with_libyaml__:  # libyaml: ten times faster, and its parser caps nesting itself
+_DEPTH_FIRST: type[Any] | None = None  # a C loader whose input is depth-checked by events first
+if yaml.__with_libyaml__:  # libyaml: ten times faster
+    import yaml._yaml
     import yaml.cyaml
 
     class _CStrictLoader(yaml.cyaml.CParser, _StrictConstructor, _StrictResolver):  # type: ignore[misc,name-defined]
@@ -270,6 +280,33 @@ if yaml.__with_libyaml__:  # libyaml: ten times faster, and its parser caps nest
             _StrictResolver.__init__(self)
 
     StrictLoader = _CStrictLoader
+    # PyYAML's C composer recurses once per level with no limit of its own: over libyaml 0.2.5
+    # (PyYAML 6.0.3's wheels) a 100,000-deep `[[[...` overflows the C stack and kills the process.
+    if not libyaml_caps_nesting(tuple(int(v) for v in yaml._yaml.get_version())):  # type: ignore[arg-type]
+        _DEPTH_FIRST = _CStrictLoader
+
+
+def _check_depth_by_events(text: str) -> None:
+    """Refuse nesting deeper than `MAX_DEPTH` from libyaml's event stream (its parser does not
+    recurse), stopping at the first level too deep; about half the cost of composing."""
+    parser = yaml.cyaml.CParser(text)  # type: ignore[attr-defined]
+    doc = depth = 0
+    opens, closes = (yaml.SequenceStartEvent, yaml.MappingStartEvent), (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+    try:
+        while parser.check_event():
+            event = parser.get_event()
+            if isinstance(event, opens):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise YamlFileError(_at(event.start_mark), f"nested deeper than {MAX_DEPTH} levels", doc)
+            elif isinstance(event, closes):
+                depth -= 1
+            elif isinstance(event, yaml.DocumentStartEvent):
+                doc += 1
+    except yaml.YAMLError:
+        return  # composing meets the same error and locates it
+    finally:
+        parser.dispose()
 
 
 __all__ = [
@@ -283,6 +320,7 @@ __all__ = [
     "StrictLoader",
     "YamlFileError",
     "documents",
+    "libyaml_caps_nesting",
     "list_files",
     "read_stream",
     "read_text",

@@ -30,6 +30,7 @@ from gputwin.api.meta import API_VERSION
 from gputwin.api.problems import validation_problems
 from gputwin.api.v1alpha1 import GPUPartition, SchedulingPolicy
 from gputwin.api.workloads import search_vocabulary
+from gputwin.api.yamlfiles import Budget, YamlFileError, documents, read_text
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import ranked_table, sweep_progress
 from gputwin.core.model import ClusterSpec, PolicySpec
@@ -55,14 +56,13 @@ def read_space(path: Path | None) -> Space:
     """The default space, or the one in `path` (YAML); SpaceError (`FILE: knob: reason`) if bad."""
     if path is None:
         return default_space(VOCABULARY)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "document"
-        raise SpaceError(
-            f"{path}: {where}: not valid YAML ({getattr(exc, 'problem', None) or exc})"
-        ) from None
+    try:  # the bounded manifest reader: a space file cannot hang, exhaust or crash tune either
+        docs = [data for _, data in documents(read_text(path, Budget()))]
+    except YamlFileError as exc:
+        raise SpaceError(f"{path}: {exc.field}: {exc.reason}") from None
+    if len(docs) != 1:
+        raise SpaceError(f"{path}: document: expected one YAML document, found {len(docs)}")
+    data = docs[0]
     return parse_space(data, str(path), VOCABULARY)
 
 
