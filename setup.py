@@ -11,7 +11,10 @@ from glob import glob
 
 from setuptools import setup
 
-COMPILED = sorted(glob("src/gputwin/core/*.py")) + ["src/gputwin/sim/engine.py", "src/gputwin/sim/metrics.py"]
+COMPILED = sorted(glob("src/gputwin/core/*.py")) + [
+    "src/gputwin/runtime/loop.py", "src/gputwin/runtime/virtual.py", "src/gputwin/runtime/clock.py",
+    "src/gputwin/sim/engine.py", "src/gputwin/sim/metrics.py",
+]
 
 ext_modules = []
 if os.environ.get("GPUTWIN_COMPILE") == "1":

@@ -1,0 +1,130 @@
+"""What a backend can do, as small optional Protocols: the runtime asks for a capability, never a name.
+
+Every backend runs jobs (`RunsJobs`). Some can do more, and say so by having the methods:
+
+| capability        | who has it              | what the runtime or controller does with it          |
+|-------------------|-------------------------|------------------------------------------------------|
+| `AdoptsRuns`      | sim, Kubernetes         | re-announces runs recorded before a restart          |
+| `ObservesCluster` | Kubernetes              | nodes out of service, GPUs other schedulers hold     |
+| `ReportsFailures` | Kubernetes              | failed runs fail the job, lost runs queue it again   |
+| `BringsOwnJobs`   | Kubernetes (plain Pods) | jobs no GPUJob declares, with no status to write     |
+| `CountsPreemptions` | Kubernetes            | preemptions counted for /metrics                     |
+| `ReportsOccupancy` | SLURM                  | its own counts replace the idle ledger's             |
+
+A backend reads no clock: every method takes the time it is asked about, so the same backend
+serves a virtual clock and the wall clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from gputwin.core.decision import Start
+from gputwin.core.model import ClusterSpec, JobSpec
+
+
+class StartRefused(Exception):
+    """A start that can never succeed as asked (an invalid pod template, a run past the last
+    time a status can show): the job fails instead of being retried. `reason` names why."""
+
+    def __init__(self, message: str, reason: str = "FailedStart") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class BackingOff(Exception):
+    """The job's last start failed moments ago and its backoff has not ended: the GPUs go back,
+    the job stays queued, and no event repeats the earlier one."""
+
+
+@runtime_checkable
+class RunsJobs(Protocol):
+    """Carries out starts and stops, and says which runs ended."""
+
+    def start_all(self, starts: Sequence[Start], now: float) -> list[tuple[Start, Exception]]:
+        """Run these jobs now (one decision's starts, in order); the ones that could not start,
+        each with why. Their GPUs go back to the scheduler."""
+        ...
+
+    def stop(self, job_id: str) -> None:
+        """Stop the job's current run (preempted or deleted); unknown ids are ignored."""
+        ...
+
+    def ended(self, now: float) -> list[tuple[str, float]]:
+        """(job id, when it ended) for runs that ended by `now`, each once, in the order they ended."""
+        ...
+
+    def next_event(self) -> float | None:
+        """When the next run will end, if the backend knows (None: no run, or not knowable)."""
+        ...
+
+
+@runtime_checkable
+class AdoptsRuns(Protocol):
+    def adopt(self, start: Start, since: float) -> None:
+        """The job already runs (recorded before a restart) since `since`: keep track of it."""
+        ...
+
+
+@runtime_checkable
+class ObservesCluster(Protocol):
+    def observe(self, cluster: ClusterSpec, now: float) -> dict[str, str]:
+        """Declared nodes that must take no new work now (NotReady, cordoned, ...) -> why."""
+        ...
+
+    def held_by_others(self) -> dict[str, int]:
+        """Declared node -> GPUs that others' pods hold there, as of the last `observe`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A run that ended without succeeding: `retry` re-queues the job, else it failed."""
+
+    job_id: str
+    reason: str
+    message: str
+    retry: bool
+
+
+@runtime_checkable
+class ReportsFailures(Protocol):
+    def failures(self, now: float) -> list[Failure]:
+        """Runs that failed or were lost since the last call, each reported once."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class OwnJobs:
+    """A backend's own jobs seen this pass: new ones to queue, bound ones to account, queued ones gone."""
+
+    new: tuple[JobSpec, ...] = ()
+    running: tuple[tuple[JobSpec, tuple[tuple[str, int], ...], float], ...] = ()
+    gone: tuple[str, ...] = ()
+
+
+POD_PREFIX = "pod:"  # ids of a backend's own jobs (plain Pods); declared jobs' ids are namespace/name
+
+
+def is_own_job(job_id: str) -> bool:
+    return job_id.startswith(POD_PREFIX)
+
+
+@runtime_checkable
+class BringsOwnJobs(Protocol):
+    """Jobs the backend finds itself (plain Pods asking for this scheduler): ids start with `POD_PREFIX`."""
+
+    def own_jobs(self, now: float) -> OwnJobs: ...
+
+    def own_job_event(self, job_id: str, reason: str, message: str, type: str = "Normal") -> None:
+        """An event about one of its own jobs, posted where that job lives (its pod)."""
+        ...
+
+
+@runtime_checkable
+class CountsPreemptions(Protocol):
+    def preempted(self, job_id: str, partition: str) -> None:
+        """The job was just preempted (after `stop`): count it."""
+        ...

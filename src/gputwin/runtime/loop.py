@@ -1,0 +1,180 @@
+"""One runtime for simulation and live clusters: a scheduler, a backend that runs its jobs, and the
+wake-ups the policies asked for, stepped at times the driver chooses.
+
+At each instant a driver (`gputwin.runtime.clock.drive`, the emulator, the operator) calls
+
+    runtime.due(now)             # runs that ended by now complete, wake-ups due by now fire
+    runtime.submit(spec, now)    # each arrival, in order
+    runtime.cycle(now)           # one scheduling cycle, carried out
+
+and then waits until `runtime.next_event()` (or the next arrival). `apply` is the one place a
+Decision is carried out: the backend stops and starts runs, the scheduler takes back the GPUs of
+a start the backend refused, and every transition is told to a `Transitions` listener - the
+simulator's metrics, the controller's statuses and events. The runtime reads no clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from typing import Protocol
+
+from gputwin.core.decision import EMPTY, Decision, Preempt, Reject, Resize, Start
+from gputwin.core.model import JobSpec
+from gputwin.core.scheduler import Scheduler
+from gputwin.core.state import JobState, Phase
+from gputwin.runtime.capabilities import RunsJobs
+
+
+class Transitions(Protocol):
+    """What happened to jobs, as the runtime carried decisions out (a Protocol, not a base class:
+    the simulator's listener is compiled by mypyc, which cannot subclass an interpreted class)."""
+
+    def submitted(self, spec: JobSpec, state: JobState | None, now: float) -> None:
+        """`spec` was handed to the scheduler; `state` None if it did not keep it (rejected)."""
+        ...
+
+    def started(self, start: Start, now: float) -> None:
+        """The backend runs `start` now."""
+        ...
+
+    def start_failed(self, start: Start, error: Exception, now: float) -> None:
+        """The backend could not start it; the scheduler has its GPUs back and it is queued again."""
+        ...
+
+    def preempted(self, preempt: Preempt, now: float) -> None:
+        """Its run was stopped; it is queued again."""
+        ...
+
+    def completed(self, state: JobState, end: float, now: float) -> None:
+        """Its run ended at `end` (at or before `now`) and it is done."""
+        ...
+
+    def ended_elsewhere(self, job_id: str, end: float, now: float) -> None:
+        """A run ended that the scheduler does not have running (it lost track of it)."""
+        ...
+
+    def rejected(self, reject: Reject, now: float) -> None:
+        """The scheduler refused the job for good."""
+        ...
+
+    def resized(self, resize: Resize, now: float) -> None:
+        """GPU sizing gave it another GPU count than it asked for."""
+        ...
+
+
+class Quiet:
+    """A listener that records nothing."""
+
+    def submitted(self, spec: JobSpec, state: JobState | None, now: float) -> None: ...
+    def started(self, start: Start, now: float) -> None: ...
+    def start_failed(self, start: Start, error: Exception, now: float) -> None: ...
+    def preempted(self, preempt: Preempt, now: float) -> None: ...
+    def completed(self, state: JobState, end: float, now: float) -> None: ...
+    def ended_elsewhere(self, job_id: str, end: float, now: float) -> None: ...
+    def rejected(self, reject: Reject, now: float) -> None: ...
+    def resized(self, resize: Resize, now: float) -> None: ...
+
+
+QUIET: Transitions = Quiet()
+
+
+class Runtime:
+    """`scheduler` decides, `runs` carries out, `listener` hears every transition."""
+
+    def __init__(self, scheduler: Scheduler, runs: RunsJobs, listener: Transitions = QUIET) -> None:
+        self.scheduler, self.runs, self.listener = scheduler, runs, listener
+        self._wakes: list[tuple[float, int, str]] = []  # (when, sequence, partition)
+        self._earliest: dict[str, float] = {}  # partition -> its earliest wake-up not yet fired
+        self._seq = 0
+        self.wakes_fired = 0
+
+    # --- one instant ---------------------------------------------------------------------------
+
+    def due(self, now: float) -> None:
+        """Complete the runs that ended by `now`, then fire the wake-ups due by then."""
+        ended = self.runs.ended(now)
+        if ended:
+            jobs, complete, listener = self.scheduler.jobs, self.scheduler.complete, self.listener
+            running = Phase.RUNNING
+            for job_id, end in ended:
+                state = jobs.get(job_id)
+                if state is not None and state.phase is running:
+                    listener.completed(complete(job_id, end), end, now)
+                else:
+                    listener.ended_elsewhere(job_id, end, now)
+        wakes = self._wakes
+        while wakes and wakes[0][0] <= now:
+            when, _, partition = heapq.heappop(wakes)
+            self.wakes_fired += 1
+            if self._earliest.get(partition) == when:
+                del self._earliest[partition]
+            self.scheduler.wake(partition)
+
+    def submit(self, spec: JobSpec, now: float) -> None:
+        """Queue one job (waits count from `spec.submit`, also when handed over again later)."""
+        decision = self.scheduler.submit(spec, min(now, spec.submit))
+        self.listener.submitted(spec, self.scheduler.jobs.get(spec.job_id), now)
+        if decision is not EMPTY:  # most submits only queue the job
+            self.apply(decision, now)
+
+    def cycle(self, now: float) -> None:
+        decision = self.scheduler.run_cycle(now)
+        if decision is not EMPTY:
+            self.apply(decision, now)
+
+    def next_event(self) -> float | None:
+        """When something next happens by itself: a run ends or a policy wakes up."""
+        end = self.runs.next_event()
+        if not self._wakes:
+            return end
+        wake = self._wakes[0][0]
+        return wake if end is None or wake < end else end
+
+    # --- carrying a decision out -----------------------------------------------------------------
+
+    def apply(self, decision: Decision, now: float) -> None:
+        listener = self.listener
+        for reject in decision.rejects:
+            listener.rejected(reject, now)
+        for resize in decision.resizes:
+            listener.resized(resize, now)
+        for preempt in decision.preempts:
+            self.runs.stop(preempt.job_id)
+            listener.preempted(preempt, now)
+        if decision.starts:
+            self._start(decision.starts, now)
+        for when, partition in decision.wakes:
+            self.wake_at(when, partition, now)
+
+    def _start(self, starts: Sequence[Start], now: float) -> None:
+        failed = self.runs.start_all(starts, now)
+        listener = self.listener
+        if not failed:
+            for start in starts:
+                listener.started(start, now)
+            return
+        refused = {start.job_id for start, _ in failed}
+        for start, error in failed:
+            self.scheduler.abort_start(start.job_id, now)
+            listener.start_failed(start, error, now)
+        for start in starts:
+            if start.job_id not in refused:
+                listener.started(start, now)
+
+    def wake_at(self, when: float, partition: str, now: float) -> None:
+        """Run `partition`'s cycle again at `when`. A request earlier than the partition's pending
+        one is added (the later one still fires); a later one is dropped (the earlier one runs first)."""
+        pending = self._earliest.get(partition)
+        if when > now and (pending is None or when < pending):
+            self._earliest[partition] = when
+            self._seq += 1
+            heapq.heappush(self._wakes, (when, self._seq, partition))
+
+    def reset_wakes(self) -> None:
+        """Forget every wake-up (a new scheduler for a changed cluster reconsiders everything)."""
+        self._wakes.clear()
+        self._earliest.clear()
+
+
+__all__ = ["QUIET", "Quiet", "Runtime", "Transitions"]
