@@ -71,8 +71,7 @@ class Controller:
 
     def next_event(self) -> float | None:
         """The earliest time something happens by itself: a run ends or a policy asked to be woken."""
-        times = [t for t in (self.backend.next_event(), self.jobs.next_wake()) if t is not None]
-        return min(times, default=None)
+        return self.jobs.next_event()
 
     # --- cluster ------------------------------------------------------------------------------
 

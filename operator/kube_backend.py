@@ -1,8 +1,10 @@
 """The Kubernetes backend: GPUJobs (and plain Pods with `schedulerName: gputwin`) run as pods bound to nodes.
 
-`KubernetesBackend` implements `gputwin.operator.backends.LiveBackend`: the `Backend` protocol
-plus what `JobControl` uses on a real cluster (`observe`, `failures`, `pod_jobs`, `start_batch`,
-`pod_event`, `preempted`). The raw API calls are in `gputwin.adapters.kube.pods`.
+`KubernetesBackend` has every capability of `gputwin.runtime.capabilities` the controller uses on a
+real cluster: it runs and adopts runs (`start_all`, `adopt`, `stop`, `ended`), observes the
+cluster (`observe`, `held_by_others`), reports failed runs (`failures`), brings plain Pods as its
+own jobs (`own_jobs`, `own_job_event`) and counts preemptions (`preempted`). The raw API calls are
+in `gputwin.adapters.kube.pods`.
 
 One reconcile pass, as JobControl drives it:
 
@@ -19,7 +21,7 @@ One reconcile pass, as JobControl drives it:
    schedulers (kube-scheduler's on a shared node) are summed per node: `held_by_others()`, which
    JobControl hands to `Scheduler.set_external_use`, so placers never count those GPUs as free.
 2. `adopt` (after a restart): a Running GPUJob's run is found again by its pods' `gputwin.io/job-id`.
-3. `finished` / `failures`: from the view, and from the pods the watch saw end or vanish
+3. `ended` / `failures`: from the view, and from the pods the watch saw end or vanish
    since the last pass (a pod it has not shown yet, just created, counts as pending; one still
    unseen after `UNSEEN_SECONDS` is read once). A run whose pods all Succeeded is finished. A
    Failed pod fails the job (`Failure(retry=False)`: the GPUJob shows Failed; the gang's other pods
@@ -29,7 +31,7 @@ One reconcile pass, as JobControl drives it:
    a crash, but the job's status never said Running; or left by a deleted job). The rule after a
    restart is therefore: the GPUJob status is the truth, bound pods it does not account for are
    cleaned up, and the job is placed again; nothing is ever bound twice.
-4. `start`: the job's pods from its pod template (one per node of the placement, `nvidia.com/gpu`
+4. `start_all`: the job's pods from its pod template (one per node of the placement, `nvidia.com/gpu`
    requests = limits = that node's slot), named `<job>-<attempt>-<i>` (attempt = the job's
    preemptions so far) so a retry after a crash meets a 409 and adopts the same pod, then bound one
    by one. Gang: if any create or bind fails, every pod of this start is deleted and the start
@@ -71,7 +73,19 @@ from gputwin.api.bodies import Body, Obj, Pod, key_of
 from gputwin.api.status import Backend as BackendName
 from gputwin.core.decision import Start
 from gputwin.core.model import ClusterSpec
-from gputwin.operator.backends import BackingOff, Failure, LiveBackend, PodJobs, StartRefused, is_pod_job
+from gputwin.operator.backends import (
+    AdoptsRuns,
+    Backend,
+    BackingOff,
+    BringsOwnJobs,
+    CountsPreemptions,
+    Failure,
+    ObservesCluster,
+    OwnJobs,
+    ReportsFailures,
+    StartRefused,
+    is_own_job,
+)
 from gputwin.operator.config import ConfigError
 from gputwin.operator.kube_plain_pods import Metrics, PlainPods, deleting, epoch, job_id_of, phase_of
 from gputwin.operator.kube_trace import BindTrace
@@ -228,14 +242,30 @@ class KubernetesBackend:
         """Declared node -> GPUs that pods of other schedulers hold there (from the last `observe`)."""
         return dict(self._held)
 
-    # --- the Backend protocol ------------------------------------------------------------------
+    # --- runs (gputwin.runtime.capabilities: RunsJobs, AdoptsRuns) ------------------------------
 
-    def start(self, job_id: str, start: Start, node_names: Sequence[str], now: float) -> None:
-        if is_pod_job(job_id):
-            (result,) = self.start_batch([(start, node_names)], now)
-            if result[1] is not None:
-                raise RuntimeError(result[1])
-            return
+    def start_all(
+        self, starts: Sequence[Start], node_names: Sequence[str], now: float
+    ) -> list[tuple[Start, Exception]]:
+        """GPUJobs one by one (a gang of pods each), then plain Pods together through the bind pool."""
+        failed: list[tuple[Start, Exception]] = []
+        pods: list[tuple[Start, Sequence[str]]] = []
+        for start in starts:
+            names = [node_names[i] for i, _ in start.slots]
+            if is_own_job(start.job_id):
+                pods.append((start, names))
+                continue
+            try:
+                self._start(start.job_id, start, names, now)
+            except Exception as exc:  # noqa: BLE001  (the API server's, the template's: all go back)
+                failed.append((start, exc))
+        if pods:
+            by_id = {start.job_id: start for start, _ in pods}
+            failed += [(by_id[job_id], RuntimeError(error))
+                       for job_id, error in self.start_batch(pods, now) if error is not None]  # fmt: skip
+        return failed
+
+    def _start(self, job_id: str, start: Start, node_names: Sequence[str], now: float) -> None:
         failed, not_before = self._retry.get(job_id, (0, 0.0))
         if now < not_before:
             raise BackingOff(f"start failed {failed} time(s); next try at {not_before:.0f}")
@@ -265,9 +295,11 @@ class KubernetesBackend:
         if self.metrics is not None and status.get("submitTime"):
             self.metrics.schedule_latency(now - epoch(status["submitTime"], now))
 
-    def adopt(self, job_id: str, start: Start, node_names: Sequence[str], since: float) -> None:
+    def adopt(self, start: Start, node_names: Sequence[str], since: float) -> None:
         """A Running GPUJob after a restart: its run is the newest attempt of its pods (none: lost,
         which `failures` reports, so the job is queued again)."""
+        job_id = start.job_id
+        node_names = [node_names[i] for i, _ in start.slots]
         namespace, name = job_id.split("/", 1)
         # Its pods may have ended while the operator was down: ask for all of them, ended or not.
         found = self.api.pods(label_selector=f"{JOB_LABEL}={label_value(name)}", namespace=namespace)
@@ -298,6 +330,10 @@ class KubernetesBackend:
         if self.metrics is not None:
             self.metrics.preemption(partition)
 
+    def ended(self, now: float) -> list[tuple[str, float]]:
+        """Runs whose pods all succeeded, as of this pass (each once, in the order they began)."""
+        return [(job_id, now) for job_id in self.finished(now)]
+
     def finished(self, now: float) -> list[str]:
         done: list[str] = []
         self._failures = self.plain.collect(self._runs)  # plain Pods whose bind failed since the last pass
@@ -313,7 +349,7 @@ class KubernetesBackend:
             if not run.pods or len(live) < len(pods):
                 self._runs.remove(job_id)
                 self._failures.append(Failure(job_id, "PodsLost", "its pods were deleted outside the scheduler",
-                                              retry=not is_pod_job(job_id)))  # fmt: skip
+                                              retry=not is_own_job(job_id)))  # fmt: skip
                 self.stop_pods(run, [p for p in live if phase_of(p) not in DONE])
             elif any(phase_of(p) == "Failed" for p in live):
                 self._runs.remove(job_id)
@@ -355,7 +391,7 @@ class KubernetesBackend:
 
     # --- plain Pods (gputwin.operator.kube_plain_pods) ----------------------------------------------
 
-    def pod_jobs(self, now: float) -> PodJobs:
+    def own_jobs(self, now: float) -> OwnJobs:
         """Pods with `schedulerName: gputwin` and no GPUJob, from this pass's view."""
         return self.plain.jobs(self._plain, self._runs, self._largest_node(), now, self._changed)
 
@@ -365,7 +401,7 @@ class KubernetesBackend:
         """Hand plain Pods (one node each) to the bind pool; a bind that fails is a later `Failure`."""
         return self.plain.start_batch(starts, self._pods, self._runs, now)
 
-    def pod_event(self, job_id: str, reason: str, message: str, type: str = "Normal") -> None:
+    def own_job_event(self, job_id: str, reason: str, message: str, type: str = "Normal") -> None:
         """An event about a plain Pod's job: warnings only (Scheduled comes from the bind pool)."""
         self.plain.event(self._pods, job_id, reason, message, type)
 
@@ -469,4 +505,10 @@ def _attempt(pod: Obj) -> int:
 __all__ = ["KubernetesBackend", "Metrics"]
 
 if TYPE_CHECKING:
-    _CHECK: type[LiveBackend] = KubernetesBackend  # mypy: every hook JobControl uses is here, typed alike
+    # mypy: every capability JobControl asks a Kubernetes backend for is here, typed alike
+    _RUNS: type[Backend] = KubernetesBackend
+    _ADOPTS: type[AdoptsRuns] = KubernetesBackend
+    _OBSERVES: type[ObservesCluster] = KubernetesBackend
+    _FAILS: type[ReportsFailures] = KubernetesBackend
+    _OWN: type[BringsOwnJobs] = KubernetesBackend
+    _COUNTS: type[CountsPreemptions] = KubernetesBackend

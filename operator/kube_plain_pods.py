@@ -32,7 +32,7 @@ from gputwin.api.bodies import EMPTY, Body, Key, Obj, Pod, key_of
 from gputwin.api.status import epoch_seconds
 from gputwin.core.decision import Start
 from gputwin.core.model import JobSpec
-from gputwin.operator.backends import POD_PREFIX, Failure, PodJobs
+from gputwin.operator.backends import POD_PREFIX, Failure, OwnJobs
 from gputwin.operator.kube_trace import BindTrace
 from gputwin.operator.kube_view import Run, Runs
 
@@ -115,7 +115,7 @@ class PlainPods:
         self._lock = threading.Lock()
 
     def jobs(self, pods: Mapping[Key, Obj], runs: Runs, largest: int, now: float,
-             changed: Iterable[Key] | None = None) -> PodJobs:  # fmt: skip
+             changed: Iterable[Key] | None = None) -> OwnJobs:  # fmt: skip
         """Jobs of `pods`: the Pods with `schedulerName: gputwin` and no GPUJob, as of this pass (the
         backend's view). `changed`: the pods (any) that changed since the last call; only those are
         looked at. None: every pod, and every queued job (a full pass)."""
@@ -159,7 +159,7 @@ class PlainPods:
                     continue
                 new.append(spec)
         queued.difference_update(gone)
-        return PodJobs(tuple(new), tuple(running), tuple(sorted(gone)))
+        return OwnJobs(tuple(new), tuple(running), tuple(sorted(gone)))
 
     def start_batch(self, starts: Sequence[tuple[Start, Sequence[str]]], pods: Mapping[Key, Obj],
                     runs: Runs, now: float) -> list[tuple[str, str | None]]:  # fmt: skip

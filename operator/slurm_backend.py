@@ -94,16 +94,16 @@ class SlurmBackend:
             self._last = Occupancy({name: _counts(p) for name, p in read.items()}, now)
         return self._last
 
-    def start(self, job_id: str, start: Start, node_names: Sequence[str], now: float) -> None:
-        raise SlurmError(JOBS_BLOCKER)  # never reached: the Controller holds GPUJobs under slurm
-
-    def adopt(self, job_id: str, start: Start, node_names: Sequence[str], since: float) -> None:
-        raise SlurmError(JOBS_BLOCKER)
+    def start_all(
+        self, starts: Sequence[Start], node_names: Sequence[str], now: float
+    ) -> list[tuple[Start, Exception]]:
+        # Never reached: the Controller holds GPUJobs under slurm (`SlurmDeployer.jobs_blocker`).
+        return [(start, SlurmError(JOBS_BLOCKER)) for start in starts]
 
     def stop(self, job_id: str) -> None:
         pass
 
-    def finished(self, now: float) -> list[str]:
+    def ended(self, now: float) -> list[tuple[str, float]]:
         return []
 
     def next_event(self) -> float | None:

@@ -7,6 +7,7 @@ listed in pyproject.toml, because the package list is explicit.
 
 from __future__ import annotations
 
+import site
 import subprocess
 import sys
 import sysconfig
@@ -70,7 +71,10 @@ def test_plain_pip_install_into_a_clean_venv_imports_operator(tmp_path: Path) ->
     python = env_dir / "bin" / "python"
     own_site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                               check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
-    (Path(own_site) / "test-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    # Every site folder of the test interpreter: a venv made with --system-site-packages finds some
+    # dependencies in the base interpreter's.
+    folders = dict.fromkeys([sysconfig.get_path("purelib"), *site.getsitepackages()])
+    (Path(own_site) / "test-deps.pth").write_text("".join(f + "\n" for f in folders))
     (wheel,) = wheels.glob("gputwin-*.whl")
     subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
                    check=True, capture_output=True)  # fmt: skip

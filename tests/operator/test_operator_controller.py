@@ -33,13 +33,15 @@ class RecordingBackend(SimBackend):
         self.adopted: list[str] = []
         self.stopped: list[str] = []
 
-    def start(self, job_id: str, start: Start, node_names: Sequence[str], now: float) -> None:
-        self.starts.append(job_id)
-        super().start(job_id, start, node_names, now)
+    def start_all(
+        self, starts: Sequence[Start], node_names: Sequence[str], now: float
+    ) -> list[tuple[Start, Exception]]:
+        self.starts += [start.job_id for start in starts]
+        return super().start_all(starts, node_names, now)
 
-    def adopt(self, job_id: str, start: Start, node_names: Sequence[str], since: float) -> None:
-        self.adopted.append(job_id)
-        super().adopt(job_id, start, node_names, since)
+    def adopt(self, start: Start, node_names: Sequence[str], since: float) -> None:
+        self.adopted.append(start.job_id)
+        super().adopt(start, node_names, since)
 
     def stop(self, job_id: str) -> None:
         self.stopped.append(job_id)

@@ -139,7 +139,7 @@ def _report(backend: KubernetesBackend, cluster: Any, now: float, full: bool) ->
     yield backend.held_by_others()
     yield sorted(backend.finished(now))
     yield [(f.job_id, f.reason, f.retry) for f in backend.failures(now)]
-    jobs = backend.pod_jobs(now)
+    jobs = backend.own_jobs(now)
     yield [s.job_id for s in jobs.new], [(s.job_id, slots) for s, slots, _ in jobs.running], jobs.gone
 
 

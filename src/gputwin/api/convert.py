@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gputwin.api.meta import expand_hostlist
+import hostlist
+
+from gputwin.api.meta import API_VERSION, expand_hostlist
 from gputwin.api.v1alpha1 import (
     RESERVED_PARAMS,
     GPUPartition,
@@ -153,3 +155,42 @@ def policy_document(policy: PolicySpec) -> dict[str, Any]:
         spec["preemption"] = {"checkpointSeconds": policy.checkpoint_seconds}
     spec["params"] = {k: v for k, v in params.items() if k not in RESERVED_PARAMS}
     return spec
+
+
+def cluster_documents(cluster: ClusterSpec) -> list[dict[str, Any]]:
+    """The inverse of `cluster_spec`: manifests (one SwitchTopology, a GPUPartition and a
+    SchedulingPolicy per partition) that declare `cluster`, e.g. a Helios VC table for the
+    emulator. Nodes keep their order (node indices, hence placements, are the same)."""
+    topo = cluster.topology
+    overhead = {"perTier": topo.overhead.per_tier, "crossNode": topo.overhead.cross_node}
+    groups = [{"switch": n.switch, "nodes": n.name, "gpusPerNode": n.gpus, "labels": dict(n.labels)}
+              for n in topo.nodes]  # fmt: skip
+    switches = [{"name": s.name, **({"parent": s.parent} if s.parent else {})} for s in topo.switches]
+    docs: list[dict[str, Any]] = [
+        _document("SwitchTopology", topo.name, {"switches": switches, "nodeGroups": groups, "commOverhead": overhead})
+    ]
+    for part in cluster.partitions:
+        policy = f"{part.name}-policy"
+        docs.append(_document("SchedulingPolicy", policy, _policy_manifest(part.policy)))
+        docs.append(_document("GPUPartition", part.name, {
+            "topology": topo.name, "nodes": hostlist.collect_hostlist(list(part.nodes)), "taskTypes": list(part.task_types),
+            "policy": policy, "priorityTier": part.priority_tier, "maxGPUsPerJob": part.max_gpus_per_job,
+        }))  # fmt: skip
+    return docs
+
+
+def _policy_manifest(policy: PolicySpec) -> dict[str, Any]:
+    if "max_wait" in policy.params:
+        return policy_document(policy)
+    # A policy built in code (a Helios VC table's): its knobs are the resource's defaults.
+    spec: dict[str, Any] = {"queue": {"policy": policy.queue, "backfill": policy.backfill},
+                            "placement": {"policy": policy.placement}, "sizing": {"policy": policy.sizing}}  # fmt: skip
+    if policy.checkpoint_seconds is not None:
+        spec["preemption"] = {"checkpointSeconds": policy.checkpoint_seconds}
+    if policy.params:
+        spec["params"] = dict(policy.params)
+    return spec
+
+
+def _document(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name}, "spec": spec}

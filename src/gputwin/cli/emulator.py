@@ -42,6 +42,7 @@ from gputwin.operator.backends import SimBackend
 from gputwin.operator.config import ConfigError, trace_access
 from gputwin.operator.controller import Controller
 from gputwin.operator.trace_files import MANIFEST_FOLDER, TraceAccess
+from gputwin.runtime.clock import run_steps
 
 ACTIVE = ("Queued", "Running")
 
@@ -206,18 +207,36 @@ def run(until: float | None, state: Path) -> None:
         controller = _reconcile(store, traces)
         # No step past the latest time a status can show: a later event waits there, never wedges.
         limit = min(start + until if until is not None else float("inf"), LATEST_TIME)
-        steps = 0
-        while _active(store):
-            when = controller.next_event()
-            if when is None or when > limit:
-                break
-            store.set_now(max(when, store.now))
-            settle(controller, store.now)
-            steps += 1
+        steps = run_steps(Emulator(controller, store), StoreClock(store), limit)
         if until is not None and _active(store) and store.now < limit:
             store.set_now(limit)
             settle(controller, limit)
         click.echo(_summary(store, start, steps))
+
+
+class StoreClock:
+    """The emulator's virtual clock: the time kept in its state folder (`gputwin.runtime.clock.Clock`)."""
+
+    def __init__(self, store: FileStore) -> None:
+        self.store = store
+
+    def advance_to(self, when: float) -> float:
+        self.store.set_now(max(when, self.store.now))
+        return self.store.now
+
+
+class Emulator:
+    """The controller as the runtime's loop steps it (`gputwin.runtime.clock.Steps`): the next event
+    is the runtime's while any GPUJob is Queued or Running; a step reconciles at that time."""
+
+    def __init__(self, controller: Controller, store: FileStore) -> None:
+        self.controller, self.store = controller, store
+
+    def next_event(self) -> float | None:
+        return self.controller.next_event() if _active(self.store) else None
+
+    def step(self, now: float) -> None:
+        settle(self.controller, now)
 
 
 def _active(store: FileStore) -> int:

@@ -43,9 +43,11 @@ class BackingOff(Exception):
 class RunsJobs(Protocol):
     """Carries out starts and stops, and says which runs ended."""
 
-    def start_all(self, starts: Sequence[Start], now: float) -> list[tuple[Start, Exception]]:
-        """Run these jobs now (one decision's starts, in order); the ones that could not start,
-        each with why. Their GPUs go back to the scheduler."""
+    def start_all(
+        self, starts: Sequence[Start], node_names: Sequence[str], now: float
+    ) -> list[tuple[Start, Exception]]:
+        """Run these jobs now (one decision's starts, in order; `node_names[i]` is the node a slot's
+        index `i` names); the ones that could not start, each with why. Their GPUs go back."""
         ...
 
     def stop(self, job_id: str) -> None:
@@ -63,7 +65,7 @@ class RunsJobs(Protocol):
 
 @runtime_checkable
 class AdoptsRuns(Protocol):
-    def adopt(self, start: Start, since: float) -> None:
+    def adopt(self, start: Start, node_names: Sequence[str], since: float) -> None:
         """The job already runs (recorded before a restart) since `since`: keep track of it."""
         ...
 

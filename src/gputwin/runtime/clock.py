@@ -52,6 +52,51 @@ class WallClock:
         return self.now
 
 
+class Steps(Protocol):
+    """Something a clock can drive: it says when it next has work, and does the work of an instant."""
+
+    def next_event(self) -> float | None: ...
+
+    def step(self, now: float) -> None: ...
+
+
+def run_steps(target: Steps, clock: Clock, until: float = float("inf")) -> int:
+    """The one loop: wait for the target's next event, step there; until it has none left (or the
+    next is after `until`). The number of steps taken."""
+    steps = 0
+    while (when := target.next_event()) is not None and when <= until:
+        target.step(clock.advance_to(when))
+        steps += 1
+    return steps
+
+
+class Replay:
+    """A trace's jobs (sorted by submit time) arriving into a runtime as their times come."""
+
+    def __init__(self, runtime: Runtime, jobs: Sequence[JobSpec], progress: Callable[[int], None] | None = None):
+        self.runtime, self.jobs, self.progress = runtime, jobs, progress
+        self.submitted = 0
+
+    def next_event(self) -> float | None:
+        when = self.runtime.next_event()
+        if self.submitted < len(self.jobs):
+            arrival = self.jobs[self.submitted].submit
+            if when is None or arrival < when:
+                return arrival
+        return when
+
+    def step(self, now: float) -> None:
+        runtime, jobs, i, n = self.runtime, self.jobs, self.submitted, len(self.jobs)
+        runtime.due(now)
+        while i < n and jobs[i].submit <= now:
+            runtime.submit(jobs[i], now)
+            i += 1
+        self.submitted = i
+        runtime.cycle(now)
+        if self.progress is not None:
+            self.progress(i)
+
+
 def drive(
     runtime: Runtime,
     jobs: Sequence[JobSpec],
@@ -60,24 +105,11 @@ def drive(
     until: float = float("inf"),
 ) -> int:
     """Submit `jobs` (sorted by submit time) as their times come and step the runtime at each
-    instant something happens, until nothing is left to happen (or the next thing is after
-    `until`); the number of jobs submitted."""
-    due, submit, cycle, next_event = runtime.due, runtime.submit, runtime.cycle, runtime.next_event
-    n, i = len(jobs), 0
-    while True:
-        when = next_event()
-        if i < n and (when is None or jobs[i].submit < when):
-            when = jobs[i].submit
-        if when is None or when > until:
-            return i
-        now = clock.advance_to(when)
-        due(now)
-        while i < n and jobs[i].submit <= now:
-            submit(jobs[i], now)
-            i += 1
-        cycle(now)
-        if progress is not None:
-            progress(i)
+    instant something happens, until nothing is left (or the next thing is after `until`); the
+    number of jobs submitted."""
+    replay = Replay(runtime, jobs, progress)
+    run_steps(replay, clock, until)
+    return replay.submitted
 
 
-__all__ = ["Clock", "VirtualClock", "WallClock", "drive"]
+__all__ = ["Clock", "Replay", "Steps", "VirtualClock", "WallClock", "drive", "run_steps"]

@@ -148,7 +148,7 @@ class Runtime:
             self.wake_at(when, partition, now)
 
     def _start(self, starts: Sequence[Start], now: float) -> None:
-        failed = self.runs.start_all(starts, now)
+        failed = self.runs.start_all(starts, self.scheduler.topology.node_names, now)
         listener = self.listener
         if not failed:
             for start in starts:

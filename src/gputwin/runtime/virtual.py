@@ -26,7 +26,9 @@ class VirtualRuns:
         self._seq = 0
         self.popped = 0  # ends taken off the heap, stale ones included (the simulator's event count)
 
-    def start_all(self, starts: Sequence[Start], now: float) -> list[tuple[Start, Exception]]:
+    def start_all(
+        self, starts: Sequence[Start], node_names: Sequence[str], now: float
+    ) -> list[tuple[Start, Exception]]:
         heap, live, seq = self._heap, self._live, self._seq
         refused: list[tuple[Start, Exception]] = []
         for start in starts:
@@ -40,7 +42,7 @@ class VirtualRuns:
         self._seq = seq
         return refused
 
-    def adopt(self, start: Start, since: float) -> None:
+    def adopt(self, start: Start, node_names: Sequence[str], since: float) -> None:
         self._seq += 1
         self._live[start.job_id] = self._seq
         heapq.heappush(self._heap, (since + start.run_seconds, self._seq, start.job_id))
