@@ -57,8 +57,9 @@ def read_estimates(path: Path, jobs: Sequence[JobSpec]) -> Estimates:
     missing = [job for job in jobs if job.name not in table]
     if missing:
         first = missing[0]
-        raise TraceError(str(path), None, "jobname", f"no row for {len(missing):,} of the trace's {len(jobs):,} "
-                         f"jobs, first job {first.job_id!r} (jobname {first.name!r})")  # fmt: skip
+        reason = (f"no row for {len(missing):,} of the trace's {len(jobs):,} jobs, "
+                  f"first job {first.job_id!r} (jobname {first.name!r})")  # fmt: skip
+        raise TraceError(str(path), None, "jobname", reason)
     unused = sum(1 for name in table if name not in names)
     return Estimates(path, TableEstimator(table), unused)
 

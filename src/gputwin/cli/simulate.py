@@ -31,8 +31,8 @@ PLUGINS = known()
 @click.option("--sizing", type=click.Choice(PLUGINS["sizing"]), help="GPU sizing for every partition.")
 @click.option("--backfill/--no-backfill", default=None, help="EASY backfill for non-preemptive policies.")
 @click.option("--compat", type=click.Choice(["helios"]),
-              help="Reproduce the HeliosArtifact simulator's semantics (fifo/sjf/srtf, qssf with --estimates; "
-                   "consolidate/random).")
+              help="Reproduce the HeliosArtifact simulator's semantics (fifo/sjf/srtf, qssf with "
+                   "--estimates; consolidate/random).")
 @click.option("--estimates", "estimates_path", type=click.Path(path_type=Path),
               help="Per-job run-time estimates, CSV `jobname,priority` (the reference simulator's format): "
                    "qssf ranks by them x GPUs instead of learning from history.")
@@ -50,9 +50,10 @@ def simulate(trace_path: Path, fmt: str, cluster_path: Path, policy: str | None,
     cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid, procs_per_gpu)
     overrides = Overrides(queue=policy, placement=placement, sizing=sizing, backfill=backfill)
     estimates = None if estimates_path is None else read_estimates(estimates_path, trace.jobs)
+    table = None if estimates is None else estimates.estimator
     with progress_reporter(len(trace.jobs)) as progress:
         summary, outcome = run(cluster, trace.jobs, overrides=overrides, compat=compat, seed=seed,
-                               progress=progress, estimates=None if estimates is None else estimates.estimator)  # fmt: skip
+                               progress=progress, estimates=table)  # fmt: skip
     summary["skipped"] = dict(trace.skipped)
     summary["trace"] = {"path": str(trace_path), "format": trace.format}
     if estimates is not None:

@@ -259,8 +259,8 @@ class Scheduler:
         if isinstance(policy, HeliosQssf) and queued and queued[next(iter(queued))].queued_since == now:
             # Only this instant's arrivals wait (the oldest queued job arrived now): the reference
             # tries them by GPUs alone (`HeliosQssf`). Queued jobs are in the dict in arrival order.
-            for job in sorted(queued.values(), key=policy.fresh_key):
-                if not self._try_start(part, job, now, out):
+            for arrival in sorted(queued.values(), key=policy.fresh_key):
+                if not self._try_start(part, arrival, now, out):
                     return
             return
         while (job := part.head()) is not None:

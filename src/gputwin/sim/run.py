@@ -70,12 +70,12 @@ def check(cluster: ClusterSpec, compat: str | None, estimates: bool = False) -> 
 
 def _check_helios(cluster: ClusterSpec, name: str, pol: PolicySpec, estimates: bool) -> None:
     if pol.queue == "qssf" and not estimates:
-        raise RunError("--compat helios reproduces qssf only with --estimates FILE (the reference ranks by "
-                       f"a per-job estimate table, `jobname,priority`); partition {name} has qssf")  # fmt: skip
+        raise RunError("--compat helios reproduces qssf only with --estimates FILE (the reference ranks "
+                       f"by a per-job estimate table, `jobname,priority`); partition {name} has qssf")  # fmt: skip
     if (pol.queue not in HELIOS_QUEUES and pol.queue != "qssf") or pol.placement not in HELIOS_PLACERS:
         raise RunError(
-            f"--compat helios reproduces queue policies {'/'.join(HELIOS_QUEUES)} (and qssf with --estimates) with placers "
-            f"{'/'.join(HELIOS_PLACERS)}; partition {name} has {pol.queue}/{pol.placement}"
+            f"--compat helios reproduces queue policies {'/'.join(HELIOS_QUEUES)} (and qssf with --estimates) "
+            f"with placers {'/'.join(HELIOS_PLACERS)}; partition {name} has {pol.queue}/{pol.placement}"
         )
     if pol.backfill or pol.sizing != "as-requested":
         raise RunError(f"--compat helios has no backfill or GPU sizing (partition {name})")
@@ -128,8 +128,8 @@ def run(
     estimates: TableEstimator | None = None,
 ) -> tuple[dict[str, Any], SimOutcome]:
     """`run_summary` with the summary as its JSON object (the `--json` output)."""
-    summary, outcome = run_summary(cluster, jobs, overrides=overrides, compat=compat, seed=seed,
-                                   progress=progress, util_interval=util_interval, estimates=estimates)  # fmt: skip
+    summary, outcome = run_summary(cluster, jobs, overrides=overrides, compat=compat, seed=seed, progress=progress,
+                                   util_interval=util_interval, estimates=estimates)  # fmt: skip
     return summary.to_json(), outcome
 
 
