@@ -13,6 +13,8 @@ seconds; QSSF ranks by it times the job's GPUs. Decisions:
   readers skip.
 - A trace job with no row stops the run before it starts, naming the first such job (the
   reference fails with an IndexError the first time it ranks that job).
+- Trace jobs that share a name share its row, as they do in the reference (rows are matched by
+  `jobname`, not `job_id`: its Philly mode matches names).
 
 Bounded like the trace readers: lines of at most `MAX_LINE_CHARS` characters (the shared `Table`),
 at most `MAX_ESTIMATES` rows, numbers of at most 40 characters.
