@@ -16,6 +16,7 @@ from gputwin.cli.main import cli
 REQUIRED_KEYS = {"jobs", "avg_jct", "avg_queue", "p50_jct", "p95_jct", "p99_jct", "p99_queue", "makespan",
                  "gpu_utilization", "wall_seconds", "skipped", "partitions"}  # fmt: skip
 ALIBABA = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "alibaba_openb"
+PHILLY = ALIBABA.parent / "philly_mix1"
 
 
 def invoke(*args: str) -> tuple[int, str, str]:
@@ -101,6 +102,60 @@ def test_compat_refuses_what_it_cannot_reproduce() -> None:
     assert code == 2 and "--compat helios reproduces queue policies fifo/sjf/srtf" in err
 
 
+ESTIMATES_TRACE = "job_id,user,vc,jobname,gpu_num,submit_time,duration\n1,u,a,j1,1,0,10\n2,u,a,j2,2,0,10\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(("--policy", "qssf", "--compat", "helios"),
+                     "error: --compat helios reproduces qssf only with --estimates FILE", id="compat-qssf-without-estimates"),
+        pytest.param(("--policy", "fifo", "--estimates", "E"),
+                     "error: --estimates: only the qssf queue policy reads run-time estimates", id="estimates-without-qssf"),
+        pytest.param(("--policy", "sjf", "--compat", "helios", "--estimates", "E"),
+                     "error: --estimates: only the qssf queue policy reads", id="compat-sjf-with-estimates"),
+    ],
+)  # fmt: skip
+def test_estimates_go_with_qssf_and_compat_qssf_needs_them(tmp_path: Path, args: tuple[str, ...],
+                                                           message: str) -> None:  # fmt: skip
+    trace, cluster, estimates = tmp_path / "jobs.csv", tmp_path / "cluster.csv", tmp_path / "e.csv"
+    trace.write_text(ESTIMATES_TRACE)
+    cluster.write_text("vc,num_nodes\na,1\n")
+    estimates.write_text("jobname,priority\nj1,5\nj2,6\n")
+    code, _, err = invoke("simulate", "--trace", str(trace), "--cluster", str(cluster), "--placement", "consolidate",
+                          *[str(estimates) if a == "E" else a for a in args])  # fmt: skip
+    assert code == 2 and err.startswith(message) and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("compat", [True, False], ids=["compat-helios", "native"])
+def test_estimates_drive_qssf_from_the_command_line(tmp_path: Path, compat: bool) -> None:
+    # The file's row for no trace job is counted as unused, and reported with the file.
+    trace, cluster, estimates = tmp_path / "jobs.csv", tmp_path / "cluster.csv", tmp_path / "e.csv"
+    trace.write_text(ESTIMATES_TRACE)
+    cluster.write_text("vc,num_nodes\na,1\n")
+    estimates.write_text("jobname,priority\nj1,50\nj2,1\nunused,3\n")
+    code, out, err = invoke("simulate", "--trace", str(trace), "--cluster", str(cluster), "--policy", "qssf",
+                            "--placement", "consolidate", "--estimates", str(estimates), "--json",
+                            *(["--compat", "helios"] if compat else []))  # fmt: skip
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["estimates"] == {"path": str(estimates), "rows": 3, "unused": 1}
+    assert summary["compat"] == ("helios" if compat else None)
+    assert (summary["jobs"], summary["avg_jct"]) == (2, 10.0)  # both fit the 8-GPU node at once
+
+
+@pytest.mark.skipif(not PHILLY.is_dir(), reason=f"shared traces not found at {PHILLY}")
+def test_compat_qssf_with_the_reference_estimates_prints_the_reference_numbers() -> None:
+    # The golden test (tests/sim/test_sim_golden.py) pins every partition; this is the command a user types.
+    code, out, err = invoke("simulate", "--trace", str(PHILLY / "jobs.csv"), "--cluster", str(PHILLY / "cluster.csv"),
+                            "--policy", "qssf", "--placement", "random", "--compat", "helios",
+                            "--estimates", str(PHILLY / "helios_estimates.csv"), "--json")  # fmt: skip
+    assert code == 0, err
+    summary = json.loads(out)
+    reference = json.loads((PHILLY / "qssf_reference_results.json").read_text())["qssf"]["random"]
+    assert (summary["avg_jct"], summary["avg_queue"]) == (round(reference["avg_jct"], 3), round(reference["avg_queue"], 3))
+
+
 def test_demo_compares_candidates_best_first() -> None:
     code, out, err = invoke("demo", "--json")
     assert code == 0, err
@@ -113,7 +168,7 @@ def test_help_lists_commands_and_options() -> None:
     code, out, _ = invoke("simulate", "--help")
     assert code == 0
     for option in ("--trace", "--format", "--cluster", "--policy", "--placement", "--sizing", "--backfill",
-                   "--compat", "--seed", "--out", "--json", "--skip-invalid"):  # fmt: skip
+                   "--compat", "--estimates", "--seed", "--out", "--json", "--skip-invalid"):  # fmt: skip
         assert option in out
 
 

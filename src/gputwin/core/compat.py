@@ -1,16 +1,22 @@
 """The reference simulator's own rules, for `--compat helios` (HeliosArtifact, QSSF Service).
 
 Only what differs from gputwin's native behaviour lives here: its consolidate placer (worst fit
-for the remainder of a multi-node job, whole free nodes only), and its checkpoint cost table. Its
-`random` placer is deterministic first fit, so compat maps it to `FirstFit`. The time rules (a
-preempted-then-resumed SRTF job is released one tick late) are parameters of the scheduler, set
-by `gputwin.core.scheduler.SchedulerOptions.helios()`.
+for the remainder of a multi-node job, whole free nodes only), its checkpoint cost table and its
+QSSF order (`HeliosQssf`). Its `random` placer is deterministic first fit, so compat maps it to
+`FirstFit`. The time rules (a preempted-then-resumed SRTF job is released one tick late) are
+parameters of the scheduler, set by `gputwin.core.scheduler.SchedulerOptions.helios()`.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Iterable, Sequence
+
 from gputwin.core.ledger import Ledger
 from gputwin.core.placement import Slots
+from gputwin.core.policies import NEVER, Key, RunningEntry
+
+if TYPE_CHECKING:
+    from gputwin.core.state import JobState
 
 
 def helios_checkpoint_cost(gpus: int) -> float:
@@ -48,3 +54,33 @@ class HeliosConsolidate:
         if nxt is None or ledger.free_of(nxt) < rest:
             return None
         return slots + ((nxt, rest),)
+
+
+class HeliosQssf:
+    """The reference QSSF order (model semantics §2, §5), non-preemptive, strict order.
+
+    Each tick the reference stable-sorts its queue by GPUs, then by priority = estimate x GPUs, so
+    queued jobs go in (estimate x GPUs, GPUs, arrival) order; `job.predicted` is the estimate (a
+    `TableEstimator` row). But when every waiting job arrived this very tick it skips the priority
+    sort: those jobs are tried in (GPUs, arrival) order (`fresh_key`), which the scheduler applies
+    when the oldest queued job was queued `now`.
+    """
+
+    name = "qssf"
+    preemptive = False
+    timed = False
+
+    def key(self, job: JobState, now: float) -> Key:
+        return (job.predicted * job.gpus, float(job.gpus))
+
+    def fresh_key(self, job: JobState) -> tuple[int, int]:
+        return (job.gpus, job.order)
+
+    def next_change(self, job: JobState, now: float) -> float | None:
+        return None
+
+    def running_entries(self, jobs: Iterable[JobState], now: float) -> list[RunningEntry]:
+        return [(self.key(job, now), job.order, job, NEVER) for job in jobs]
+
+    def soonest_change(self, entries: Sequence[RunningEntry], now: float) -> float:
+        return NEVER

@@ -11,6 +11,8 @@ One `JobHistory` feeds both learning-based decisions of the patent:
 
 Estimators are pluggable through the `Estimator` protocol; `HistoryEstimator` is the built-in one.
 A trained model can implement `predict` and `observe` and be passed to the scheduler instead.
+`TableEstimator` answers from a fixed table by job name (the reference simulator's estimate files,
+read outside the core) and learns nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Mapping, Protocol
 
 from gputwin.core.model import JobSpec
 
@@ -97,6 +99,22 @@ class HistoryEstimator:
             means = self._mean_cache[ident] = [self._groups.setdefault(k, Mean()) for k in self._keys(job)]
         for mean in means:
             mean.add(run_seconds)
+
+
+@dataclass(frozen=True, eq=False)
+class TableEstimator:
+    """Fixed run-time estimates by job name; `UNKNOWN` for a name the table lacks.
+
+    Stateless (`observe` learns nothing), so one table can be shared by every run that uses it.
+    """
+
+    by_name: Mapping[str, float]
+
+    def predict(self, job: JobSpec) -> float:
+        return self.by_name.get(job.name, UNKNOWN)
+
+    def observe(self, job: JobSpec, run_seconds: float) -> None:
+        return None
 
 
 class JobHistory:

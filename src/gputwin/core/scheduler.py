@@ -19,9 +19,9 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
-from gputwin.core.compat import helios_checkpoint_cost
+from gputwin.core.compat import HeliosQssf, helios_checkpoint_cost
 from gputwin.core.decision import EMPTY, Decision, DecisionBuilder, Preempt, Reject, Resize, Start
-from gputwin.core.history import Estimator, HistoryEstimator, JobHistory
+from gputwin.core.history import Estimator, HistoryEstimator, JobHistory, TableEstimator
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec
 from gputwin.core.placement import Slots
@@ -39,7 +39,8 @@ class SchedulerOptions:
 
     `release_lag` delays the end of preemptive jobs' runs (the reference simulator releases SRTF
     jobs one tick late); `wake_after_change` re-runs preemptive partitions one second after any
-    change (its per-second loop does). `compat` selects compatibility placers ("helios").
+    change (its per-second loop does). `compat` selects compatibility placers and QSSF order
+    ("helios"). `estimates`, a fixed table, is the estimator when none is passed to the scheduler.
     """
 
     checkpoint_cost: Callable[[int], float] = helios_checkpoint_cost
@@ -48,10 +49,12 @@ class SchedulerOptions:
     backfill_depth: int = 256
     compat: str | None = None
     seed: int = 0
+    estimates: TableEstimator | None = None
 
     @staticmethod
-    def helios(seed: int = 0) -> SchedulerOptions:
-        return SchedulerOptions(release_lag=1.0, wake_after_change=True, compat="helios", seed=seed)
+    def helios(seed: int = 0, estimates: TableEstimator | None = None) -> SchedulerOptions:
+        return SchedulerOptions(release_lag=1.0, wake_after_change=True, compat="helios", seed=seed,
+                                estimates=estimates)  # fmt: skip
 
 
 class Scheduler:
@@ -66,6 +69,7 @@ class Scheduler:
         self.cluster = cluster
         self.options = options
         self.topology = Topology(cluster.topology)
+        estimator = estimator or options.estimates
         self.estimator: Estimator = estimator or HistoryEstimator()
         self.history = JobHistory()
         self.partitions: dict[str, PartitionState] = {p.name: self._partition(p) for p in cluster.partitions}
@@ -84,7 +88,8 @@ class Scheduler:
         return PartitionState(
             spec=spec,
             ledger=Ledger(self.topology, nodes),
-            policy=make_policy(policy.queue, dict(policy.params)),
+            policy=HeliosQssf() if self.options.compat == "helios" and policy.queue == "qssf"
+            else make_policy(policy.queue, dict(policy.params)),
             # Each partition draws from its own stream, still fixed by the one seed.
             placer=make_placer(
                 policy.placement, policy.params, self.options.compat, self.options.seed ^ zlib.crc32(spec.name.encode())
@@ -249,6 +254,15 @@ class Scheduler:
 
     def _strict(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
         """Head-of-line order: start jobs until one does not fit, then (optionally) backfill."""
+        policy = part.policy
+        queued = part.queued
+        if isinstance(policy, HeliosQssf) and queued and queued[next(iter(queued))].queued_since == now:
+            # Only this instant's arrivals wait (the oldest queued job arrived now): the reference
+            # tries them by GPUs alone (`HeliosQssf`). Queued jobs are in the dict in arrival order.
+            for arrival in sorted(queued.values(), key=policy.fresh_key):
+                if not self._try_start(part, arrival, now, out):
+                    return
+            return
         while (job := part.head()) is not None:
             if not self._try_start(part, job, now, out):
                 if part.spec.policy.backfill:

@@ -3,7 +3,9 @@
 `run` is what `gputwin simulate`, `gputwin demo` and the benchmarks call. It applies command-line
 overrides to every partition's policy, checks the combination (compat mode has rules of its own),
 replays the trace and returns the typed summary (`run_summary`; `run` gives its JSON object, the
-`--json` output) with the raw outcome.
+`--json` output) with the raw outcome. A table of per-job estimates (`estimates`, from
+`simulate --estimates`) replaces the learnt history as qssf's estimator; compat mode reproduces
+the reference's qssf only with one, as its QSSF ranks by such a table.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from gputwin.core.history import TableEstimator
 from gputwin.core.model import Candidate, ClusterSpec, JobSpec, PolicySpec, policy_label
 from gputwin.core.plugins import known
 from gputwin.core.scheduler import SchedulerOptions
@@ -48,9 +51,13 @@ def with_overrides(cluster: ClusterSpec, overrides: Overrides | Candidate) -> Cl
     return dataclasses.replace(cluster, partitions=parts)
 
 
-def check(cluster: ClusterSpec, compat: str | None) -> None:
-    """Refuse unknown plugin names and what compat mode cannot reproduce, before running."""
+def check(cluster: ClusterSpec, compat: str | None, estimates: bool = False) -> None:
+    """Refuse unknown plugin names and what compat mode cannot reproduce, before running;
+    `estimates`: a per-job estimate table is given (only qssf reads one)."""
     names = known()
+    if estimates and not any(part.policy.queue == "qssf" for part in cluster.partitions):
+        raise RunError("--estimates: only the qssf queue policy reads run-time estimates, and no partition "
+                       "runs qssf (add --policy qssf)")  # fmt: skip
     for part in cluster.partitions:
         pol = part.policy
         for kind, value in (("queue", pol.queue), ("placement", pol.placement), ("sizing", pol.sizing)):
@@ -58,14 +65,17 @@ def check(cluster: ClusterSpec, compat: str | None) -> None:
                 known_names = ", ".join(names[kind])
                 raise RunError(f"partition {part.name}: unknown {kind} policy {value!r}; known: {known_names}")
         if compat == "helios":
-            _check_helios(cluster, part.name, pol)
+            _check_helios(cluster, part.name, pol, estimates)
 
 
-def _check_helios(cluster: ClusterSpec, name: str, pol: PolicySpec) -> None:
-    if pol.queue not in HELIOS_QUEUES or pol.placement not in HELIOS_PLACERS:
+def _check_helios(cluster: ClusterSpec, name: str, pol: PolicySpec, estimates: bool) -> None:
+    if pol.queue == "qssf" and not estimates:
+        raise RunError("--compat helios reproduces qssf only with --estimates FILE (the reference ranks "
+                       f"by a per-job estimate table, `jobname,priority`); partition {name} has qssf")  # fmt: skip
+    if (pol.queue not in HELIOS_QUEUES and pol.queue != "qssf") or pol.placement not in HELIOS_PLACERS:
         raise RunError(
-            f"--compat helios reproduces queue policies {'/'.join(HELIOS_QUEUES)} with placers "
-            f"{'/'.join(HELIOS_PLACERS)}; partition {name} has {pol.queue}/{pol.placement}"
+            f"--compat helios reproduces queue policies {'/'.join(HELIOS_QUEUES)} (and qssf with --estimates) "
+            f"with placers {'/'.join(HELIOS_PLACERS)}; partition {name} has {pol.queue}/{pol.placement}"
         )
     if pol.backfill or pol.sizing != "as-requested":
         raise RunError(f"--compat helios has no backfill or GPU sizing (partition {name})")
@@ -83,12 +93,16 @@ def run_summary(
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
     util_interval: float = 3600.0,
+    estimates: TableEstimator | None = None,
 ) -> tuple[Summary, SimOutcome]:
     """Replay `jobs` (`overrides`: command-line settings or a Candidate); return the typed summary
-    and the outcome (finished jobs, ...)."""
+    and the outcome (finished jobs, ...). `estimates`: qssf's estimator instead of the history."""
     cluster = with_overrides(cluster, overrides)
-    check(cluster, compat)
-    options = SchedulerOptions.helios(seed) if compat == "helios" else SchedulerOptions(seed=seed)
+    check(cluster, compat, estimates is not None)
+    if compat == "helios":
+        options = SchedulerOptions.helios(seed, estimates)
+    else:
+        options = SchedulerOptions(seed=seed, estimates=estimates)
     started = time.perf_counter()
     outcome = simulate(cluster, jobs, options, progress, util_interval)
     wall = time.perf_counter() - started
@@ -111,10 +125,11 @@ def run(
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
     util_interval: float = 3600.0,
+    estimates: TableEstimator | None = None,
 ) -> tuple[dict[str, Any], SimOutcome]:
     """`run_summary` with the summary as its JSON object (the `--json` output)."""
-    summary, outcome = run_summary(cluster, jobs, overrides=overrides, compat=compat, seed=seed,
-                                   progress=progress, util_interval=util_interval)  # fmt: skip
+    summary, outcome = run_summary(cluster, jobs, overrides=overrides, compat=compat, seed=seed, progress=progress,
+                                   util_interval=util_interval, estimates=estimates)  # fmt: skip
     return summary.to_json(), outcome
 
 
