@@ -14,8 +14,8 @@ tasks joined with their jobs):
 - GPUs: `plan_gpu` is percent of one GPU per instance (50.0 is half a GPU), `inst_num` instances.
   The core counts whole GPUs, so each instance takes `ceil(plan_gpu / 100)` and the job
   `inst_num` times that; a `plan_gpu` that is not a multiple of 100 is counted under
-  "fractional GPU rounded up" (a note: the job is kept). The fraction itself stays in
-  `PaiTask.plan_gpu` (`iter_tasks`) for the tenancy work's milli-GPUs. Empty or 0 `plan_gpu`
+  "fractional GPU rounded up" (a note: the job is kept). The fraction itself is kept in
+  `PaiTask.plan_gpu` (`iter_tasks` streams those) for the tenancy work's milli-GPUs. Empty or 0 `plan_gpu`
   (CPU tasks such as parameter servers): skipped, "zero GPUs"; `inst_num` 0: "zero instances".
 - submit = the job's `start_time` (its submission; the gap to the task's start is the wait the
   paper measures), or the task's `start_time` when the job is not in the job table (counted under
@@ -87,6 +87,20 @@ def read_pai(ctx: ReadContext) -> Iterator[JobSpec]:
         table = _open(ctx, stream)
         jobs = _job_index(ctx)
         yield from convert_rows(ctx, table, lambda row, seq: _convert(ctx, _task(row), jobs, seq))
+
+
+def iter_tasks(path: str | Path, *, skip_invalid: bool = False) -> Iterator[PaiTask]:
+    """The task rows as read, fractions kept (`PaiTask.plan_gpu`), for callers that pack GPU shares."""
+    ctx = ReadContext(Path(path), skip_invalid)
+    with open_text(ctx) as stream:
+        for line, row in _open(ctx, stream).rows():
+            try:
+                if isinstance(row, FieldError):
+                    raise row
+                yield _task(row)
+            except FieldError as exc:
+                if not skip_invalid:
+                    raise ctx.error(line, exc) from None
 
 
 def job_table_path(path: Path) -> Path | None:

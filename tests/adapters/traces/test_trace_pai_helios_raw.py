@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from gputwin.adapters.traces import TraceError, read_trace, sniff_format
-from gputwin.adapters.traces.pai import job_table_path
+from gputwin.adapters.traces.pai import iter_tasks, job_table_path
 
 from gputwin.api.loader import load_cluster
 from gputwin.cli.main import cli
@@ -132,6 +132,11 @@ def test_pai_real_excerpt_golden() -> None:
     # plan_gpu 50.0 (half a GPU) rounds up; the README's job row is another job than its task row.
     assert result.skipped == {"fractional GPU rounded up": 1, "no job record": 1}
     assert brief(result.jobs[0]) == ("4f057009a5d481acec67b088/tensorflow", 0.0, 38.0, 1, "MISC", "", "COMPLETED")
+
+
+def test_pai_fraction_is_kept_in_the_task_rows() -> None:
+    (row,) = iter_tasks(PAI)
+    assert (row.plan_gpu, row.gpu_milli, row.inst_num, row.gpu_type) == (50.0, 500, 1, "MISC")
 
 
 # --- Helios raw cluster_log.csv ------------------------------------------------------------------
