@@ -120,13 +120,13 @@ class Table:
         rows = _numbered(ctx, reader, lines)
         for line, header, nul in rows:
             if any(cell.strip() for cell in header):
+                if published and [cell.strip() for cell in header] != list(published):
+                    columns = {name: position for position, name in enumerate(published)}
+                    return cls(ctx, columns, 0, itertools.chain([(line, header, nul)], rows))
                 if nul:
                     raise TraceError(
                         ctx.name, line, f"column {_nul_at(header) + 1}", "contains a NUL character"
                     )
-                if published and [cell.strip() for cell in header] != list(published):
-                    columns = {name: position for position, name in enumerate(published)}
-                    return cls(ctx, columns, 0, itertools.chain([(line, header, nul)], rows))
                 return cls(ctx, _index(ctx, header, line), line, rows)
         raise TraceError(ctx.name, None, "file", "empty file (no header line)")
 

@@ -19,6 +19,7 @@ Times that are not whole seconds are written as decimals, which the spec's integ
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -72,9 +73,23 @@ WRITERS: dict[str, Callable[..., None]] = {"swf": write_swf, "helios": write_hel
 
 @contextmanager
 def write_atomically(path: Path) -> Iterator[TextIO]:
-    """A text stream whose content replaces `path` only when the block ends without an error."""
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".new", dir=folder)
+    """A text stream whose content replaces `path` only when the block ends without an error.
+
+    An existing `path` must be a regular file (or a link to one): renaming over `/dev/null` or a
+    FIFO would replace the device itself when run as root.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = stat.S_IFREG
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "a device, FIFO or socket"
+        raise TraceError(str(path), None, "--out", f"not a regular file ({kind})")
+    folder = path.parent
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".new", dir=folder)
+    except OSError as exc:  # no such folder, not writable...: name --out, not the temporary file
+        raise TraceError(str(path), None, "--out", (exc.strerror or type(exc).__name__).lower()) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as stream:
             yield stream

@@ -28,7 +28,7 @@ def trace() -> None:
               help="Its format; auto sniffs it from the file.")
 @click.option("--to", "target", required=True, type=click.Choice(("swf", "helios")),
               help="swf: the Standard Workload Format; helios: the CSV `--format helios` reads.")
-@click.option("--out", "out_path", required=True, type=click.Path(path_type=Path, dir_okay=False),
+@click.option("--out", "out_path", required=True, type=click.Path(path_type=Path),
               help="The file to write (replaced whole, or left as it was on an error).")
 @click.option("--skip-invalid", is_flag=True, help="Skip malformed trace records (counted) instead of stopping.")
 @click.option("--procs-per-gpu", default=1, show_default=True, type=click.IntRange(1, 1 << 20),
