@@ -27,7 +27,15 @@ from gputwin.api.meta import MAX_NODES
 from gputwin.core.model import JobSpec
 
 from .errors import FieldError
-from .fields import MAX_DURATION, MAX_GPUS, check_seconds, parse_count, parse_name, parse_seconds, parse_trace_time
+from .fields import (
+    MAX_DURATION,
+    MAX_GPUS,
+    check_seconds,
+    parse_count,
+    parse_name,
+    parse_seconds,
+    parse_trace_time,
+)
 from .table import Converter, ReadContext, Row, Table, convert_rows, open_text
 
 REQUIRED = ("user", "vc", "gpu_num", "state", "submit_time")

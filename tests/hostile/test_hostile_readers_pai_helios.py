@@ -31,18 +31,20 @@ T = "2020-06-09 18:41:01"
 
 
 def task(**changes: str) -> str:
-    fields = dict(job="j1", role="worker", inst="1.0", status="Terminated", start="100.0", end="160.0",
-                  cpu="600.0", mem="29.3", gpu="100.0", kind="V100") | changes  # fmt: skip
+    fields = {"job": "j1", "role": "worker", "inst": "1.0", "status": "Terminated", "start": "100.0",
+              "end": "160.0", "cpu": "600.0", "mem": "29.3", "gpu": "100.0", "kind": "V100"} | changes  # fmt: skip
     return ",".join(fields.values()) + "\n"
 
 
 def raw(**changes: str) -> str:
-    fields = dict(job_id="1", user="u", vc="vc1", gpu_num="2", cpu_num="4", node_num="1", state="COMPLETED",
-                  submit=T, start=T, end="2020-06-09 18:42:01", duration="60", queue="0") | changes  # fmt: skip
+    fields = {"job_id": "1", "user": "u", "vc": "vc1", "gpu_num": "2", "cpu_num": "4", "node_num": "1",
+              "state": "COMPLETED", "submit": T, "start": T, "end": "2020-06-09 18:42:01", "duration": "60",
+              "queue": "0"} | changes  # fmt: skip
     return RAW + ",".join(fields.values()) + "\n"
 
 
 # (file name, content, --format, FIELD the error must name, LINE it must give or None)
+# fmt: off
 CASES = [
     pytest.param("t_task_table.csv", task(gpu=BIG), "auto", "plan_gpu", 1, id="pai-5000-digit-gpu"),
     pytest.param("t_task_table.csv", task(gpu="1e308"), "pai", "plan_gpu", 1, id="pai-gpu-1e308"),
@@ -61,11 +63,12 @@ CASES = [
     pytest.param("cluster_log.csv", raw(state="COMP\0LETED"), "auto", "state", 2, id="raw-nul-in-state"),
     pytest.param("cluster_log.csv", raw(duration="1e13"), "helios-raw", "duration", 2, id="raw-duration-1e13"),
     pytest.param("cluster_log.csv", raw(duration="", start="1970-01-01 00:00:00", end="9999-12-31 23:59:59"),
-                 "helios-raw", "end_time", 2, id="raw-8000-year-run"),  # fmt: skip
+                 "helios-raw", "end_time", 2, id="raw-8000-year-run"),
     pytest.param("cluster_log.csv", raw(submit="2020-02-30 00:00:00"), "helios-raw", "submit_time", 2, id="raw-feb-30"),
     pytest.param("cluster_log.csv", raw(node_num="200000"), "helios-raw", "node_num", 2, id="raw-200k-nodes"),
     pytest.param("cluster_log.csv", RAW.replace("state,", ""), "helios-raw", "state", 1, id="raw-no-state-column"),
-]  # fmt: skip
+]
+# fmt: on
 
 
 def simulate(*args: str) -> tuple[int, str, float]:

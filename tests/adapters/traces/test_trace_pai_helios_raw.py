@@ -217,8 +217,8 @@ def test_processed_helios_csv_still_sniffs_as_helios(tmp_path: Path) -> None:
     [
         (task(), "pai"),
         ("j,i,u,Terminated,1.0,2.0\n", "pai"),
-        (",".join(("job_name", "task_name", "inst_num", "status", "start_time", "end_time", "plan_cpu",
-                   "plan_mem", "plan_gpu", "gpu_type")) + "\n" + task(), "pai"),
+        ("job_name,task_name,inst_num,status,start_time,end_time,plan_cpu,plan_mem,plan_gpu,gpu_type\n"
+         + task(), "pai"),
         (RAW_HEADER, "helios-raw"),
     ],
     ids=["pai-task-headerless", "pai-job-headerless", "pai-task-header", "helios-raw"],
