@@ -1,9 +1,9 @@
-"""Streaming readers for GPU job traces: `sacct -P`, `sacct --json`, Helios/Philly CSV, Alibaba.
+"""Streaming readers for GPU job traces (sacct, Helios, Alibaba, PAI, SWF, Philly) and writers (SWF, Helios).
 
 Every reader turns one record at a time into a `gputwin.core.model.JobSpec`, reports bad input as
 a `TraceError` located by file, line (or JSON path) and field, and counts what it leaves out
 (job steps, never-started jobs, zero-GPU jobs, ...) by reason. Each format's decisions are in its
-module's docstring; clocks and ordering in `reader`'s.
+module's docstring; clocks and ordering in `reader`'s; the writers in `writers`'.
 """
 
 from .errors import TraceError

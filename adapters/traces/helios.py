@@ -70,27 +70,18 @@ def _converter(ctx: ReadContext, table: Table) -> Converter:
     return convert
 
 
-def write_helios_csv(jobs: Iterable[JobSpec], out: TextIO) -> None:
+def write_helios_csv(jobs: Iterable[JobSpec], out: TextIO, *, nodes: bool = False) -> None:
     """Write jobs as a Helios CSV that `read_helios` reads back to the same jobs.
 
     Whole-second times are written as integers so an integer trace stays an integer trace;
-    other floats use repr(), which round-trips exactly.
+    other floats use repr(), which round-trips exactly. `nodes` adds a `node_num` column.
     """
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(HEADER)
+    writer.writerow(HEADER + (("node_num",) if nodes else ()))
     for job in jobs:
-        writer.writerow(
-            (
-                job.job_id,
-                job.user,
-                job.task_type,
-                job.name,
-                job.gpus,
-                job.state,
-                _seconds(job.submit),
-                _seconds(job.duration),
-            )
-        )
+        row = (job.job_id, job.user, job.task_type, job.name, job.gpus, job.state,
+               _seconds(job.submit), _seconds(job.duration))  # fmt: skip
+        writer.writerow(row + ((job.num_nodes,) if nodes else ()))
 
 
 def _seconds(value: float) -> str:

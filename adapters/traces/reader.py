@@ -21,6 +21,8 @@ from gputwin.core.model import JobSpec
 from .alibaba import read_alibaba
 from .errors import TraceError
 from .helios import read_helios
+from .helios_raw import read_helios_raw
+from .pai import read_pai
 from .philly import read_philly
 from .sacct import read_sacct
 from .sacct_json import read_sacct_json
@@ -35,6 +37,8 @@ _READERS: Mapping[str, Callable[[ReadContext], Iterator[JobSpec]]] = {
     "alibaba": read_alibaba,
     "swf": read_swf,
     "philly-json": read_philly,
+    "helios-raw": read_helios_raw,
+    "pai": read_pai,
 }
 
 

@@ -5,7 +5,8 @@
 `MAX_LINE_CHARS` characters (records too; fields are capped by the csv module's field limit),
 refuses a NUL character naming its column, finds the header,
 checks the columns a reader needs and streams `(line, fields)` pairs with 1-based line numbers
-(the header is line 1 when the file starts with it). `convert_rows` is the one place that applies
+(the header is line 1 when the file starts with it; a headerless table of published columns has
+its first record on line 1). `convert_rows` is the one place that applies
 `skip_invalid`, counts skip reasons and numbers the kept jobs, so each reader only has to say how
 one row becomes a job or a skip reason.
 """
@@ -13,6 +14,7 @@ one row becomes a job or a skip reason.
 from __future__ import annotations
 
 import csv
+import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -104,7 +106,11 @@ class Table:
     _rows: Iterator[tuple[int, Row, bool]]
 
     @classmethod
-    def open(cls, ctx: ReadContext, stream: TextIO, delimiter: str) -> Table:
+    def open(
+        cls, ctx: ReadContext, stream: TextIO, delimiter: str, published: Sequence[str] = ()
+    ) -> Table:
+        """The table in `stream`; with `published` column names (a trace that ships its header in a
+        separate file, as Alibaba PAI 2020 does), a first row that is not that header is data."""
         lines = BoundedLines(stream, records=True)
         # sacct -P is not CSV: a quote is a literal character there, not a quoting mark.
         if delimiter == "|":
@@ -114,6 +120,9 @@ class Table:
         rows = _numbered(ctx, reader, lines)
         for line, header, nul in rows:
             if any(cell.strip() for cell in header):
+                if published and [cell.strip() for cell in header] != list(published):
+                    columns = {name: position for position, name in enumerate(published)}
+                    return cls(ctx, columns, 0, itertools.chain([(line, header, nul)], rows))
                 if nul:
                     raise TraceError(
                         ctx.name, line, f"column {_nul_at(header) + 1}", "contains a NUL character"

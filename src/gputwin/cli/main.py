@@ -52,6 +52,8 @@ COMMANDS = {
     "operator": Lazy("gputwin.cli.operator_cmd:operator", "Run the gputwin operator (kopf) until interrupted."),
     "slurm": Lazy("gputwin.cli.slurm:slurm",
                   "SLURM (SLURM_CONF selects the cluster): read job history, compile policies, apply them safely."),
+    "trace": Lazy("gputwin.cli.trace:trace",
+                  "Work on trace files: convert any readable trace to SWF or to the Helios CSV."),
     # What compare's slurm and kubernetes executors run on each node.
     "sweep-task": Lazy("gputwin.cli.sweep:sweep_task",
                        "Run one candidate of the sweep in FOLDER (INDEX, else $SLURM_ARRAY_TASK_ID or "

@@ -18,8 +18,8 @@ def trace_and_cluster(func: F) -> F:
     """--trace, --format, --cluster, --gpus-per-node, --skip-invalid and --procs-per-gpu, as `simulate` has them."""
     options = (
         click.option("--trace", "trace_path", required=True, type=click.Path(path_type=Path),
-                     help="Job history: sacct -P or --json output, a Helios/Philly CSV, an Alibaba pod list, "
-                          "an SWF log or a Philly cluster_job_log."),
+                     help="Job history: sacct -P or --json output, a Helios/Philly CSV or raw cluster_log.csv, an "
+                          "Alibaba pod list or PAI 2020 task table, an SWF log or a Philly cluster_job_log."),
         click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(("auto",) + FORMATS),
                      help="Trace format; auto sniffs it from the file."),
         click.option("--cluster", "cluster_path", required=True, type=click.Path(path_type=Path),
