@@ -46,11 +46,15 @@ from test_operator_e2e import (  # the same helpers and module fixtures as the s
     wait_for,
 )
 
+from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
 from gputwin.api.meta import PlacementPolicy
+from gputwin.api.resources import demo_trace_path
+from gputwin.api.status import epoch_seconds
 from gputwin.core.model import JobSpec
 from gputwin.core.plugins import PLACERS
 from gputwin.core.scheduler import Scheduler
+from gputwin.sim.engine import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = [f"kb-{i}" for i in range(8)]
@@ -734,3 +738,54 @@ def test_gpus_held_by_another_schedulers_pod_are_never_given_out_again(
     finally:
         kubectl.run("uncordon", "kb-7", check=False)
         kubectl.run("label", "node", "kb-6", "e2e-poke-", check=False)
+
+
+# --- parity: the live cluster starts jobs in the order the simulator says -----------------------------
+
+PARITY_JOBS, PARITY_WALL_SECONDS = 200, 40.0
+
+
+def parity_jobs(namespace: str) -> tuple[list[JobSpec], list[Obj]]:
+    """The first 200 train jobs of the bundled demo trace (an excerpt of the shared Philly-shaped
+    trace), durations scaled so the partition's 32 GPUs need about 40 s of wall time for them all;
+    as JobSpecs (all submitted at once) and as GPUJobs named in trace order."""
+    trace = [j for j in read_trace(demo_trace_path()).jobs if j.task_type == "train"][:PARITY_JOBS]
+    scale = PARITY_WALL_SECONDS * 32 / sum(j.gpus * j.duration for j in trace)
+    specs, objs = [], []
+    for i, job in enumerate(trace):
+        name, seconds = f"parity-{i:03d}", round(job.duration * scale, 3)
+        specs.append(JobSpec(job_id=name, submit=0.0, duration=seconds, gpus=job.gpus, task_type="train", seq=i))
+        objs.append(gpujob(name, namespace, "train", job.gpus, seconds))
+    return specs, objs
+
+
+def test_a_200_job_excerpt_starts_in_the_order_the_simulator_gives(
+    operator: Operator, api: Api, kubectl: Any, namespace: str, set_policy: Any, tmp_path: Path
+) -> None:
+    """The same declaration, policy and jobs through `gputwin.sim` and through the operator on the
+    real API server with KWOK: every job starts, in the simulator's order, ties (jobs the simulator
+    starts at the same instant) aside. Strict SJF makes the order independent of wall-clock jitter:
+    only the head of the queue ever starts, so pass latency moves start times, never their order."""
+    spec = {"queue": {"policy": "sjf"}, "placement": {"policy": "consolidate"}}
+    set_policy("kb-train", spec)
+    specs, objs = parity_jobs(namespace)
+    path = tmp_path / "cluster.yaml"
+    path.write_text(CLUSTER.replace("{policies}", dump(policy("kb-train", spec), policy("kb-infer", POLICY))))
+    simulated = {s.job_id: s.first_start for s in simulate(load_cluster(path), specs).finished}
+    # Every job must be queued before any starts (as in the simulation, where all arrive at t=0):
+    # a blocker holds the partition's 32 GPUs until the last one is Queued, then is deleted.
+    kubectl.run("apply", "-f", "-", input=dump(gpujob("parity-blocker", namespace, "train", 32, 600)))
+    wait_for("the blocker to run", lambda: phase_of(api, namespace, "parity-blocker") == "Running", 30,
+             on_timeout=operator.tail)  # fmt: skip
+    kubectl.run("apply", "-f", "-", input=dump(*objs))
+    names = [o["metadata"]["name"] for o in objs]
+    wait_for("every job to be queued", lambda: Counter(api.phases(namespace).values())["Queued"] == len(names), 60,
+             on_timeout=operator.tail)  # fmt: skip
+    kubectl.run("delete", "gpujob", "parity-blocker", "-n", namespace)
+    wait_for("every job to succeed", lambda: Counter(api.phases(namespace).values())["Succeeded"] == len(names),
+             240, on_timeout=operator.tail)  # fmt: skip
+    live = {j["metadata"]["name"]: epoch_seconds(j["status"]["startTime"]) for j in api.jobs(namespace)
+            if j["metadata"]["name"] in simulated}  # fmt: skip
+    inversions = [(a, b) for a in names for b in names if simulated[a] < simulated[b] and live[a] > live[b]]
+    assert inversions == [], [(a, simulated[a], live[a], b, simulated[b], live[b]) for a, b in inversions[:5]]
+    assert_not_overallocated(api)
