@@ -55,7 +55,8 @@ from gputwin.sim.space import Space, SpaceError, parse_space
 
 CURRENT = "current"
 # TraceSource.format -> the trace reader's format name (Philly traces are Helios-shaped CSVs).
-FORMATS = {"auto": "auto", "helios": "helios", "philly": "helios", "alibaba": "alibaba", "sacct": "sacct"}
+FORMATS = {"philly": "helios"} | {f: f for f in ("auto", "helios", "alibaba", "sacct", "sacct-json", "helios-raw",
+                                                 "swf", "philly-json", "pai")}  # fmt: skip
 RECORDED_TRIALS = 5  # a search's best distinct policies shown in status (the rest: noise for readers)
 Trace: TypeAlias = str | TraceFile | None  # what a replay reads: a ConfigMap's text, a checked file, nothing yet
 log = logging.getLogger(__name__)

@@ -112,8 +112,12 @@ class TraceSource(ApiModel):
     )
     config_map: ConfigMapRef | None = Field(default=None, description="A trace inside a ConfigMap.")
     sacct: SacctWindow | None = Field(default=None, description="A window of SLURM accounting history.")
-    format: Literal["auto", "helios", "philly", "alibaba", "sacct"] = Field(
-        default="auto", description="Trace format; auto guesses from the file's header."
+    format: Literal[
+        "auto", "helios", "philly", "alibaba", "sacct", "sacct-json", "helios-raw", "swf", "philly-json", "pai"
+    ] = Field(
+        default="auto",
+        description="Trace format (the readers of `gputwin simulate --format`; philly is the Helios-shaped "
+        "CSV); auto guesses from the file's header.",
     )
 
     @model_validator(mode="after")
