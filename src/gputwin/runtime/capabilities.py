@@ -10,6 +10,7 @@ Every backend runs jobs (`RunsJobs`). Some can do more, and say so by having the
 | `BringsOwnJobs`   | Kubernetes (plain Pods) | jobs no GPUJob declares, with no status to write     |
 | `CountsPreemptions` | Kubernetes            | preemptions counted for /metrics                     |
 | `ReportsOccupancy` | SLURM                  | its own counts replace the idle ledger's             |
+| `Deployer`        | SLURM                   | the declared policies compiled into its own config   |
 
 A backend reads no clock: every method takes the time it is asked about, so the same backend
 serves a virtual clock and the wall clock.
@@ -17,12 +18,16 @@ serves a virtual clock and the wall clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from gputwin.core.decision import Start
 from gputwin.core.model import ClusterSpec, JobSpec
+
+
+class ConfigError(ValueError):
+    """A setting with a value the operator or a backend cannot use; the message names the variable."""
 
 
 class StartRefused(Exception):
@@ -129,4 +134,67 @@ class BringsOwnJobs(Protocol):
 class CountsPreemptions(Protocol):
     def preempted(self, job_id: str, partition: str) -> None:
         """The job was just preempted (after `stop`): count it."""
+        ...
+
+
+# --- a backend whose own scheduler runs the jobs (SLURM) --------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionCounts:
+    """One partition as the backend's own scheduler sees it (the GPUPartition status counts)."""
+
+    nodes: int
+    total_gpus: int
+    free_gpus: int
+    queued: int
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
+class Occupancy:
+    """Partition name -> counts, read at `as_of`. `error` set: the latest read failed, so these are
+    the last good read's (`as_of` None: there was none) and the statuses say they are stale."""
+
+    partitions: Mapping[str, PartitionCounts]
+    as_of: float | None
+    error: str = ""
+
+
+@runtime_checkable
+class ReportsOccupancy(Protocol):
+    """A backend that runs jobs itself (SLURM): its counts replace the operator's idle ledger."""
+
+    def occupancy(self, now: float) -> Occupancy:
+        """The occupancy now; never raises (a failed read keeps the last counts, with `error`)."""
+        ...
+
+
+DeployResultKind = Literal["Succeeded", "Failed", "RolledBack"]
+
+
+@dataclass(frozen=True, slots=True)
+class DeployOutcome:
+    """How one deployment went (a SchedulingPolicy's `status.lastDeploy`); `message` is one line a
+    user can act on."""
+
+    result: DeployResultKind
+    message: str = ""
+
+
+class Deployer(Protocol):
+    """Compiles a cluster's policies into a backend's own configuration and applies it.
+
+    The sim and Kubernetes backends run the operator's own scheduler, so a policy is in effect as
+    soon as the controller rebuilds it: they need no deployer. Under SLURM, slurmctld places jobs
+    under the configuration compiled for it, users submit with `sbatch`, and GPUJobs wait as
+    Pending saying why (`jobs_blocker`)."""
+
+    @property
+    def jobs_blocker(self) -> str | None:
+        """Why GPUJobs cannot run through this backend (None: they can)."""
+        ...
+
+    def deploy(self, cluster: ClusterSpec) -> DeployOutcome:
+        """Put `cluster` into effect, or leave the previous configuration live and say why not."""
         ...

@@ -12,7 +12,7 @@ One reconcile pass, as JobControl drives it:
    `schedulerName=gputwin`), from this process's watched copy of both
    (`gputwin.adapters.kube.watch`: one list, then watch events; no list per pass, no read per
    pod; a backend made without a watch lists both). A pass applies only what changed since the
-   last one to its view (`gputwin.operator.kube_view`), and the later steps look only at the pods
+   last one to its view (`gputwin.adapters.kube.view`), and the later steps look only at the pods
    and runs those changes touch; every `FULL_SECONDS`, and at its first pass, it starts over from
    the whole copy. Returns the declared nodes that must take no
    new work (NotReady, cordoned, untolerated taint, too few allocatable GPUs, labels
@@ -38,12 +38,12 @@ One reconcile pass, as JobControl drives it:
    raises; JobControl gives the GPUs back. Never half-bound.
 5. `stop`: the run's pods are deleted with the partition policy's `checkpointSeconds` as grace.
 
-Plain Pods (`pod_jobs`, `start_batch`, `pod_event`): `gputwin.operator.kube_plain_pods`, which
+Plain Pods (`pod_jobs`, `start_batch`, `pod_event`): `gputwin.adapters.kube.plain_pods`, which
 shares this backend's view and runs; their binds are made off the pass, and one that failed
 is among the next pass's `failures` (`retry=True`: the pod is queued again). `close()` stops the bind threads: a Controller rebuilt
 after a failed pass gets a new backend, and the old one's threads must not linger.
 With `GPUTWIN_BIND_TRACE=FILE` every pass's snapshot and every bind are timed into FILE
-(`gputwin.operator.kube_trace`), for the scale benchmark's latency breakdown.
+(`gputwin.adapters.kube.trace`), for the scale benchmark's latency breakdown.
 """
 
 from __future__ import annotations
@@ -58,40 +58,33 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config import ConfigException
 
 from gputwin.adapters.kube.nodes import held_by_others
-from gputwin.adapters.kube.pods import (
-    ATTEMPT_LABEL,
-    JOB_LABEL,
-    BindPool,
-    PodApi,
-    PodPlan,
-    job_pod,
-    label_value,
-    reason_of,
-)
-from gputwin.adapters.kube.watch import ClusterWatch, Ended
+from gputwin.adapters.kube.binds import BindPool
+from gputwin.adapters.kube.cluster_watch import ClusterWatch
+from gputwin.adapters.kube.manifests import ATTEMPT_LABEL, JOB_LABEL, PodPlan, job_pod, label_value
+from gputwin.adapters.kube.pods import PodApi, reason_of
+from gputwin.adapters.kube.watch import Ended
 from gputwin.api.bodies import Body, Obj, Pod, key_of
 from gputwin.api.status import Backend as BackendName
 from gputwin.core.decision import Start
 from gputwin.core.model import ClusterSpec
-from gputwin.operator.backends import (
+from gputwin.runtime.capabilities import (
     AdoptsRuns,
-    Backend,
     BackingOff,
     BringsOwnJobs,
+    ConfigError,
     CountsPreemptions,
     Failure,
     ObservesCluster,
     OwnJobs,
     ReportsFailures,
+    RunsJobs,
     StartRefused,
     is_own_job,
 )
-from gputwin.operator.config import ConfigError
-from gputwin.operator.kube_plain_pods import Metrics, PlainPods, deleting, epoch, job_id_of, phase_of
-from gputwin.operator.kube_trace import BindTrace
-from gputwin.operator.kube_shared import OperatorMetricsHooks, shared_watch
-from gputwin.operator.kube_view import Key, NodeView, PodView, Run, Runs
-from gputwin.operator.metrics import record_event_dropped
+from gputwin.adapters.kube.plain_pods import Metrics, PlainPods, deleting, epoch, job_id_of, phase_of
+from gputwin.adapters.kube.shared import shared_watch
+from gputwin.adapters.kube.trace import BindTrace
+from gputwin.adapters.kube.view import Key, NodeView, PodView, Run, Runs
 
 TOLERATED = ("nvidia.com/gpu",)
 DONE = ("Succeeded", "Failed")
@@ -107,7 +100,7 @@ BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 BIND_THREADS = 32
 SYNC_SECONDS = 60.0  # the watches' first list (10,000 pods take a few seconds)
 UNSEEN_SECONDS = 30.0  # a pod we made that the watch has not shown by then is read once
-# Every pass applies only what the watches changed (`gputwin.operator.kube_view`); this often (and
+# Every pass applies only what the watches changed (`gputwin.adapters.kube.view`); this often (and
 # after every restart) a pass starts over from the whole copy, as an informer resyncs: a safety net,
 # rare because a full pass over a 10,000-pod burst takes a few hundred ms that every pod waits.
 FULL_SECONDS = 120.0
@@ -153,11 +146,12 @@ class KubernetesBackend:
         self._unseen: dict[tuple[str, str], float] = {}  # pods of tracked runs not in the copy yet: since
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> KubernetesBackend:
+    def from_env(cls, env: dict[str, str] | None = None, metrics: Metrics | None = None) -> KubernetesBackend:
         """`GPUTWIN_NAMESPACE` (pods of that namespace only), `GPUTWIN_TOLERATED_TAINTS` (comma-separated
         taint keys our pods tolerate, default nvidia.com/gpu), `GPUTWIN_BIND_THREADS` (default 32),
         `GPUTWIN_POD_EVENTS` (`off`: no Scheduled/FailedScheduling events on plain Pods),
-        `GPUTWIN_BIND_TRACE` (a file: time every pass and bind into it, `gputwin.operator.kube_trace`)."""
+        `GPUTWIN_BIND_TRACE` (a file: time every pass and bind into it, `gputwin.adapters.kube.trace`).
+        `metrics`: where binds, preemptions and dropped events are counted (the operator's registry)."""
         env = dict(os.environ) if env is None else env
         keys = [k.strip() for k in env.get("GPUTWIN_TOLERATED_TAINTS", ",".join(TOLERATED)).split(",")]
         threads = env.get("GPUTWIN_BIND_THREADS", str(BIND_THREADS))
@@ -168,8 +162,9 @@ class KubernetesBackend:
             raise ConfigError(f"GPUTWIN_BACKEND=kubernetes: no cluster credentials ({exc})") from None
         return cls(api, namespace=env.get("GPUTWIN_NAMESPACE") or None,
                    tolerated=[k for k in keys if k],
-                   binder=lambda: BindPool(PodApi.connect, count, on_event_drop=record_event_dropped),
-                   metrics=OperatorMetricsHooks(), pod_events=env.get("GPUTWIN_POD_EVENTS", "on") != "off",
+                   binder=lambda: BindPool(PodApi.connect, count,
+                                           on_event_drop=metrics.event_dropped if metrics else None),
+                   metrics=metrics, pod_events=env.get("GPUTWIN_POD_EVENTS", "on") != "off",
                    watch=shared_watch(), trace=BindTrace.from_env(env))  # fmt: skip
 
     def close(self) -> None:
@@ -389,7 +384,7 @@ class KubernetesBackend:
         watch wakes the loop then)."""
         return min((t for _, t in self._retry.values() if t > 0), default=None)
 
-    # --- plain Pods (gputwin.operator.kube_plain_pods) ----------------------------------------------
+    # --- plain Pods (gputwin.adapters.kube.plain_pods) ----------------------------------------------
 
     def own_jobs(self, now: float) -> OwnJobs:
         """Pods with `schedulerName: gputwin` and no GPUJob, from this pass's view."""
@@ -506,7 +501,7 @@ __all__ = ["KubernetesBackend", "Metrics"]
 
 if TYPE_CHECKING:
     # mypy: every capability JobControl asks a Kubernetes backend for is here, typed alike
-    _RUNS: type[Backend] = KubernetesBackend
+    _RUNS: type[RunsJobs] = KubernetesBackend
     _ADOPTS: type[AdoptsRuns] = KubernetesBackend
     _OBSERVES: type[ObservesCluster] = KubernetesBackend
     _FAILS: type[ReportsFailures] = KubernetesBackend

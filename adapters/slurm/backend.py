@@ -40,8 +40,7 @@ from gputwin.adapters.slurm.tables import tables_from_sacct
 from gputwin.api.status import Backend as BackendName
 from gputwin.core.decision import Start
 from gputwin.core.model import ClusterSpec
-from gputwin.operator.backends import Occupancy, PartitionCounts
-from gputwin.operator.deploy import DeployOutcome
+from gputwin.runtime.capabilities import DeployOutcome, Occupancy, PartitionCounts
 
 JOBS_BLOCKER = (
     "the slurm backend deploys policies to slurmctld, which runs its own jobs: "
