@@ -28,8 +28,6 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from gputwin.api.bodies import Body, Obj, Pod
-from gputwin.api.crdgen import NAMES
-from gputwin.api.meta import GROUP, VERSION
 
 from .store import TIMEOUT, Retry, api_client
 
@@ -84,7 +82,6 @@ class PodApi:
     def __init__(self, api: client.ApiClient, retry: Retry = Retry()) -> None:
         self.api, self.retry = api, retry
         self.core = client.CoreV1Api(api)
-        self.objects = client.CustomObjectsApi(api)
         self.requests = 0  # API requests made (a benchmark reads it)
 
     @classmethod
@@ -177,17 +174,6 @@ class PodApi:
     def nodes(self) -> list[Obj]:
         got = self._call(lambda: self.core.list_node(_preload_content=False, _request_timeout=TIMEOUT))
         return list(_raw(got).get("items") or [])
-
-    def gpujob(self, namespace: str, name: str) -> Obj | None:
-        """The GPUJob (its pod template, duration, uid), None if it is gone."""
-        try:
-            got = self._call(lambda: self.objects.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, NAMES["GPUJob"].plural, name, _request_timeout=TIMEOUT))  # fmt: skip
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return cast(Obj, got)
 
     def event(self, pod: Obj, reason: str, message: str, type: str = "Normal") -> None:
         """A core/v1 Event about a pod, as kube-scheduler posts them (best effort: never raises)."""

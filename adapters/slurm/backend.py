@@ -99,7 +99,7 @@ class SlurmBackend:
         # Never reached: the Controller holds GPUJobs under slurm (`SlurmDeployer.jobs_blocker`).
         return [(start, SlurmError(JOBS_BLOCKER)) for start in starts]
 
-    def stop(self, job_id: str) -> None:
+    def stop(self, job_id: str, grace: float | None = None) -> None:
         pass
 
     def ended(self, now: float) -> list[tuple[str, float]]:

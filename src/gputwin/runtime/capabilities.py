@@ -9,18 +9,26 @@ Every backend runs jobs (`RunsJobs`). Some can do more, and say so by having the
 | `ReportsFailures` | Kubernetes              | failed runs fail the job, lost runs queue it again   |
 | `BringsOwnJobs`   | Kubernetes (plain Pods) | jobs no GPUJob declares, with no status to write     |
 | `CountsPreemptions` | Kubernetes            | preemptions counted for /metrics                     |
+| `NeedsPayloads`   | Kubernetes              | given a `Resolver`: a start in names, plus the job's own payload |
 | `ReportsOccupancy` | SLURM                  | its own counts replace the idle ledger's             |
 | `Deployer`        | SLURM                   | the declared policies compiled into its own config   |
 
 A backend reads no clock: every method takes the time it is asked about, so the same backend
 serves a virtual clock and the wall clock.
+
+A Start is resolved at the boundary, once: a backend that needs more than node names (the
+Kubernetes one builds pods from the GPUJob's template) is handed a `Resolver` by the controller,
+which already holds this pass's objects and the scheduler's topology, so the backend neither
+fetches the job again nor re-derives what the core decided (leaf switches; a preemption's
+checkpoint time arrives as `stop`'s grace). `VirtualRuns` needs none: the simulator's hot path
+resolves nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from gputwin.core.decision import Start
 from gputwin.core.model import ClusterSpec, JobSpec
@@ -55,8 +63,10 @@ class RunsJobs(Protocol):
         index `i` names); the ones that could not start, each with why. Their GPUs go back."""
         ...
 
-    def stop(self, job_id: str) -> None:
-        """Stop the job's current run (preempted or deleted); unknown ids are ignored."""
+    def stop(self, job_id: str, grace: float | None = None) -> None:
+        """Stop the job's current run; unknown ids are ignored. `grace`: the seconds its run may
+        take to wind down (a preemption's checkpoint time, as the core charged it; None: the
+        run's own, as for a deleted or evicted job)."""
         ...
 
     def ended(self, now: float) -> list[tuple[str, float]]:
@@ -127,6 +137,30 @@ class BringsOwnJobs(Protocol):
 
     def own_job_event(self, job_id: str, reason: str, message: str, type: str = "Normal") -> None:
         """An event about one of its own jobs, posted where that job lives (its pod)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A Start in names, plus the job's own payload: what a backend needs beyond slot indexes."""
+
+    nodes: tuple[str, ...]  # the node of each slot, in slot order
+    switches: tuple[str, ...]  # the leaf switches those nodes hang off, in tree order
+    body: dict[str, Any] | None  # the declared object (a GPUJob) as this pass read it; None: gone
+    attempt: int  # runs of the job stopped before this one (its preemptions so far)
+    submitted: float | None  # when the job was submitted, if known
+
+
+class Resolver(Protocol):
+    def resolve(self, start: Start) -> Resolved:
+        """`start` (just decided, not yet run) in names, with its job's payload."""
+        ...
+
+
+@runtime_checkable
+class NeedsPayloads(Protocol):
+    def resolve_with(self, resolver: Resolver) -> None:
+        """Where this backend resolves starts (the controller, once, before any start)."""
         ...
 
 
