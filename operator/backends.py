@@ -13,8 +13,6 @@ emulator and an operator with the simulated backend run jobs exactly as `gputwin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from gputwin.api.status import LATEST_TIME, rfc3339
@@ -27,8 +25,11 @@ from gputwin.runtime.capabilities import (
     CountsPreemptions,
     Failure,
     ObservesCluster,
+    Occupancy,
     OwnJobs,
+    PartitionCounts,
     ReportsFailures,
+    ReportsOccupancy,
     RunsJobs,
     StartRefused,
     is_own_job,
@@ -51,39 +52,6 @@ class SimBackend(VirtualRuns):
 
     def __init__(self) -> None:
         super().__init__(LATEST_TIME, rfc3339(LATEST_TIME))
-
-
-# --- optional: a backend whose own scheduler runs the jobs reports their occupancy -------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionCounts:
-    """One partition as the backend's own scheduler sees it (the GPUPartition status counts)."""
-
-    nodes: int
-    total_gpus: int
-    free_gpus: int
-    queued: int
-    running: int
-
-
-@dataclass(frozen=True, slots=True)
-class Occupancy:
-    """Partition name -> counts, read at `as_of`. `error` set: the latest read failed, so these are
-    the last good read's (`as_of` None: there was none) and the statuses say they are stale."""
-
-    partitions: Mapping[str, PartitionCounts]
-    as_of: float | None
-    error: str = ""
-
-
-@runtime_checkable
-class ReportsOccupancy(Protocol):
-    """A backend that runs jobs itself (SLURM): its counts replace the operator's idle ledger."""
-
-    def occupancy(self, now: float) -> Occupancy:
-        """The occupancy now; never raises (a failed read keeps the last counts, with `error`)."""
-        ...
 
 
 def occupancy_of(backend: object, now: float) -> Occupancy | None:

@@ -41,8 +41,8 @@ from gputwin.api.v1alpha1 import KINDS, GPUPartition, Resource, SchedulingPolicy
 from gputwin.api.validate import Document, check_cluster
 from gputwin.core.model import ClusterSpec
 from gputwin.core.scheduler import Scheduler
-from gputwin.operator.backends import Occupancy
-from gputwin.operator.deploy import DeployOutcome
+from gputwin.runtime.capabilities import Occupancy
+from gputwin.runtime.capabilities import DeployOutcome
 from gputwin.operator.metrics import record_partitions
 from gputwin.operator.statuses import StatusBook, condition, updated
 from gputwin.operator.store import Store, is_deleted, name_of

@@ -16,13 +16,10 @@ from pathlib import Path
 from typing import Mapping
 
 from gputwin.operator.trace_files import DEFAULT_MAX_BYTES, TRACE_DIR_ENV, TRACE_MAX_ENV, TraceAccess
+from gputwin.runtime.capabilities import ConfigError as ConfigError  # backends raise it too: it lives below them
 
 BACKENDS = ("sim", "kubernetes", "slurm")
 PASS_DUTY = 0.5  # the largest share of wall time reconcile passes take (gputwin.operator.service)
-
-
-class ConfigError(ValueError):
-    """A setting with a value the operator cannot use; the message names the variable."""
 
 
 @dataclass(frozen=True, slots=True)

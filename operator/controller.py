@@ -27,12 +27,12 @@ from gputwin.core.model import ClusterSpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.operator.backends import Backend, occupancy_of
 from gputwin.operator.cluster import ClusterView, read_cluster, write_cluster_statuses
-from gputwin.operator.deploy import Deployer, DeployOutcome
 from gputwin.operator.jobs import JobControl
 from gputwin.operator.replay import ReplayCluster, ReplayResult, Trace, replay_cluster, run_replay, trace_source
 from gputwin.operator.statuses import StatusBook, condition, updated
 from gputwin.operator.store import Store, name_of, namespace_of
 from gputwin.operator.trace_files import TraceAccess
+from gputwin.runtime.capabilities import Deployer, DeployOutcome
 
 COMPLETE = "Complete"
 DONE = ("Succeeded", "Failed")

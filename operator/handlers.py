@@ -25,7 +25,7 @@ asyncio plumbing is `OperatorService`'s (`gputwin.operator.service`). Here:
   being deleted; a node was cordoned, tainted, relabelled, went NotReady) pokes the loop from the
   watch thread (`on_cluster_change`). kopf would handle every pod event as a cause for handlers,
   which at 10,000 pods was a fifth of the operator's CPU, and only to poke;
-- the five gputwin kinds are read from a watched copy too (`gputwin.adapters.kube.watch.
+- the five gputwin kinds are read from a watched copy too (`gputwin.adapters.kube.cluster_watch.
   ObjectWatches`, handed to the `KubeStore`; one per process, so a Controller rebuilt after an
   error keeps it): a pass lists none of them, and a change to one (created, deleted, spec edited)
   pokes the loop from its watch thread, so a pass never runs on a copy that lacks the change that
@@ -74,13 +74,13 @@ import kopf
 
 from gputwin.adapters.kube import COMPONENT, KubeStore
 from gputwin.adapters.kube.status_writer import FLUSH_SECONDS, StatusWriter
-from gputwin.adapters.kube.watch import ObjectWatches
+from gputwin.adapters.kube.cluster_watch import ObjectWatches
 from gputwin.api.crdgen import NAMES
 from gputwin.api.meta import GROUP, VERSION
 from gputwin.operator.cluster import CLUSTER_KINDS
 from gputwin.operator.config import ConfigError, OperatorConfig
 from gputwin.operator.controller import Controller
-from gputwin.operator.kube_shared import on_cluster_change
+from gputwin.adapters.kube.shared import on_cluster_change
 from gputwin.operator.probes import serve_probes
 from gputwin.operator.service import Closable, OperatorService, build_backend, build_deployer
 

@@ -14,7 +14,10 @@ What a backend can do beyond running jobs it says by its capabilities
 (`gputwin.runtime.capabilities`), and a pass uses each only where it exists: `ObservesCluster`
 names nodes to take out of service and the GPUs other schedulers' pods hold; `ReportsFailures`
 reports runs that failed (the GPUJob goes Failed) or were lost (queued again); `BringsOwnJobs`
-brings plain Pods, whose job ids start with `pod:` and which have no GPUJob status.
+brings plain Pods, whose job ids start with `pod:` and which have no GPUJob status;
+`NeedsPayloads` is given this controller as its `Resolver`: a start in node and switch names, with
+the GPUJob as this pass read it and its status as this pass left it (so a backend fetches nothing
+again and re-derives nothing the scheduler decided).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from gputwin.operator.backends import AdoptsRuns, Backend, BringsOwnJobs, Observ
 from gputwin.operator.job_events import SCHEDULED, JobEvents
 from gputwin.operator.statuses import epoch, rfc3339
 from gputwin.operator.store import Store, is_deleted, name_of, namespace_of
+from gputwin.runtime.capabilities import NeedsPayloads, Resolved
 from gputwin.runtime.loop import Runtime
 
 TERMINAL = frozenset({"Succeeded", "Failed", "Rejected"})
@@ -70,10 +74,23 @@ class JobControl(JobEvents):
         super().__init__(store, backend)
         self.runtime: Runtime | None = None
         self._seen: dict[str, Seen] = {}
+        if isinstance(backend, NeedsPayloads):
+            backend.resolve_with(self)
 
     @property
     def scheduler(self) -> Scheduler | None:
         return self.runtime.scheduler if self.runtime is not None else None
+
+    def resolve(self, start: Start) -> Resolved:
+        """`start` in names, with its GPUJob as this pass listed it (`Resolver`, for the backend)."""
+        assert self.scheduler is not None
+        topology = self.scheduler.topology
+        nodes = tuple(topology.node_names[i] for i, _ in start.slots)
+        seen = self._seen.get(start.job_id)
+        status = self._status(start.job_id)
+        submitted = epoch(status.submit_time) if status.submit_time else None
+        return Resolved(nodes, tuple(topology.switches_spanned(nodes)), seen.obj if seen is not None else None,
+                        status.preemptions, submitted)  # fmt: skip
 
     # --- one pass -----------------------------------------------------------------------------
 

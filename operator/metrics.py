@@ -104,6 +104,26 @@ def record_event_dropped(metrics: OperatorMetrics = METRICS) -> None:
     metrics.events_dropped.inc()
 
 
+class OperatorMetricsHooks:
+    """The Kubernetes backend's `Metrics` seam (`gputwin.adapters.kube.plain_pods.Metrics`), into
+    this registry: the operator wires it in, the backend imports nothing of the operator."""
+
+    def __init__(self, metrics: OperatorMetrics = METRICS) -> None:
+        self.metrics = metrics
+
+    def binding_error(self, partition: str) -> None:
+        record_binding_error(self.metrics)
+
+    def preemption(self, partition: str) -> None:
+        record_preemption(partition, self.metrics)
+
+    def schedule_latency(self, seconds: float) -> None:
+        record_schedule_latency(seconds, self.metrics)
+
+    def event_dropped(self) -> None:
+        record_event_dropped(self.metrics)
+
+
 def exposition(metrics: OperatorMetrics = METRICS) -> tuple[bytes, str]:
     """The registry in Prometheus' text format, and the Content-Type to serve it with."""
     return generate_latest(metrics.registry), CONTENT_TYPE_LATEST
@@ -117,6 +137,7 @@ def _partitions_of(gauge: Gauge) -> set[str]:
 __all__ = [
     "METRICS",
     "OperatorMetrics",
+    "OperatorMetricsHooks",
     "exposition",
     "new_metrics",
     "record_binding_error",

@@ -47,17 +47,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from gputwin.adapters.kube.backend import KubernetesBackend
 from gputwin.adapters.slurm import SlurmError
+from gputwin.adapters.slurm.backend import SlurmBackend, SlurmDeployer, from_sacct
 from gputwin.api.bodies import Body, Obj
 from gputwin.api.v1alpha1 import TraceReplaySpec
 from gputwin.operator.backends import Backend, SimBackend
 from gputwin.operator.config import ConfigError, pass_duty
 from gputwin.operator.controller import Controller
-from gputwin.operator.deploy import Deployer
-from gputwin.operator.kube_backend import KubernetesBackend
+from gputwin.operator.metrics import OperatorMetricsHooks
 from gputwin.operator.replay import ReplayCluster, ReplayResult, Trace, run_replay
-from gputwin.operator.slurm_backend import SlurmBackend, SlurmDeployer, from_sacct
 from gputwin.operator.store import is_deleted, name_of, namespace_of
+from gputwin.runtime.capabilities import Deployer
 
 RESYNC_SECONDS = 10.0
 DEBOUNCE_SECONDS = 0.05
@@ -100,7 +101,7 @@ def build_backend(name: str) -> Backend:
     if name == "slurm":
         return SlurmBackend()
     if name == "kubernetes":
-        return KubernetesBackend.from_env()
+        return KubernetesBackend.from_env(metrics=OperatorMetricsHooks())
     raise ConfigError(f"GPUTWIN_BACKEND={name}: not a backend; want sim, kubernetes or slurm")
 
 

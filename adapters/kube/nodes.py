@@ -3,7 +3,7 @@
 Pure functions over Node objects (plain dicts as listed): the SwitchTopology says what a node
 should be (its leaf switch, its GPUs, its partition); the Node says what it is. `node_problem`
 judges one node (the backend judges a node again only when it changed:
-`gputwin.operator.kube_view.NodeView`). A node is out of service when any of these holds, in this
+`gputwin.adapters.kube.view.NodeView`). A node is out of service when any of these holds, in this
 order (the first reason is reported):
 
 - no Node of that name exists;
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from gputwin.api.bodies import Body, Obj
 
-from .pods import node_gpus
+from .manifests import node_gpus
 
 SWITCH_LABEL = "gputwin.io/switch"
 PARTITION_LABEL = "gputwin.io/partition"

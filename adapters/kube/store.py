@@ -24,7 +24,7 @@ the same merge patch is safe because applying it twice gives the same object. An
 404, 422, a connection error) is raised at once: 404 as `ObjectNotFound`/None, and a missing CRD
 as `MissingCRD`, whose message says what to apply.
 
-A watched copy (`cache`, an `ObjectCache` such as `gputwin.adapters.kube.watch.ObjectWatches`):
+A watched copy (`cache`, an `ObjectCache` such as `gputwin.adapters.kube.cluster_watch.ObjectWatches`):
 `list` reads it instead of the API server whenever it is usable (it answers None while it is not
 listed yet or its watch is resuming: then the store lists), and every object the API server
 returns to a `get` or a patch goes into it, so a pass reads its own writes. Without one, every

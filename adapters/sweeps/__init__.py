@@ -4,9 +4,12 @@ A sweep is a folder (`plan`): the inputs, the candidates, and one result file pe
 An `Executor` runs some of its tasks somewhere; `run_sweep` runs the ones without a result and
 gathers them all back, the same way for every executor:
 
-    local       processes on this machine (`LocalExecutor`)
-    slurm       one job array, task i = candidate i (`SlurmExecutor`)
-    kubernetes  one Indexed Job, completion index i = candidate i (`KubernetesExecutor`)
+    local       processes on this machine (`LocalExecutor`, `.local`)
+    slurm       one job array, task i = candidate i (`SlurmExecutor`, `gputwin.adapters.slurm.sweeps`)
+    kubernetes  one Indexed Job, completion index i = candidate i (`KubernetesExecutor`,
+                `gputwin.adapters.kube.sweeps`)
+
+Each backend's executor lives with the rest of that backend; `gputwin.cli.sweep` picks one by name.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import pytest
 from kubernetes import client, config
 
 from gputwin.adapters.sweeps import SweepError, run_sweep, write_plan
-from gputwin.adapters.sweeps.kubernetes import MOUNT, KubernetesExecutor, job_manifest
+from gputwin.adapters.kube.sweeps import MOUNT, KubernetesExecutor, job_manifest
 from gputwin.adapters.sweeps.local import LocalExecutor
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
 from gputwin.core.model import Candidate

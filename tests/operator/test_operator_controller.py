@@ -17,6 +17,7 @@ from gputwin.operator.backends import SimBackend
 from gputwin.operator.controller import Controller
 from gputwin.operator.store import MemoryStore
 from gputwin.operator.trace_files import TraceAccess
+from gputwin.runtime.capabilities import Resolved, Resolver
 
 ROOT = Path(__file__).resolve().parents[2]
 TWO_LEAF = ROOT / "manifests" / "samples" / "two-leaf.yaml"
@@ -32,6 +33,7 @@ class RecordingBackend(SimBackend):
         self.starts: list[str] = []
         self.adopted: list[str] = []
         self.stopped: list[str] = []
+        self.graces: list[float | None] = []  # the grace of each stop, in `stopped` order
 
     def start_all(
         self, starts: Sequence[Start], node_names: Sequence[str], now: float
@@ -43,9 +45,30 @@ class RecordingBackend(SimBackend):
         self.adopted.append(start.job_id)
         super().adopt(start, node_names, since)
 
-    def stop(self, job_id: str) -> None:
+    def stop(self, job_id: str, grace: float | None = None) -> None:
         self.stopped.append(job_id)
+        self.graces.append(grace)
         super().stop(job_id)
+
+
+class ResolvingBackendMock(RecordingBackend):
+    """A mock of a backend that needs payloads (`NeedsPayloads`, as the Kubernetes one): it records
+    every start as the controller resolved it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.resolver: Resolver | None = None
+        self.resolved: list[tuple[str, Resolved]] = []
+
+    def resolve_with(self, resolver: Resolver) -> None:
+        self.resolver = resolver
+
+    def start_all(
+        self, starts: Sequence[Start], node_names: Sequence[str], now: float
+    ) -> list[tuple[Start, Exception]]:
+        assert self.resolver is not None
+        self.resolved += [(start.job_id, self.resolver.resolve(start)) for start in starts]
+        return super().start_all(starts, node_names, now)
 
 
 def manifests(path: Path) -> list[Obj]:
@@ -58,9 +81,10 @@ def job(name: str, gpus: int, duration: float, task_type: str = "infer", **spec:
             "spec": {"taskType": task_type, "gpus": gpus, "durationSeconds": duration, **spec}}  # fmt: skip
 
 
-def setup(*jobs: Obj, cluster: list[Obj] | None = None) -> tuple[MemoryStore, RecordingBackend, Controller]:
+def setup(*jobs: Obj, cluster: list[Obj] | None = None,
+          backend: RecordingBackend | None = None) -> tuple[MemoryStore, RecordingBackend, Controller]:  # fmt: skip
     store = MemoryStore([*(cluster if cluster is not None else manifests(TWO_LEAF)), *jobs])
-    backend = RecordingBackend()
+    backend = backend or RecordingBackend()
     return store, backend, Controller(store, backend, traces=TraceAccess(demo_trace_path().resolve().parent))
 
 
@@ -257,9 +281,36 @@ def test_srtf_preempts_and_the_status_says_so() -> None:
     cond = next(c for c in preempted["conditions"] if c["type"] == "Scheduled")
     assert (cond["reason"], "checkpoint and restore cost 30 s" in cond["message"]) == ("Preempted", True)
     assert f"default/{victim}" in backend.stopped
+    assert backend.graces[backend.stopped.index(f"default/{victim}")] == 30  # the checkpoint the core charged
     drive(controller)
     assert {status(store, "GPUJob", n)["phase"] for n in phases} == {"Succeeded"}
     assert status(store, "GPUJob", victim)["preemptions"] == 1
+
+
+def test_a_start_is_resolved_at_the_boundary_from_what_the_pass_read_mock() -> None:
+    """A backend that needs payloads gets each start in names, with the GPUJob as the pass listed
+    it and its preemptions so far: a restarted victim's second run is attempt 1."""
+    cluster = with_change(manifests(TWO_LEAF), "SchedulingPolicy", "fifo-consolidate",
+                          queue={"policy": "srtf"}, preemption={"checkpointSeconds": 30})  # fmt: skip
+    backend = ResolvingBackendMock()
+    store, _, controller = setup(job("long1", 8, 1000), job("long2", 8, 1000), cluster=cluster, backend=backend)
+    controller.reconcile(T0)
+    store.put(job("short", 8, 50))
+    controller.reconcile(T0 + 100)
+    drive(controller)
+    attempts: dict[str, list[int]] = {}
+    last: dict[str, Resolved] = {}
+    for job_id, resolved in backend.resolved:
+        name = job_id.split("/", 1)[1]
+        assert resolved.body is not None and resolved.body["metadata"]["name"] == name
+        assert resolved.submitted == T0 + (100 if name == "short" else 0)
+        attempts.setdefault(name, []).append(resolved.attempt)
+        last[name] = resolved
+    victim = next(n for n, runs in attempts.items() if len(runs) == 2)
+    assert (attempts[victim], attempts["short"]) == ([0, 1], [0])
+    for name, resolved in last.items():  # the names the backend got are those the status shows
+        assert ",".join(resolved.nodes) == status(store, "GPUJob", name)["nodes"]
+        assert len(resolved.switches) == status(store, "GPUJob", name)["switches"]
 
 
 def test_a_policy_change_keeps_every_queued_job() -> None:
@@ -315,7 +366,7 @@ def test_a_deleted_job_frees_its_gpus_and_leaves_the_queue() -> None:
     store.delete("GPUJob", "default", "a")
     store.delete("GPUJob", "default", "d")
     controller.reconcile(T0 + 10)
-    assert backend.stopped == ["default/a"]
+    assert (backend.stopped, backend.graces) == (["default/a"], [None])  # its pods keep their own grace
     assert status(store, "GPUJob", "c")["phase"] == "Running"
     part = status(store, "GPUPartition", "infer")
     assert (part["queued"], part["running"], part["freeGPUs"]) == (0, 2, 0)

@@ -25,7 +25,7 @@ from gputwin.operator.backends import Occupancy, PartitionCounts, ReportsOccupan
 from gputwin.operator.controller import Controller
 from gputwin.operator.metrics import METRICS
 from gputwin.operator.service import build_backend, build_deployer
-from gputwin.operator.slurm_backend import JOBS_BLOCKER, RETRY_SECONDS, SlurmBackend, SlurmDeployer
+from gputwin.adapters.slurm.backend import JOBS_BLOCKER, RETRY_SECONDS, SlurmBackend, SlurmDeployer
 from gputwin.operator.store import MemoryStore
 from gputwin.operator.trace_files import TraceAccess
 from slurm_testcluster import Cluster, managed_snapshot  # tests/slurm/ helpers

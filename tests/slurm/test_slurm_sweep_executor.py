@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from gputwin.adapters.slurm import SlurmInputError
 from gputwin.adapters.sweeps import SweepError, read_plan, run_sweep, write_plan
 from gputwin.adapters.sweeps.local import LocalExecutor
-from gputwin.adapters.sweeps.slurm import SlurmExecutor
+from gputwin.adapters.slurm.sweeps import SlurmExecutor
 from slurm_testcluster import Cluster  # tests/slurm/ helpers
 
 from gputwin.api.resources import demo_cluster_path, demo_trace_path

@@ -18,7 +18,7 @@ import click
 
 from gputwin.adapters.sweeps import DEFAULT_IMAGE, EXECUTORS, Executor, SweepError, run_task
 from gputwin.adapters.sweeps.local import LocalExecutor
-from gputwin.adapters.sweeps.slurm import SlurmExecutor
+from gputwin.adapters.slurm.sweeps import SlurmExecutor
 
 F = TypeVar("F", bound=Callable[..., Any])
 INDEX_VARIABLES = ("SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX")
@@ -49,7 +49,7 @@ def make_executor(executor: str, workers: int, partition: str | None, namespace:
     if executor == "slurm":
         return SlurmExecutor(partition=partition, parallel=workers, timeout=sweep_timeout)
     if executor == "kubernetes":
-        from gputwin.adapters.sweeps.kubernetes import KubernetesExecutor  # the client takes 0.3 s to import
+        from gputwin.adapters.kube.sweeps import KubernetesExecutor  # the client takes 0.3 s to import
 
         return KubernetesExecutor(namespace=namespace, image=image, parallel=workers, claim=volume_claim,
                                   host_path=volume_claim is None, timeout=sweep_timeout)  # fmt: skip

@@ -140,7 +140,7 @@ class Runtime:
         for resize in decision.resizes:
             listener.resized(resize, now)
         for preempt in decision.preempts:
-            self.runs.stop(preempt.job_id)
+            self.runs.stop(preempt.job_id, preempt.checkpoint_seconds)  # the time it was charged
             listener.preempted(preempt, now)
         if decision.starts:
             self._start(decision.starts, now)

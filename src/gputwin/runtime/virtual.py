@@ -47,8 +47,8 @@ class VirtualRuns:
         self._live[start.job_id] = self._seq
         heapq.heappush(self._heap, (since + start.run_seconds, self._seq, start.job_id))
 
-    def stop(self, job_id: str) -> None:
-        self._live.pop(job_id, None)
+    def stop(self, job_id: str, grace: float | None = None) -> None:
+        self._live.pop(job_id, None)  # a virtual run stops at once: no grace to give
 
     def ended(self, now: float) -> list[tuple[str, float]]:
         heap, live, out = self._heap, self._live, []

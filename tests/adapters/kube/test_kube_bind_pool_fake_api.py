@@ -10,7 +10,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from gputwin.adapters.kube.pods import BindPool, BindResult
+from gputwin.adapters.kube.binds import BindPool, BindResult
 from polling import wait_for
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from gputwin.adapters.kube.pods import EventPoster, PodApi
+from gputwin.adapters.kube.binds import EventPoster
+from gputwin.adapters.kube.pods import PodApi
 from polling import wait_for
 
 

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from gputwin.adapters.kube import KubeStore
-from gputwin.adapters.kube.watch import ObjectWatches, Watched, object_matters
+from gputwin.adapters.kube.cluster_watch import ObjectWatches
+from gputwin.adapters.kube.watch import Watched, object_matters
 from gputwin.api.meta import GROUP
 from polling import wait_for
 

@@ -23,7 +23,7 @@ from kubernetes import client
 
 from gputwin.adapters.kube import KubeStore, api_client
 from gputwin.adapters.kube.status_writer import StatusWriter
-from gputwin.adapters.kube.watch import ObjectWatches
+from gputwin.adapters.kube.cluster_watch import ObjectWatches
 from gputwin.api.meta import GROUP, VERSION
 from gputwin.api.status import GPUPartitionStatus
 from gputwin.operator.cluster import CLUSTER_KINDS

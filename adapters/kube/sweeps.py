@@ -24,8 +24,8 @@ from kubernetes.client.exceptions import ApiException
 
 from gputwin.adapters.kube.store import api_client
 
-from . import DEFAULT_IMAGE
-from .plan import SweepError, follow, read_plan
+from gputwin.adapters.sweeps import DEFAULT_IMAGE
+from gputwin.adapters.sweeps.plan import SweepError, follow, read_plan
 
 Progress = Callable[[int], None]
 Clock = Callable[[], float]

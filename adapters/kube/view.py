@@ -28,7 +28,7 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from gputwin.adapters.kube.nodes import Expected, node_problem
-from gputwin.adapters.kube.pods import JOB_ID, SCHEDULER, gpus_of, node_gpus
+from gputwin.adapters.kube.manifests import JOB_ID, SCHEDULER, gpus_of, node_gpus
 from gputwin.api.bodies import EMPTY, Key, Obj
 from gputwin.core.model import ClusterSpec
 

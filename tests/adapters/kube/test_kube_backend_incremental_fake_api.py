@@ -1,7 +1,7 @@
 """An incremental pass decides exactly as a full pass: a model-based test with a fake API.
 
 The Kubernetes backend applies only what the watches changed since its last pass
-(`gputwin.operator.kube_view`). Here two backends see the same random history of pods and nodes
+(`gputwin.adapters.kube.view`). Here two backends see the same random history of pods and nodes
 (plain Pods created, bound by us or by another scheduler, running, ending, deleted, being
 deleted; other schedulers' pods holding GPUs; GPUJob pods no run accounts for; nodes cordoned and
 uncordoned) and take the same actions (binds of the pods they queue, stops); one starts over from
@@ -24,10 +24,11 @@ from typing import Any
 import pytest
 from cluster_builders import build_cluster
 
-from gputwin.adapters.kube.pods import JOB_ID, SCHEDULER
-from gputwin.adapters.kube.watch import ClusterWatch, Watched
+from gputwin.adapters.kube.manifests import JOB_ID, SCHEDULER
+from gputwin.adapters.kube.cluster_watch import ClusterWatch
+from gputwin.adapters.kube.watch import Watched
 from gputwin.core.decision import Start
-from gputwin.operator.kube_backend import KubernetesBackend
+from gputwin.adapters.kube.backend import KubernetesBackend
 
 Obj = dict[str, Any]
 NODES = [f"n{i}" for i in range(6)]

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gputwin.adapters.kube.pods import PodPlan, bound_gpus, gpus_of, job_pod, label_value, pod_name
+from gputwin.adapters.kube.manifests import PodPlan, bound_gpus, gpus_of, job_pod, label_value, pod_name
 
 PLAN = PodPlan("team-a", "train-1", 2, 1, "kb-4", 8, "train", "leaf0,leaf1", 0.15, 12.5)
 OWNER = {"apiVersion": "gputwin.io/v1alpha1", "kind": "GPUJob", "metadata": {"name": "train-1", "uid": "u-1"}}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gputwin.adapters.slurm import check_name, run_command
 
-from .plan import LOGS, SweepError, follow
+from gputwin.adapters.sweeps.plan import LOGS, SweepError, follow
 
 Progress = Callable[[int], None]
 Clock = Callable[[], float]

@@ -40,8 +40,7 @@ from gputwin.adapters.slurm.tables import tables_from_sacct
 from gputwin.api.status import Backend as BackendName
 from gputwin.core.decision import Start
 from gputwin.core.model import ClusterSpec
-from gputwin.operator.backends import Occupancy, PartitionCounts
-from gputwin.operator.deploy import DeployOutcome
+from gputwin.runtime.capabilities import DeployOutcome, Occupancy, PartitionCounts
 
 JOBS_BLOCKER = (
     "the slurm backend deploys policies to slurmctld, which runs its own jobs: "
@@ -100,7 +99,7 @@ class SlurmBackend:
         # Never reached: the Controller holds GPUJobs under slurm (`SlurmDeployer.jobs_blocker`).
         return [(start, SlurmError(JOBS_BLOCKER)) for start in starts]
 
-    def stop(self, job_id: str) -> None:
+    def stop(self, job_id: str, grace: float | None = None) -> None:
         pass
 
     def ended(self, now: float) -> list[tuple[str, float]]:

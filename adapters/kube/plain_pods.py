@@ -1,7 +1,7 @@
 """Plain Pods with `schedulerName: gputwin` (no GPUJob) as jobs of the Kubernetes backend.
 
-`PlainPods` is the plain-Pod half of `gputwin.operator.kube_backend.KubernetesBackend`, which
-hands it the pass's view of pods and the runs it tracks (`Run`, `Runs`: `gputwin.operator.kube_view`);
+`PlainPods` is the plain-Pod half of `gputwin.adapters.kube.backend.KubernetesBackend`, which
+hands it the pass's view of pods and the runs it tracks (`Run`, `Runs`: `gputwin.adapters.kube.view`);
 the pod helpers both halves use are here.
 
 An unbound pod with `schedulerName: gputwin` is a job `pod:<ns>/<name>` routed by its label
@@ -27,14 +27,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from gputwin.adapters.kube.pods import JOB_ID, BindPool, BindResult, PodApi, gpus_of
+from gputwin.adapters.kube.binds import BindPool, BindResult
+from gputwin.adapters.kube.manifests import JOB_ID, gpus_of
+from gputwin.adapters.kube.pods import PodApi
 from gputwin.api.bodies import EMPTY, Body, Key, Obj, Pod, key_of
 from gputwin.api.status import epoch_seconds
 from gputwin.core.decision import Start
 from gputwin.core.model import JobSpec
-from gputwin.operator.backends import POD_PREFIX, Failure, OwnJobs
-from gputwin.operator.kube_trace import BindTrace
-from gputwin.operator.kube_view import Run, Runs
+from gputwin.runtime.capabilities import POD_PREFIX, Failure, OwnJobs
+from gputwin.adapters.kube.trace import BindTrace
+from gputwin.adapters.kube.view import Run, Runs
 
 TASK_TYPE = "gputwin.io/task-type"
 DURATION = "gputwin.io/duration-seconds"
@@ -43,13 +45,18 @@ DONE = ("Succeeded", "Failed")
 
 
 class Metrics(Protocol):
-    """What the backend reports to a metrics registry (a seam, so tests can pass their own)."""
+    """What the backend reports to a metrics registry: a seam the operator wires its Prometheus
+    registry into (`gputwin.operator.metrics.OperatorMetricsHooks`), and tests their own."""
 
     def binding_error(self, partition: str) -> None: ...
 
     def preemption(self, partition: str) -> None: ...
 
     def schedule_latency(self, seconds: float) -> None: ...
+
+    def event_dropped(self) -> None:
+        """A pod event was not posted, the poster being behind."""
+        ...
 
 
 def phase_of(pod: Obj) -> str:

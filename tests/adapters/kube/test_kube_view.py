@@ -1,4 +1,4 @@
-"""The Kubernetes backend's view kept up to date change by change (`gputwin.operator.kube_view`):
+"""The Kubernetes backend's view kept up to date change by change (`gputwin.adapters.kube.view`):
 which declared nodes are out of service and why, judged again only for the nodes that changed."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 from cluster_builders import build_cluster
 
-from gputwin.operator.kube_view import NodeView, Run, Runs
+from gputwin.adapters.kube.view import NodeView, Run, Runs
 
 CLUSTER = build_cluster({"l0": [8, 8, 8]})  # nodes n0, n1, n2 under leaf l0
 

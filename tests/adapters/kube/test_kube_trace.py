@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gputwin.operator.kube_trace import ENV, BindTrace
+from gputwin.adapters.kube.trace import ENV, BindTrace
 
 
 def test_the_trace_appends_snapshots_and_binds(tmp_path: Path) -> None:

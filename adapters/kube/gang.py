@@ -1,0 +1,86 @@
+"""A GPUJob's run as a gang of pods: built from a resolved start, placed all or none, found again.
+
+`gang_pods` turns a start the controller resolved (`gputwin.runtime.capabilities.Resolved`: node
+and leaf-switch names, the GPUJob as the pass read it, its preemptions so far) into its pods: one
+per node of the placement, `nvidia.com/gpu` requests = limits = that node's slot, named
+`<job>-<attempt>-<i>` (attempt = the job's preemptions so far) so a retry after a crash meets a 409
+and adopts the same pod. `place_gang` creates and binds them one by one; if any create or bind
+fails, every pod of this start is deleted and the start raises (the GPUs go back): never
+half-bound. `find_run` finds a Running GPUJob's run again after a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from kubernetes.client.exceptions import ApiException
+
+from gputwin.adapters.kube.manifests import ATTEMPT_LABEL, JOB_LABEL, PodPlan, job_pod, label_value
+from gputwin.adapters.kube.plain_pods import job_id_of
+from gputwin.adapters.kube.pods import PodApi, reason_of
+from gputwin.api.bodies import Body, Obj, Pod
+from gputwin.core.decision import Start
+from gputwin.runtime.capabilities import Resolved, StartRefused
+
+BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)  # between failed starts of one job
+
+
+def gang_pods(start: Start, resolved: Resolved, tolerated: Sequence[str]) -> list[Obj]:
+    """The pods of this run, one per slot, from the GPUJob's pod template."""
+    if resolved.body is None:
+        raise RuntimeError(f"GPUJob {start.job_id} is gone")
+    namespace, name = start.job_id.split("/", 1)
+    job = resolved.body
+    spec = Body(job).spec
+    run = start.run_seconds if spec.get("durationSeconds") is not None else None
+    switches = ",".join(resolved.switches)
+    return [job_pod(PodPlan(namespace, name, resolved.attempt, i, node, gpus, start.partition, switches,
+                            start.overhead, run), spec.get("podTemplate"), job, tolerated)
+            for i, (node, (_, gpus)) in enumerate(zip(resolved.nodes, start.slots))]  # fmt: skip
+
+
+def place_gang(api: PodApi, namespace: str, pods: list[tuple[Obj, str]], on_error: Callable[[], None]) -> None:
+    """Create and bind every pod, or none: on any failure delete what this start made (`on_error`
+    is told first)."""
+    made: list[str] = []
+    try:
+        for pod, node in pods:
+            got, created = api.create(pod)
+            name, there = Body(pod).name, Pod(got).node_name
+            if not created and (
+                job_id_of(got) != job_id_of(pod)  # someone else's pod: never ours to adopt or delete
+                or Body(got).deleting
+                or (there and there != node)
+            ):
+                raise RuntimeError(f"pod {namespace}/{name} exists and is not this run's; retrying later")
+            made.append(name)  # created, or ours from a start cut short (a crash): adopted
+            if not there:
+                api.bind(namespace, name, node)
+    except Exception as exc:
+        on_error()
+        for name in made:
+            api.delete(namespace, name, 0)
+        if isinstance(exc, ApiException) and exc.status == 422:
+            raise StartRefused(f"its pod is invalid: {reason_of(exc)}") from exc
+        raise
+
+
+def find_run(api: PodApi, job_id: str, node_names: Sequence[str]) -> tuple[tuple[str, ...], list[Obj]]:
+    """A Running GPUJob's run after a restart: the names of its newest attempt's pods (none: lost,
+    or not where the status says it runs), and every pod of the job not being deleted."""
+    namespace, name = job_id.split("/", 1)
+    # Its pods may have ended while the operator was down: ask for all of them, ended or not.
+    found = api.pods(label_selector=f"{JOB_LABEL}={label_value(name)}", namespace=namespace)
+    mine = [p for p in found if job_id_of(p) == job_id and not Body(p).deleting]
+    newest = max(map(attempt_of, mine), default=0)
+    names = tuple(sorted(Body(p).name for p in mine if attempt_of(p) == newest))
+    nodes = sorted(Pod(p).node_name for p in mine if Body(p).name in names)
+    return (names if sorted(node_names) == nodes else ()), mine
+
+
+def attempt_of(pod: Obj) -> int:
+    """The run attempt a GPUJob pod belongs to (its `gputwin.io/attempt` label; 0 without one)."""
+    return int(Body(pod).labels.get(ATTEMPT_LABEL, 0))
+
+
+__all__ = ["BACKOFF_SECONDS", "attempt_of", "find_run", "gang_pods", "place_gang"]

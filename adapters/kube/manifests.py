@@ -1,0 +1,162 @@
+"""What a GPUJob's pods look like: names, labels and annotations, GPU requests, and the GPUs pods hold.
+
+One pod per node of a placement, named `<job>-<attempt>-<i>` so a retry after a crash meets a 409
+and adopts the same pod; `nvidia.com/gpu` requests = limits = that node's slot. The labels and
+annotations say which run a pod belongs to (`JOB_ID`, `ATTEMPT_LABEL`) and what the scheduler
+decided (`PARTITION_LABEL`, `SWITCHES`, `OVERHEAD`, `RUN_DURATION`, read by KWOK's stages).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gputwin.api.bodies import Body, Obj, Pod
+
+
+JOB_LABEL = "gputwin.io/job"  # the GPUJob's name (hashed if it is no valid label value)
+JOB_ID = "gputwin.io/job-id"  # annotation: namespace/name, the exact id
+ATTEMPT_LABEL = "gputwin.io/attempt"
+PARTITION_LABEL = "gputwin.io/partition"
+SWITCHES = "gputwin.io/switches"
+OVERHEAD = "gputwin.io/comm-overhead"
+RUN_DURATION = "gputwin.io/run-duration"  # read by KWOK's gputwin-pod-complete stage
+SCHEDULER = "gputwin"
+GPU = "nvidia.com/gpu"
+DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def label_value(text: str) -> str:
+    """`text` if it is a valid label value, else a stable shortened form."""
+    return text if _LABEL_VALUE.match(text) else f"{text[:40].strip('-_.')}-{short_hash(text)}".lstrip("-_.")
+
+
+def pod_name(job: str, attempt: int, index: int) -> str:
+    """`<job>-<attempt>-<i>`, shortened with a hash when it would pass the 253-character limit."""
+    suffix = f"-{attempt}-{index}"
+    if len(job) + len(suffix) <= 253:
+        return f"{job}{suffix}"
+    return f"{job[:200].rstrip('-.')}-{short_hash(job)}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodPlan:
+    """One pod of a job's run: where, with how many GPUs, and what to say about the placement."""
+
+    namespace: str
+    job: str  # the GPUJob's name
+    attempt: int
+    index: int
+    node: str
+    gpus: int
+    partition: str
+    switches: str  # the leaf switches the whole job spans, comma-separated
+    overhead: float
+    run_seconds: float | None  # simulated runs: how long KWOK keeps the pod Running
+
+
+def job_pod(plan: PodPlan, template: Obj | None, owner: Obj | None, tolerated: Sequence[str]) -> Obj:
+    """The pod for `plan` from the job's PodTemplateSpec (a pause container if it has none).
+
+    Ours, whatever the template says: name, namespace, owner, schedulerName, no nodeName (the
+    Binding places it), and `nvidia.com/gpu` requests = limits on the first container (others get
+    none: the GPUs of a node are the job's, counted once). The template's labels and annotations
+    are kept under ours.
+    """
+    template = copy.deepcopy(template or {})
+    given = Body(template)
+    spec = template.get("spec") or {"containers": [{"name": "job", "image": DEFAULT_IMAGE}]}  # ours to change
+    labels = {**given.labels, JOB_LABEL: label_value(plan.job),
+              ATTEMPT_LABEL: str(plan.attempt), PARTITION_LABEL: plan.partition}  # fmt: skip
+    annotations = {**given.annotations, JOB_ID: f"{plan.namespace}/{plan.job}",
+                   SWITCHES: plan.switches, OVERHEAD: f"{plan.overhead:.6g}"}  # fmt: skip
+    if plan.run_seconds is not None:
+        annotations[RUN_DURATION] = f"{max(plan.run_seconds, 0.0):.3f}s"
+    metadata: Obj = {"name": pod_name(plan.job, plan.attempt, plan.index), "namespace": plan.namespace,
+                     "labels": labels, "annotations": annotations}  # fmt: skip
+    if owner is not None:
+        job = Body(owner)
+        metadata["ownerReferences"] = [{"apiVersion": job.api_version, "kind": job.kind, "name": job.name,
+                                        "uid": job.uid, "controller": True,
+                                        "blockOwnerDeletion": False}]  # fmt: skip
+    spec.pop("nodeName", None)
+    spec["schedulerName"] = SCHEDULER
+    spec.setdefault("restartPolicy", "Never")  # a job runs to completion
+    tolerations = list(spec.get("tolerations") or [])
+    tolerations += [{"key": key, "operator": "Exists"} for key in tolerated]
+    spec["tolerations"] = tolerations
+    for i, container in enumerate(spec.get("containers") or []):
+        resources = container.setdefault("resources", {})
+        for kind in ("requests", "limits"):
+            values = dict(resources.get(kind) or {})
+            values.pop(GPU, None)
+            if i == 0:
+                values[GPU] = str(plan.gpus)
+            resources[kind] = values
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def gpus_of(pod: Obj, resource: str = "nvidia.com/gpu") -> int:
+    """GPUs a pod asks for: the sum of its containers' limits (requests must equal them)."""
+    total = 0
+    for container in Pod(pod).spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        value = (resources.get("limits") or {}).get(resource) or (resources.get("requests") or {}).get(
+            resource
+        )
+        if value is not None:
+            try:
+                total += int(str(value))
+            except ValueError:
+                continue  # a quantity that is no whole number of GPUs: the API server refuses it anyway
+    return total
+
+
+def node_gpus(node: Obj, resource: str = "nvidia.com/gpu") -> int:
+    """A Node's allocatable GPUs (0 if it advertises none or an unreadable quantity)."""
+    value = (Body(node).status.get("allocatable") or {}).get(resource, "0")
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def bound_gpus(pods: Sequence[Obj]) -> dict[str, int]:
+    """GPUs per node held by bound pods that still run (not Succeeded/Failed, not being deleted)."""
+    used: dict[str, int] = {}
+    for pod in pods:
+        view = Pod(pod)
+        node = view.node_name
+        if node and view.phase not in ("Succeeded", "Failed") and not view.deleting:
+            used[node] = used.get(node, 0) + gpus_of(pod)
+    return used
+
+
+__all__ = [
+    "ATTEMPT_LABEL",
+    "DEFAULT_IMAGE",
+    "GPU",
+    "JOB_ID",
+    "JOB_LABEL",
+    "OVERHEAD",
+    "PARTITION_LABEL",
+    "RUN_DURATION",
+    "SCHEDULER",
+    "SWITCHES",
+    "PodPlan",
+    "bound_gpus",
+    "gpus_of",
+    "job_pod",
+    "label_value",
+    "node_gpus",
+    "pod_name",
+    "short_hash",
+]
