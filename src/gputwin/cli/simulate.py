@@ -16,6 +16,7 @@ import click
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import print_summary, progress_reporter
 from gputwin.core.plugins import known
+from gputwin.estimators import ESTIMATORS
 from gputwin.sim.atomic import SIMULATE, check
 from gputwin.sim.report import write_outputs
 from gputwin.sim.run import Overrides, run
@@ -31,13 +32,15 @@ PLUGINS = known()
 @click.option("--backfill/--no-backfill", default=None, help="EASY backfill for non-preemptive policies.")
 @click.option("--compat", type=click.Choice(["helios"]),
               help="Reproduce the HeliosArtifact simulator's semantics (fifo/sjf/srtf; consolidate/random).")
+@click.option("--estimator", default="history", show_default=True, type=click.Choice(ESTIMATORS),
+              help="Run-time estimator QSSF ranks by: running means, LightGBM trained online, or the true run time.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed for randomised placement.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path),
               help="Write jobs.csv (one row per job) and summary.json here (a new or earlier --out folder).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
 def simulate(trace_path: Path, fmt: str, cluster_path: Path, policy: str | None, placement: str | None,
-             sizing: str | None, backfill: bool | None, compat: str | None, gpus_per_node: int, seed: int,
-             out_dir: Path | None, as_json: bool, skip_invalid: bool, procs_per_gpu: int) -> None:  # fmt: skip
+             sizing: str | None, backfill: bool | None, compat: str | None, estimator: str,
+             gpus_per_node: int, seed: int, out_dir: Path | None, as_json: bool, skip_invalid: bool, procs_per_gpu: int) -> None:  # fmt: skip
     """Replay a job trace on a cluster and report JCT, queueing delay and utilisation."""
     if out_dir is not None:
         check(out_dir, SIMULATE)  # a folder that cannot take the output is refused before the run
@@ -45,7 +48,7 @@ def simulate(trace_path: Path, fmt: str, cluster_path: Path, policy: str | None,
     overrides = Overrides(queue=policy, placement=placement, sizing=sizing, backfill=backfill)
     with progress_reporter(len(trace.jobs)) as progress:
         summary, outcome = run(cluster, trace.jobs, overrides=overrides, compat=compat, seed=seed,
-                               progress=progress)  # fmt: skip
+                               progress=progress, estimator=estimator)  # fmt: skip
     summary["skipped"] = dict(trace.skipped)
     summary["trace"] = {"path": str(trace_path), "format": trace.format}
     if out_dir is not None:

@@ -40,6 +40,8 @@ class SchedulerOptions:
     `release_lag` delays the end of preemptive jobs' runs (the reference simulator releases SRTF
     jobs one tick late); `wake_after_change` re-runs preemptive partitions one second after any
     change (its per-second loop does). `compat` selects compatibility placers ("helios").
+    `estimator` builds the run-time estimator of each Scheduler made with these options (a
+    factory: an estimator learns, so two runs must not share one); None is `HistoryEstimator`.
     """
 
     checkpoint_cost: Callable[[int], float] = helios_checkpoint_cost
@@ -48,6 +50,7 @@ class SchedulerOptions:
     backfill_depth: int = 256
     compat: str | None = None
     seed: int = 0
+    estimator: Callable[[], Estimator] | None = None
 
     @staticmethod
     def helios(seed: int = 0) -> SchedulerOptions:
@@ -66,6 +69,8 @@ class Scheduler:
         self.cluster = cluster
         self.options = options
         self.topology = Topology(cluster.topology)
+        if estimator is None and options.estimator is not None:
+            estimator = options.estimator()
         self.estimator: Estimator = estimator or HistoryEstimator()
         self.history = JobHistory()
         self.partitions: dict[str, PartitionState] = {p.name: self._partition(p) for p in cluster.partitions}

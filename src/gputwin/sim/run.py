@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from gputwin.core.history import Estimator
 from gputwin.core.model import Candidate, ClusterSpec, JobSpec, PolicySpec, policy_label
 from gputwin.core.plugins import known
 from gputwin.core.scheduler import SchedulerOptions
@@ -83,12 +84,20 @@ def run_summary(
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
     util_interval: float = 3600.0,
+    estimator: str | Callable[[], Estimator] = "history",
 ) -> tuple[Summary, SimOutcome]:
     """Replay `jobs` (`overrides`: command-line settings or a Candidate); return the typed summary
-    and the outcome (finished jobs, ...)."""
+    and the outcome (finished jobs, ...). `estimator` names the run-time estimator QSSF uses
+    (`gputwin.estimators.ESTIMATORS`; "history" is the core's own) or builds it."""
     cluster = with_overrides(cluster, overrides)
     check(cluster, compat)
     options = SchedulerOptions.helios(seed) if compat == "helios" else SchedulerOptions(seed=seed)
+    if callable(estimator):
+        options = dataclasses.replace(options, estimator=estimator)
+    elif estimator != "history":
+        from gputwin.estimators import factory  # numpy and LightGBM stay off the default path
+
+        options = dataclasses.replace(options, estimator=factory(estimator, jobs, seed))
     started = time.perf_counter()
     outcome = simulate(cluster, jobs, options, progress, util_interval)
     wall = time.perf_counter() - started
@@ -111,10 +120,11 @@ def run(
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
     util_interval: float = 3600.0,
+    estimator: str = "history",
 ) -> tuple[dict[str, Any], SimOutcome]:
     """`run_summary` with the summary as its JSON object (the `--json` output)."""
     summary, outcome = run_summary(cluster, jobs, overrides=overrides, compat=compat, seed=seed,
-                                   progress=progress, util_interval=util_interval)  # fmt: skip
+                                   progress=progress, util_interval=util_interval, estimator=estimator)  # fmt: skip
     return summary.to_json(), outcome
 
 

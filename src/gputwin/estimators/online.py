@@ -1,0 +1,217 @@
+"""A learned run-time estimator: gradient-boosted trees over submit-time features, trained online.
+
+`LearnedEstimator` implements the core's `Estimator` protocol (`predict`, `observe`), so QSSF and
+the scheduler use it exactly as they use `HistoryEstimator`; the simulator injects it through
+`SchedulerOptions.estimator` (`gputwin simulate --estimator learned`).
+
+Honest by construction: a model is fitted only on jobs the scheduler has reported finished
+(`observe`), and the driver reports an end before it submits anything at the same instant, so at a
+prediction made at time t every training row finished at or before t. Rows are the features the
+job had when it was predicted (`features.FeatureState`; never its duration).
+
+Batched: the model changes only when it is refitted, so when the driver passes the trace
+(`upcoming`: the jobs it will submit, read for submit-time fields only), one `predict` at time t
+describes and predicts every job submitted in [t, t + window) in one LightGBM call, with the
+history as of t. Refits happen at those batch starts: after `retrain_jobs` newly finished jobs, or
+`retrain_seconds` of simulated time (0: off), once `min_train` jobs have finished; the training
+window keeps the last `max_rows` finished jobs (bounded memory and fit time).
+
+The model predicts log(1 + run seconds) (squared error); `predict` answers the expected run time
+(times Duan's smearing factor: QSSF orders by expected GPU time), `Prediction.median` the median.
+The p10/p90 pair is the log prediction plus percentiles of its recent honest residuals (errors of
+earlier predictions, known once those jobs finished): conformal, with the adaptive step of Gibbs
+and Candes so coverage holds while run times drift. Why not LightGBM's quantile objective: on the
+Philly trace its p10-p90 covered 36 % of later jobs, not 80 %.
+
+Why LightGBM and not scikit-learn's HistGradientBoostingRegressor (measured on the Philly-shaped
+trace's features, 100k rows, one core, load ~4, 3 models of 100 rounds): LightGBM fitted in 3.1 s
+against 11.3 s, predicted one row in 56 us against 6.8 ms (per-call overhead: it matters for
+online use), with the same accuracy (Spearman 0.177 against 0.172 on the last 30 % of jobs);
+scikit-learn also failed on a constant feature column (a trace spanning less than a day).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from gputwin.core.history import UNKNOWN, HistoryEstimator
+from gputwin.core.model import JobSpec
+from gputwin.estimators.features import CATEGORICAL, FeatureState, log_seconds
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedConfig:
+    """How often to refit, how much to keep, and the trees' size (all deterministic given `seed`)."""
+
+    retrain_jobs: int = 5000
+    retrain_seconds: float = 0.0
+    min_train: int = 1000
+    max_rows: int = 100_000
+    window: float = 60.0
+    rounds: int = 60
+    leaves: int = 15
+    residuals: int = 2000  # honest residuals the p10/p90 offsets are taken from
+    miss: float = 0.2  # the interval's target miss rate (p10-p90), kept by adaptive conformal steps
+    miss_step: float = 0.005
+    smear: bool = True  # predict the expected run time, not exp(expected log run time)
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """One prediction: when it was made (simulated s), and the run time with its p10/p90 (s)."""
+
+    at: float
+    seconds: float
+    low: float
+    high: float
+    median: float = UNKNOWN  # exp of the predicted log run time; `seconds` is the mean (see `smear`)
+
+
+class LearnedEstimator:
+    """Trees fitted on finished jobs; the history's running mean until the first fit."""
+
+    def __init__(self, config: LearnedConfig = LearnedConfig(), upcoming: Sequence[JobSpec] = (),
+                 record: bool = False, origin: float = 0.0) -> None:  # fmt: skip
+        self.config = config
+        self.features = FeatureState(origin=origin)
+        self.fallback = HistoryEstimator()
+        self.fits = 0
+        self.predictions: dict[str, Prediction] | None = {} if record else None
+        self._upcoming = upcoming
+        self._submits = [job.submit for job in upcoming]
+        self._booster: Any = None
+        self._offsets = (math.nan, math.nan)
+        self._alpha = config.miss
+        self._rows: deque[list[float]] = deque(maxlen=config.max_rows)
+        self._targets: deque[float] = deque(maxlen=config.max_rows)
+        self._residuals: deque[float] = deque(maxlen=config.residuals)
+        self._pending: dict[str, tuple[list[float], float, Prediction]] = {}
+        self._new = 0
+        self._fitted_at = -math.inf
+        self._window_end = -math.inf
+
+    # --- the Estimator protocol ---------------------------------------------------------------
+
+    def predict(self, job: JobSpec) -> float:
+        return self.forecast(job).seconds
+
+    def observe(self, job: JobSpec, run_seconds: float) -> None:
+        pending = self._pending.pop(job.job_id, None)
+        row, predicted_log = (pending[0], pending[1]) if pending else (self.features.row(job), math.nan)
+        target = log_seconds(run_seconds)
+        if pending and not math.isnan(predicted_log):
+            self._residuals.append(target - predicted_log)
+            self._adapt(pending[2], run_seconds)
+        self._rows.append(row)
+        self._targets.append(target)
+        self._new += 1
+        self.features.observe(job, run_seconds)
+        if self._booster is None:  # the fallback answers only until the first fit
+            self.fallback.observe(job, run_seconds)
+
+    # --- intervals ----------------------------------------------------------------------------
+
+    def forecast(self, job: JobSpec) -> Prediction:
+        """The run time of `job` with its p10/p90, predicted at its submit time (memoised)."""
+        pending = self._pending.get(job.job_id)
+        if pending is None:
+            self._start_batch(job)
+            pending = self._pending[job.job_id]
+        return pending[2]
+
+    def prediction(self, job_id: str) -> Prediction | None:
+        """What was predicted for `job_id` (None if nothing, or if not built with `record`)."""
+        return self.predictions.get(job_id) if self.predictions is not None else None
+
+    def _start_batch(self, job: JobSpec) -> None:
+        now = job.submit
+        if self._due(now):
+            self._fit(now)
+        batch = [job]
+        if now >= self._window_end:
+            self._window_end = now + self.config.window
+            lo = bisect.bisect_left(self._submits, now)
+            hi = bisect.bisect_left(self._submits, self._window_end)
+            batch += [j for j in self._upcoming[lo:hi] if j.job_id not in self._pending and j.job_id != job.job_id]
+        self._predict_batch(batch, now)
+
+    def _due(self, now: float) -> bool:
+        cfg = self.config
+        if len(self._rows) < cfg.min_train or not self._new:
+            return False
+        if self._booster is None or self._new >= cfg.retrain_jobs:
+            return True
+        return cfg.retrain_seconds > 0 and now - self._fitted_at >= cfg.retrain_seconds
+
+    def _predict_batch(self, batch: list[JobSpec], now: float) -> None:
+        rows = self.features.rows(batch)
+        if self._booster is None:
+            logs = [math.nan] * len(batch)
+            points = [self.fallback.predict(j) for j in batch]
+        else:
+            import numpy as np
+
+            logs = [float(v) for v in self._booster.predict(np.asarray(rows), num_threads=1)]
+            smear = self._smear()
+            points = [math.exp(v) * smear - 1.0 for v in logs]
+        self._offsets = self._residual_offsets()
+        low_off, high_off = self._offsets
+        for j, row, log, point in zip(batch, rows, logs, points):
+            low = math.expm1(log + low_off) if not math.isnan(log) else UNKNOWN
+            high = math.expm1(log + high_off) if not math.isnan(log) else UNKNOWN
+            median = math.expm1(log) if not math.isnan(log) else UNKNOWN
+            pred = Prediction(now, max(point, 0.0) if not math.isnan(point) else UNKNOWN, low, high, median)
+            self._pending[j.job_id] = (row, log, pred)
+            if self.predictions is not None:
+                self.predictions[j.job_id] = pred
+
+    def _adapt(self, pred: Prediction, run_seconds: float) -> None:
+        """Adaptive conformal inference (Gibbs and Candes 2021): widen the interval after a miss,
+        narrow it after a hit, so the long-run miss rate stays at `miss` as run times drift."""
+        if math.isnan(pred.low):
+            return
+        missed = not pred.low <= run_seconds <= pred.high
+        self._alpha = min(0.9, max(0.01, self._alpha + self.config.miss_step * (self.config.miss - missed)))
+
+    def _smear(self) -> float:
+        """Duan's smearing factor, mean(exp(residual)): exp of a mean log run time is a median-like
+        guess; times this factor it is the expected run time, the quantity QSSF's order needs."""
+        if not self.config.smear or len(self._residuals) < 50:
+            return 1.0
+        return sum(math.exp(r) for r in self._residuals) / len(self._residuals)
+
+    def _residual_offsets(self) -> tuple[float, float]:
+        if len(self._residuals) < 50:
+            return math.nan, math.nan
+        ordered = sorted(self._residuals)
+        return _quantile(ordered, self._alpha / 2), _quantile(ordered, 1 - self._alpha / 2)
+
+    def _fit(self, now: float) -> None:
+        from gputwin.estimators.trees import fit
+
+        self._booster = fit(list(self._rows), list(self._targets), self.config)
+        self._new = 0
+        self._fitted_at = now
+        self.fits += 1
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class OracleEstimator:
+    """Knows every job's true run time: the bound a learned estimator is measured against."""
+
+    def predict(self, job: JobSpec) -> float:
+        return job.duration
+
+    def observe(self, job: JobSpec, run_seconds: float) -> None:
+        pass
+
+
+__all__ = ["CATEGORICAL", "LearnedConfig", "LearnedEstimator", "OracleEstimator", "Prediction"]
