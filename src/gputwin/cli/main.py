@@ -52,6 +52,8 @@ COMMANDS = {
     "operator": Lazy("gputwin.cli.operator_cmd:operator", "Run the gputwin operator (kopf) until interrupted."),
     "slurm": Lazy("gputwin.cli.slurm:slurm",
                   "SLURM (SLURM_CONF selects the cluster): read job history, compile policies, apply them safely."),
+    "estimator": Lazy("gputwin.cli.estimator:estimator",
+                      "Measure run-time estimators on a trace, or train the learned one for live use."),
     # What compare's slurm and kubernetes executors run on each node.
     "sweep-task": Lazy("gputwin.cli.sweep:sweep_task",
                        "Run one candidate of the sweep in FOLDER (INDEX, else $SLURM_ARRAY_TASK_ID or "
