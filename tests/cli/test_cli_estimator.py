@@ -97,3 +97,52 @@ def test_evaluate_refuses_bad_input_in_one_line(tmp_path: Path, excerpt: str, ar
 def test_simulate_refuses_an_unknown_estimator(excerpt: str) -> None:
     code, _, err = invoke("simulate", "--trace", excerpt, "--cluster", CLUSTER, "--estimator", "magic")
     assert code == 2 and "'magic' is not one of 'history', 'learned', 'oracle'" in err
+
+
+def test_train_writes_the_model_and_its_metadata(tmp_path: Path, excerpt: str) -> None:
+    out = tmp_path / "model"
+    code, stdout, err = invoke("estimator", "train", "--trace", excerpt, "--out", str(out))
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["model.json", "model.txt"]
+    meta = json.loads((out / "model.json").read_text())
+    assert meta["jobs"] == 3000 and meta["features"][0] == "user" and meta["holdout"]["jobs"] == 300
+    assert meta["window"]["first_submit"] <= meta["window"]["last_submit"]
+    assert set(meta["holdout"]) >= {"mae_s", "median_ape", "spearman", "trained_on"}
+    from gputwin.adapters.traces import read_trace
+    from gputwin.estimators.model import load
+
+    jobs = read_trace(excerpt).jobs
+    estimator = load(out)
+    forecast = estimator.forecast(jobs[0])  # no live history yet: the offline model answers
+    assert forecast.seconds > 0 and 0 <= forecast.low <= forecast.high
+    # Training again replaces the folder whole.
+    code, _, err = invoke("estimator", "train", "--trace", excerpt, "--out", str(out), "--seed", "1")
+    assert code == 0, err
+    assert json.loads((out / "model.json").read_text())["config"]["seed"] == 1
+
+
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        pytest.param("foreign", "not something gputwin estimator train writes", id="folder-of-other-files"),
+        pytest.param("short", ": jobs: 5 in the history; training needs at least 2000", id="too-short"),
+        pytest.param("missing", ": file: no such file", id="missing-trace"),
+    ],
+)
+def test_train_refuses_in_one_line_and_writes_nothing(tmp_path: Path, excerpt: str, setup: str,
+                                                       message: str) -> None:  # fmt: skip
+    out, trace = tmp_path / "model", excerpt
+    if setup == "foreign":
+        out.mkdir()
+        (out / "notes.txt").write_text("mine")
+    elif setup == "short":
+        trace = str(tmp_path / "short.csv")
+        Path(trace).write_text("".join(Path(excerpt).read_text().splitlines(keepends=True)[:6]))
+    else:
+        trace = str(tmp_path / "absent.csv")
+    code, stdout, err = invoke("estimator", "train", "--trace", trace, "--out", str(out))
+    assert code == 2 and stdout == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
+    assert not out.exists() or [p.name for p in out.iterdir()] == ["notes.txt"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".model.new-")]

@@ -68,3 +68,33 @@ def _num(value: float) -> str:
 
 def _pct(value: float) -> str:
     return "" if math.isnan(value) else f"{100 * value:.1f}%"
+
+
+
+@estimator.command()
+@TRACE
+@FORMAT
+@SKIP
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
+              help="Folder to write model.txt (LightGBM) and model.json (features, window, metrics) into.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the model.")
+def train(trace_path: Path, fmt: str, skip_invalid: bool, out_dir: Path, seed: int) -> None:
+    """Fit the learned estimator on a whole job history and write it with its metadata, atomically."""
+    from gputwin.estimators.model import META, MODEL, TrainError, save, train as fit_model
+    from gputwin.estimators.online import LearnedConfig
+    from gputwin.sim.atomic import Layout, atomic_folder, check
+
+    layout = Layout("estimator train", (MODEL, META))
+    check(out_dir, layout)  # refused before the work, not after
+    trace = read_trace(trace_path, fmt, skip_invalid=skip_invalid)
+    try:
+        trained = fit_model(trace.jobs, LearnedConfig(seed=seed), origin=trace.origin)
+    except TrainError as exc:
+        raise TrainError(f"{trace_path}: {exc}") from None
+    trained.metadata["trace"] = {"path": str(trace_path), "format": trace.format, "skipped": dict(trace.skipped)}
+    with atomic_folder(out_dir, layout) as folder:
+        save(trained, folder)
+    hold = trained.metadata["holdout"]
+    click.echo(f"trained on {len(trace.jobs)} jobs; last {hold['jobs']} held out: "
+               f"MAE {hold['mae_s']:.1f} s, median APE {hold['median_ape']:.3f}, Spearman {hold['spearman']:.3f}; "
+               f"wrote {out_dir}/{MODEL} and {META}")  # fmt: skip

@@ -50,9 +50,9 @@ class LearnedConfig:
     retrain_jobs: int = 5000
     retrain_seconds: float = 0.0
     min_train: int = 1000
-    max_rows: int = 100_000
+    max_rows: int = 10_000
     window: float = 60.0
-    rounds: int = 60
+    rounds: int = 40
     leaves: int = 15
     residuals: int = 2000  # honest residuals the p10/p90 offsets are taken from
     miss: float = 0.2  # the interval's target miss rate (p10-p90), kept by adaptive conformal steps
@@ -87,6 +87,9 @@ class LearnedEstimator:
         self._booster: Any = None
         self._offsets = (math.nan, math.nan)
         self._alpha = config.miss
+        # What a model trained offline brings (`model.load`): used until live residuals replace them.
+        self._prior_offsets = (math.nan, math.nan)
+        self._prior_smear = 1.0
         self._rows: deque[list[float]] = deque(maxlen=config.max_rows)
         self._targets: deque[float] = deque(maxlen=config.max_rows)
         self._residuals: deque[float] = deque(maxlen=config.residuals)
@@ -181,15 +184,21 @@ class LearnedEstimator:
     def _smear(self) -> float:
         """Duan's smearing factor, mean(exp(residual)): exp of a mean log run time is a median-like
         guess; times this factor it is the expected run time, the quantity QSSF's order needs."""
-        if not self.config.smear or len(self._residuals) < 50:
+        if not self.config.smear:
             return 1.0
+        if len(self._residuals) < 50:
+            return self._prior_smear
         return sum(math.exp(r) for r in self._residuals) / len(self._residuals)
 
     def _residual_offsets(self) -> tuple[float, float]:
         if len(self._residuals) < 50:
-            return math.nan, math.nan
+            return self._prior_offsets
         ordered = sorted(self._residuals)
         return _quantile(ordered, self._alpha / 2), _quantile(ordered, 1 - self._alpha / 2)
+
+    def start_from(self, booster: Any, offsets: tuple[float, float], smear: float) -> None:
+        """Begin with a model fitted elsewhere (`model.load`); it is refitted on live jobs as usual."""
+        self._booster, self._prior_offsets, self._prior_smear = booster, offsets, smear
 
     def _fit(self, now: float) -> None:
         from gputwin.estimators.trees import fit
