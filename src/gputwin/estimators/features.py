@@ -36,12 +36,13 @@ CATEGORICAL = (0, 1, 2)
 class _Recent:
     """The last `size` log run times of one group and how many it has seen in all."""
 
-    runs: deque[float]
+    runs: deque[float] | None  # kept for users only: other groups need the count and mean
     count: int = 0
     total: float = 0.0  # sum of every log run time seen (for the all-time mean)
 
     def add(self, value: float) -> None:
-        self.runs.append(value)
+        if self.runs is not None:
+            self.runs.append(value)
         self.count += 1
         self.total += value
 
@@ -70,7 +71,7 @@ class FeatureState:
     def _group(self, key: tuple[str, ...]) -> _Recent:
         group = self._groups.get(key)
         if group is None:
-            group = self._groups[key] = _Recent(deque(maxlen=self.recent))
+            group = self._groups[key] = _Recent(deque(maxlen=self.recent) if key[0] == "user" else None)
         return group
 
     def _code(self, column: int, value: str) -> float:
@@ -138,7 +139,7 @@ def _keys(job: JobSpec) -> tuple[tuple[str, ...], ...]:
 
 
 def _user_stats(group: _Recent | None) -> list[float]:
-    if group is None or not group.count:
+    if group is None or not group.count or not group.runs:
         return [NAN, NAN, 0.0, NAN]
     runs = group.runs
     return [sum(runs) / len(runs), statistics.median(runs), math.log1p(group.count), runs[-1]]

@@ -72,6 +72,10 @@ class Prediction:
     median: float = UNKNOWN  # exp of the predicted log run time; `seconds` is the mean (see `smear`)
 
 
+# What a prediction keeps: features, log prediction, made at, seconds, p10 and p90 log offsets.
+_Entry = tuple[list[float], float, float, float, float, float]
+
+
 class LearnedEstimator:
     """Trees fitted on finished jobs; the history's running mean until the first fit."""
 
@@ -81,7 +85,7 @@ class LearnedEstimator:
         self.features = FeatureState(origin=origin)
         self.fallback = HistoryEstimator()
         self.fits = 0
-        self.predictions: dict[str, Prediction] | None = {} if record else None
+        self.predictions: dict[str, _Entry] | None = {} if record else None
         self._upcoming = upcoming
         self._submits = [job.submit for job in upcoming]
         self._booster: Any = None
@@ -93,7 +97,7 @@ class LearnedEstimator:
         self._rows: deque[list[float]] = deque(maxlen=config.max_rows)
         self._targets: deque[float] = deque(maxlen=config.max_rows)
         self._residuals: deque[float] = deque(maxlen=config.residuals)
-        self._pending: dict[str, tuple[list[float], float, Prediction]] = {}
+        self._pending: dict[str, _Entry] = {}
         self._new = 0
         self._fitted_at = -math.inf
         self._window_end = -math.inf
@@ -101,15 +105,22 @@ class LearnedEstimator:
     # --- the Estimator protocol ---------------------------------------------------------------
 
     def predict(self, job: JobSpec) -> float:
-        return self.forecast(job).seconds
+        pending = self._pending.get(job.job_id)
+        if pending is None:
+            self._start_batch(job)
+            pending = self._pending[job.job_id]
+        return pending[3]
 
     def observe(self, job: JobSpec, run_seconds: float) -> None:
         pending = self._pending.pop(job.job_id, None)
-        row, predicted_log = (pending[0], pending[1]) if pending else (self.features.row(job), math.nan)
         target = log_seconds(run_seconds)
-        if pending and not math.isnan(predicted_log):
-            self._residuals.append(target - predicted_log)
-            self._adapt(pending[2], run_seconds)
+        if pending is None:
+            row = self.features.row(job)
+        else:
+            row, log, _, _, low_off, high_off = pending
+            if log == log:  # not NaN: the model made it, so its error is an honest residual
+                self._residuals.append(target - log)
+                self._adapt(log + low_off <= target <= log + high_off, low_off)
         self._rows.append(row)
         self._targets.append(target)
         self._new += 1
@@ -121,15 +132,13 @@ class LearnedEstimator:
 
     def forecast(self, job: JobSpec) -> Prediction:
         """The run time of `job` with its p10/p90, predicted at its submit time (memoised)."""
-        pending = self._pending.get(job.job_id)
-        if pending is None:
-            self._start_batch(job)
-            pending = self._pending[job.job_id]
-        return pending[2]
+        self.predict(job)
+        return _prediction(self._pending[job.job_id])
 
     def prediction(self, job_id: str) -> Prediction | None:
         """What was predicted for `job_id` (None if nothing, or if not built with `record`)."""
-        return self.predictions.get(job_id) if self.predictions is not None else None
+        got = self.predictions.get(job_id) if self.predictions is not None else None
+        return _prediction(got) if got is not None else None
 
     def _start_batch(self, job: JobSpec) -> None:
         now = job.submit
@@ -161,25 +170,20 @@ class LearnedEstimator:
 
             logs = [float(v) for v in self._booster.predict(np.asarray(rows), num_threads=1)]
             smear = self._smear()
-            points = [math.exp(v) * smear - 1.0 for v in logs]
-        self._offsets = self._residual_offsets()
-        low_off, high_off = self._offsets
+            points = [max(math.exp(v) * smear - 1.0, 0.0) for v in logs]
+        low_off, high_off = self._offsets = self._residual_offsets()
+        pending, record = self._pending, self.predictions
         for j, row, log, point in zip(batch, rows, logs, points):
-            low = math.expm1(log + low_off) if not math.isnan(log) else UNKNOWN
-            high = math.expm1(log + high_off) if not math.isnan(log) else UNKNOWN
-            median = math.expm1(log) if not math.isnan(log) else UNKNOWN
-            pred = Prediction(now, max(point, 0.0) if not math.isnan(point) else UNKNOWN, low, high, median)
-            self._pending[j.job_id] = (row, log, pred)
-            if self.predictions is not None:
-                self.predictions[j.job_id] = pred
+            entry = pending[j.job_id] = (row, log, now, point, low_off, high_off)
+            if record is not None:
+                record[j.job_id] = entry
 
-    def _adapt(self, pred: Prediction, run_seconds: float) -> None:
+    def _adapt(self, hit: bool, low_off: float) -> None:
         """Adaptive conformal inference (Gibbs and Candes 2021): widen the interval after a miss,
         narrow it after a hit, so the long-run miss rate stays at `miss` as run times drift."""
-        if math.isnan(pred.low):
+        if low_off != low_off:  # NaN: that prediction had no interval
             return
-        missed = not pred.low <= run_seconds <= pred.high
-        self._alpha = min(0.9, max(0.01, self._alpha + self.config.miss_step * (self.config.miss - missed)))
+        self._alpha = min(0.9, max(0.01, self._alpha + self.config.miss_step * (self.config.miss - (not hit))))
 
     def _smear(self) -> float:
         """Duan's smearing factor, mean(exp(residual)): exp of a mean log run time is a median-like
@@ -207,6 +211,13 @@ class LearnedEstimator:
         self._new = 0
         self._fitted_at = now
         self.fits += 1
+
+
+def _prediction(entry: _Entry) -> Prediction:
+    _, log, at, point, low_off, high_off = entry
+    if math.isnan(log):
+        return Prediction(at, point, UNKNOWN, UNKNOWN)
+    return Prediction(at, point, math.expm1(log + low_off), math.expm1(log + high_off), math.expm1(log))
 
 
 def _quantile(ordered: list[float], q: float) -> float:
