@@ -76,14 +76,22 @@ def test_simulate_default_estimator_is_the_history() -> None:
 @pytest.mark.parametrize(
     "args, message",
     [
-        pytest.param(["--trace", "/nonexistent/jobs.csv"], "error: /nonexistent/jobs.csv: file: no such file",
-                     id="missing-trace"),
+        pytest.param(
+            ["--trace", "/nonexistent/jobs.csv"],
+            "error: /nonexistent/jobs.csv: file: no such file",
+            id="missing-trace",
+        ),
         pytest.param(["--trace", "{bad}"], "error: {bad}:3: ", id="bad-trace-line"),
-        pytest.param(["--trace", "{excerpt}", "--cluster", "/nonexistent/cluster.csv"],
-                     "error: /nonexistent/cluster.csv", id="missing-cluster"),
+        pytest.param(
+            ["--trace", "{excerpt}", "--cluster", "/nonexistent/cluster.csv"],
+            "error: /nonexistent/cluster.csv",
+            id="missing-cluster",
+        ),
     ],
 )
-def test_evaluate_refuses_bad_input_in_one_line(tmp_path: Path, excerpt: str, args: list[str], message: str) -> None:
+def test_evaluate_refuses_bad_input_in_one_line(
+    tmp_path: Path, excerpt: str, args: list[str], message: str
+) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("job_id,user,vc,jobname,gpu_num,state,submit_time,duration\n1,u,v,j,1,COMPLETED,0,5\n"
                    "2,u,v,j,many,COMPLETED,1,5\n")  # fmt: skip
@@ -101,7 +109,7 @@ def test_simulate_refuses_an_unknown_estimator(excerpt: str) -> None:
 
 def test_train_writes_the_model_and_its_metadata(tmp_path: Path, excerpt: str) -> None:
     out = tmp_path / "model"
-    code, stdout, err = invoke("estimator", "train", "--trace", excerpt, "--out", str(out))
+    code, _, err = invoke("estimator", "train", "--trace", excerpt, "--out", str(out))
     assert code == 0, err
     assert sorted(p.name for p in out.iterdir()) == ["model.json", "model.txt"]
     meta = json.loads((out / "model.json").read_text())
@@ -109,6 +117,7 @@ def test_train_writes_the_model_and_its_metadata(tmp_path: Path, excerpt: str) -
     assert meta["window"]["first_submit"] <= meta["window"]["last_submit"]
     assert set(meta["holdout"]) >= {"mae_s", "median_ape", "spearman", "trained_on"}
     from gputwin.adapters.traces import read_trace
+
     from gputwin.estimators.model import load
 
     jobs = read_trace(excerpt).jobs

@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pytest
-
 from gputwin.adapters.traces import read_trace
+
 from gputwin.api.loader import load_cluster
 from gputwin.api.resources import demo_cluster_path
 from gputwin.core.history import Estimator
@@ -33,17 +33,23 @@ SMALL = LearnedConfig(min_train=200, retrain_jobs=600, rounds=20, residuals=500,
 
 @pytest.fixture(scope="module")
 def philly() -> tuple[ClusterSpec, tuple[JobSpec, ...]]:
-    return load_cluster(SHARED / "philly_mix1" / "cluster.csv"), read_trace(SHARED / "philly_mix1" / "jobs.csv").jobs[:4000]
+    return load_cluster(SHARED / "philly_mix1" / "cluster.csv"), read_trace(
+        SHARED / "philly_mix1" / "jobs.csv"
+    ).jobs[:4000]
 
 
 @pytest.fixture(scope="module")
 def philly_all() -> tuple[ClusterSpec, tuple[JobSpec, ...]]:
-    return load_cluster(SHARED / "philly_mix1" / "cluster.csv"), read_trace(SHARED / "philly_mix1" / "jobs.csv").jobs
+    return load_cluster(SHARED / "philly_mix1" / "cluster.csv"), read_trace(
+        SHARED / "philly_mix1" / "jobs.csv"
+    ).jobs
 
 
 @pytest.fixture(scope="module")
 def alibaba() -> tuple[ClusterSpec, tuple[JobSpec, ...]]:
-    return load_cluster(demo_cluster_path()), read_trace(SHARED / "alibaba_openb" / "openb_pod_list_default.csv").jobs
+    return load_cluster(demo_cluster_path()), read_trace(
+        SHARED / "alibaba_openb" / "openb_pod_list_default.csv"
+    ).jobs
 
 
 class Recorder:
@@ -62,7 +68,9 @@ class Recorder:
         self.inner.observe(job, run_seconds)
 
 
-def replay(cluster: ClusterSpec, jobs: Sequence[JobSpec], make: Estimator) -> tuple[Recorder, dict[str, float]]:
+def replay(
+    cluster: ClusterSpec, jobs: Sequence[JobSpec], make: Estimator
+) -> tuple[Recorder, dict[str, float]]:
     recorder = Recorder(make)
     _, outcome = run_summary(cluster, jobs, overrides=Overrides(queue="qssf"), estimator=lambda: recorder)
     return recorder, {j.spec.job_id: j.end for j in outcome.finished}
@@ -97,7 +105,9 @@ def shuffled_after(jobs: Sequence[JobSpec], ends: dict[str, float], starts: dict
 def test_no_future_leaks_in(philly, make, leaks) -> None:  # type: ignore[no-untyped-def]
     cluster, jobs = philly
     first, ends = replay(cluster, jobs, make(jobs))
-    starts = {job_id: ends[job_id] - job.duration for job in jobs for job_id in (job.job_id,) if job_id in ends}
+    starts = {
+        job_id: ends[job_id] - job.duration for job in jobs for job_id in (job.job_id,) if job_id in ends
+    }
     cut = jobs[2500].submit
     changed_jobs = shuffled_after(jobs, ends, starts, cut, seed=7)
     assert sum(a.duration != b.duration for a, b in zip(jobs, changed_jobs)) > 1000
@@ -119,7 +129,9 @@ def test_the_same_seed_gives_the_same_predictions(philly) -> None:  # type: igno
 
 
 @pytest.mark.parametrize("trace", ["philly_all", "alibaba"])
-def test_intervals_are_ordered_and_cover_about_four_in_five(trace: str, request: pytest.FixtureRequest) -> None:
+def test_intervals_are_ordered_and_cover_about_four_in_five(
+    trace: str, request: pytest.FixtureRequest
+) -> None:
     # The shipped configuration, on whole traces: the adaptive step needs thousands of jobs.
     cluster, jobs = request.getfixturevalue(trace)
     estimator = LearnedEstimator(upcoming=jobs, record=True)
@@ -147,19 +159,46 @@ def test_no_model_yet_answers_like_the_history(philly) -> None:  # type: ignore[
         pytest.param([], JobSpec("a", 90000.0, 5.0, 4, "t", "u", "n1"), "submit_weekday", 1.0, id="weekday"),
         pytest.param([], JobSpec("a", 0.0, 5.0, 4, "t", "u", "n1"), "gpus_log2", 2.0, id="gpus"),
         pytest.param([], JobSpec("a", 0.0, 5.0, 4, "t", "u", "n1"), "user_count_log", 0.0, id="new-user"),
-        pytest.param([("u", "n1", 99.0), ("u", "n2", 9.0), ("u", "n3", 0.0)], JobSpec("a", 0.0, 5.0, 1, "t", "u", "n9"),
-                     "user_median_log", math.log1p(9.0), id="user-median"),
-        pytest.param([("u", "n1", 99.0), ("v", "n1", 9.0)], JobSpec("a", 0.0, 5.0, 1, "t", "u", "n1"),
-                     "name_mean_log", math.log1p(99.0), id="same-user-and-name"),
-        pytest.param([("u", "train-1", 99.0)], JobSpec("a", 0.0, 5.0, 1, "t", "u", "train-2"),
-                     "stem_mean_log", math.log1p(99.0), id="name-stem"),
-        pytest.param([("v", "x", 9.0)], JobSpec("a", 0.0, 5.0, 1, "t", "u", "n"), "history_log", math.log1p(9.0),
-                     id="history-falls-back-to-all"),
-        pytest.param([("v", "x", 9.0)], JobSpec("a", 0.0, 12345.0, 1, "t", "u", "n"), "user_mean_log", math.nan,
-                     id="own-duration-never-read"),
+        pytest.param(
+            [("u", "n1", 99.0), ("u", "n2", 9.0), ("u", "n3", 0.0)],
+            JobSpec("a", 0.0, 5.0, 1, "t", "u", "n9"),
+            "user_median_log",
+            math.log1p(9.0),
+            id="user-median",
+        ),
+        pytest.param(
+            [("u", "n1", 99.0), ("v", "n1", 9.0)],
+            JobSpec("a", 0.0, 5.0, 1, "t", "u", "n1"),
+            "name_mean_log",
+            math.log1p(99.0),
+            id="same-user-and-name",
+        ),
+        pytest.param(
+            [("u", "train-1", 99.0)],
+            JobSpec("a", 0.0, 5.0, 1, "t", "u", "train-2"),
+            "stem_mean_log",
+            math.log1p(99.0),
+            id="name-stem",
+        ),
+        pytest.param(
+            [("v", "x", 9.0)],
+            JobSpec("a", 0.0, 5.0, 1, "t", "u", "n"),
+            "history_log",
+            math.log1p(9.0),
+            id="history-falls-back-to-all",
+        ),
+        pytest.param(
+            [("v", "x", 9.0)],
+            JobSpec("a", 0.0, 12345.0, 1, "t", "u", "n"),
+            "user_mean_log",
+            math.nan,
+            id="own-duration-never-read",
+        ),
     ],
 )
-def test_feature_rows(history: list[tuple[str, str, float]], job: JobSpec, column: str, expected: float) -> None:
+def test_feature_rows(
+    history: list[tuple[str, str, float]], job: JobSpec, column: str, expected: float
+) -> None:
     state = FeatureState()
     for user, name, run in history:
         state.observe(JobSpec("h", 0.0, run, 1, "t", user, name), run)

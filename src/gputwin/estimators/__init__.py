@@ -7,7 +7,7 @@ numpy and LightGBM load when a model is first fitted.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from gputwin.core.history import Estimator, HistoryEstimator
 from gputwin.core.model import JobSpec

@@ -55,7 +55,9 @@ class FeatureState:
     """Per-group history of finished jobs, and the category codes seen so far."""
 
     recent: int = 32  # how many of a user's last runs the mean and median cover
-    origin: float = 0.0  # epoch seconds of the trace's time 0 (readers re-base epoch clocks), for hour/weekday
+    origin: float = (
+        0.0  # epoch seconds of the trace's time 0 (readers re-base epoch clocks), for hour/weekday
+    )
     _groups: dict[tuple[str, ...], _Recent] = field(default_factory=dict)
     _codes: dict[tuple[int, str], float] = field(default_factory=dict)
     # A (user, name, task type)'s groups never change; finding them is most of the cost.
@@ -109,7 +111,9 @@ class FeatureState:
     def row(self, job: JobSpec) -> list[float]:
         return self.rows([job])[0]
 
-    def _shared(self, user: str, stem: str, task_type: str) -> tuple[list[float], list[float], list[float], float]:
+    def _shared(
+        self, user: str, stem: str, task_type: str
+    ) -> tuple[list[float], list[float], list[float], float]:
         """Category codes, the user's and the stem's statistics, and the history estimate without
         the name's own group: what every job of a (user, stem, task type) has in common."""
         token = _TOKEN.match(stem)

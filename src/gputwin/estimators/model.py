@@ -15,9 +15,10 @@ import heapq
 import json
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from gputwin.core.model import JobSpec
 from gputwin.errors import InputError
@@ -60,7 +61,9 @@ def train(jobs: Sequence[JobSpec], config: LearnedConfig = LearnedConfig(), orig
     rows, targets = rows_of(jobs, origin), [log_seconds(j.duration) for j in jobs]
     cut = int(len(jobs) * (1 - holdout))
     known = [i for i in range(cut) if jobs[i].submit + jobs[i].duration <= jobs[cut].submit]
-    scored = _score(fit([rows[i] for i in known], [targets[i] for i in known], config), rows[cut:], jobs[cut:])
+    scored = _score(
+        fit([rows[i] for i in known], [targets[i] for i in known], config), rows[cut:], jobs[cut:]
+    )
     booster = fit(rows, targets, config)
     metadata = {
         "format": FORMAT, "features": list(FEATURES), "config": asdict(config), "jobs": len(jobs),
@@ -77,7 +80,10 @@ def _score(booster: Any, rows: list[list[float]], jobs: Sequence[JobSpec]) -> di
 
     logs = booster.predict(np.asarray(rows), num_threads=1)
     residuals = sorted(log_seconds(j.duration) - float(v) for j, v in zip(jobs, logs))
-    low, high = residuals[int(0.1 * len(residuals))], residuals[min(len(residuals) - 1, int(0.9 * len(residuals)))]
+    low, high = (
+        residuals[int(0.1 * len(residuals))],
+        residuals[min(len(residuals) - 1, int(0.9 * len(residuals)))],
+    )
     smear = statistics.fmean(math.exp(r) for r in residuals)
     points = [math.exp(float(v)) * smear - 1 for v in logs]
     true = [j.duration for j in jobs]

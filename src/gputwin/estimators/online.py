@@ -35,8 +35,9 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from gputwin.core.history import UNKNOWN, HistoryEstimator
 from gputwin.core.model import JobSpec
@@ -118,7 +119,7 @@ class LearnedEstimator:
             row = self.features.row(job)
         else:
             row, log, _, _, low_off, high_off = pending
-            if log == log:  # not NaN: the model made it, so its error is an honest residual
+            if not math.isnan(log):  # the model made it, so its error is an honest residual
                 self._residuals.append(target - log)
                 self._adapt(log + low_off <= target <= log + high_off, low_off)
         self._rows.append(row)
@@ -149,7 +150,9 @@ class LearnedEstimator:
             self._window_end = now + self.config.window
             lo = bisect.bisect_left(self._submits, now)
             hi = bisect.bisect_left(self._submits, self._window_end)
-            batch += [j for j in self._upcoming[lo:hi] if j.job_id not in self._pending and j.job_id != job.job_id]
+            batch += [
+                j for j in self._upcoming[lo:hi] if j.job_id not in self._pending and j.job_id != job.job_id
+            ]
         self._predict_batch(batch, now)
 
     def _due(self, now: float) -> bool:
@@ -181,9 +184,11 @@ class LearnedEstimator:
     def _adapt(self, hit: bool, low_off: float) -> None:
         """Adaptive conformal inference (Gibbs and Candes 2021): widen the interval after a miss,
         narrow it after a hit, so the long-run miss rate stays at `miss` as run times drift."""
-        if low_off != low_off:  # NaN: that prediction had no interval
+        if math.isnan(low_off):  # that prediction had no interval
             return
-        self._alpha = min(0.9, max(0.01, self._alpha + self.config.miss_step * (self.config.miss - (not hit))))
+        self._alpha = min(
+            0.9, max(0.01, self._alpha + self.config.miss_step * (self.config.miss - (not hit)))
+        )
 
     def _smear(self) -> float:
         """Duan's smearing factor, mean(exp(residual)): exp of a mean log run time is a median-like

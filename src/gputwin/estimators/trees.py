@@ -6,7 +6,8 @@ columns of `features.FEATURES` are categories (integer codes).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from gputwin.estimators.features import CATEGORICAL
 

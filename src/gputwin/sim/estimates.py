@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from gputwin.core.history import DEFAULT_PRIOR, Estimator, or_prior
 from gputwin.core.model import ClusterSpec, JobSpec
@@ -57,7 +58,9 @@ def _one(cluster: ClusterSpec, jobs: Sequence[JobSpec], name: str, seed: int, or
         return made[-1]
 
     started = time.perf_counter()
-    summary, outcome = run_summary(cluster, jobs, overrides=Overrides(queue="qssf"), seed=seed, estimator=keep)
+    summary, outcome = run_summary(
+        cluster, jobs, overrides=Overrides(queue="qssf"), seed=seed, estimator=keep
+    )
     wall = time.perf_counter() - started
     true = [job.spec.duration for job in outcome.finished]
     predicted = [or_prior(job.predicted, DEFAULT_PRIOR) for job in outcome.finished]
