@@ -55,20 +55,12 @@ class FeatureState:
     """Per-group history of finished jobs, and the category codes seen so far."""
 
     recent: int = 32  # how many of a user's last runs the mean and median cover
-    origin: float = (
-        0.0  # epoch seconds of the trace's time 0 (readers re-base epoch clocks), for hour/weekday
-    )
+    origin: float = 0.0  # epoch seconds of the trace's 0 (readers re-base epoch clocks), for hour/weekday
     _groups: dict[tuple[str, ...], _Recent] = field(default_factory=dict)
     _codes: dict[tuple[int, str], float] = field(default_factory=dict)
-    # A (user, name, task type)'s groups never change; finding them is most of the cost.
-    _cache: dict[tuple[str, str, str], tuple[_Recent, ...]] = field(default_factory=dict)
-
-    def _groups_of(self, job: JobSpec) -> tuple[_Recent, ...]:
-        ident = (job.user, job.name, job.task_type)
-        groups = self._cache.get(ident)
-        if groups is None:
-            groups = self._cache[ident] = tuple(self._group(key) for key in _keys(job))
-        return groups
+    # The stem, user, task type and all-jobs groups of a (user, stem, task type): few, and found
+    # once each (names are often unique, so only the name's own group is looked up per job).
+    _shared_groups: dict[tuple[str, str, str], tuple[_Recent, ...]] = field(default_factory=dict)
 
     def _group(self, key: tuple[str, ...]) -> _Recent:
         group = self._groups.get(key)
@@ -84,8 +76,15 @@ class FeatureState:
 
     def observe(self, job: JobSpec, run_seconds: float) -> None:
         value = log_seconds(run_seconds)
-        for group in self._groups_of(job):
+        stem = _DIGITS.sub("", job.name)
+        ident = (job.user, stem, job.task_type)
+        groups = self._shared_groups.get(ident)
+        if groups is None:
+            keys = (("stem", job.user, stem), ("user", job.user), ("type", job.task_type), ("all",))
+            groups = self._shared_groups[ident] = tuple(self._group(key) for key in keys)
+        for group in groups:
             group.add(value)
+        self._group(("name", job.user, job.name)).add(value)
 
     def rows(self, jobs: list[JobSpec]) -> list[list[float]]:
         """`row` of each job. Nothing is observed in between, so what a (user, name stem, task
@@ -134,12 +133,6 @@ class FeatureState:
 def log_seconds(seconds: float) -> float:
     """The model's target: log(1 + run seconds), defined for a zero-second run."""
     return math.log1p(max(seconds, 0.0))
-
-
-def _keys(job: JobSpec) -> tuple[tuple[str, ...], ...]:
-    stem = _DIGITS.sub("", job.name)
-    return (("name", job.user, job.name), ("stem", job.user, stem), ("user", job.user),
-            ("type", job.task_type), ("all",))  # fmt: skip
 
 
 def _user_stats(group: _Recent | None) -> list[float]:

@@ -98,6 +98,7 @@ class LearnedEstimator:
         self._rows: deque[list[float]] = deque(maxlen=config.max_rows)
         self._targets: deque[float] = deque(maxlen=config.max_rows)
         self._residuals: deque[float] = deque(maxlen=config.residuals)
+        self._exp_sum = 0.0
         self._pending: dict[str, _Entry] = {}
         self._new = 0
         self._fitted_at = -math.inf
@@ -120,7 +121,7 @@ class LearnedEstimator:
         else:
             row, log, _, _, low_off, high_off = pending
             if not math.isnan(log):  # the model made it, so its error is an honest residual
-                self._residuals.append(target - log)
+                self._add_residual(target - log)
                 self._adapt(log + low_off <= target <= log + high_off, low_off)
         self._rows.append(row)
         self._targets.append(target)
@@ -197,12 +198,19 @@ class LearnedEstimator:
             return 1.0
         if len(self._residuals) < 50:
             return self._prior_smear
-        return sum(math.exp(r) for r in self._residuals) / len(self._residuals)
+        return self._exp_sum / len(self._residuals)
+
+    def _add_residual(self, value: float) -> None:
+        """Keep the last `residuals` residuals and the sum of their exp (for `_smear`)."""
+        if len(self._residuals) == self._residuals.maxlen:
+            self._exp_sum -= math.exp(self._residuals[0])
+        self._residuals.append(value)
+        self._exp_sum += math.exp(value)
 
     def _residual_offsets(self) -> tuple[float, float]:
         if len(self._residuals) < 50:
             return self._prior_offsets
-        ordered = sorted(self._residuals)
+        ordered = sorted(self._residuals)  # once per batch: cheaper than keeping it sorted per job
         return _quantile(ordered, self._alpha / 2), _quantile(ordered, 1 - self._alpha / 2)
 
     def start_from(self, booster: Any, offsets: tuple[float, float], smear: float) -> None:
