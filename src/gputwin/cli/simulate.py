@@ -16,7 +16,7 @@ import click
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import print_summary, progress_reporter
 from gputwin.core.plugins import known
-from gputwin.estimators import ESTIMATORS
+from gputwin.estimators import ESTIMATORS, factory
 from gputwin.sim.atomic import SIMULATE, check
 from gputwin.sim.report import write_outputs
 from gputwin.sim.run import Overrides, run
@@ -46,9 +46,11 @@ def simulate(trace_path: Path, fmt: str, cluster_path: Path, policy: str | None,
         check(out_dir, SIMULATE)  # a folder that cannot take the output is refused before the run
     cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid, procs_per_gpu)
     overrides = Overrides(queue=policy, placement=placement, sizing=sizing, backfill=backfill)
+    # The learned estimator reads submit hours on the trace's own clock (`origin`: its epoch 0).
+    chosen = estimator if estimator == "history" else factory(estimator, trace.jobs, seed, trace.origin)
     with progress_reporter(len(trace.jobs)) as progress:
         summary, outcome = run(cluster, trace.jobs, overrides=overrides, compat=compat, seed=seed,
-                               progress=progress, estimator=estimator)  # fmt: skip
+                               progress=progress, estimator=chosen)  # fmt: skip
     summary["skipped"] = dict(trace.skipped)
     summary["trace"] = {"path": str(trace_path), "format": trace.format}
     if out_dir is not None:

@@ -120,7 +120,7 @@ def run(
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
     util_interval: float = 3600.0,
-    estimator: str = "history",
+    estimator: str | Callable[[], Estimator] = "history",
 ) -> tuple[dict[str, Any], SimOutcome]:
     """`run_summary` with the summary as its JSON object (the `--json` output)."""
     summary, outcome = run_summary(cluster, jobs, overrides=overrides, compat=compat, seed=seed,
