@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from gputwin.adapters.traces import read_trace
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gputwin.api.loader import load_cluster
 from gputwin.api.resources import demo_cluster_path
@@ -209,3 +211,24 @@ def test_feature_rows(
 def test_factory_refuses_an_unknown_name() -> None:
     with pytest.raises(ValueError, match="unknown estimator 'magic'; known: history, learned, oracle"):
         factory("magic")
+
+
+_names = st.sampled_from(["train-1", "train-2", "eval", "job7", ""])
+_jobs = st.builds(JobSpec, job_id=st.just("j"), submit=st.floats(0, 1e7), duration=st.floats(0, 1e6),
+                  gpus=st.integers(0, 64), task_type=st.sampled_from(["a", "b"]),
+                  user=st.sampled_from(["u", "v"]), name=_names)  # fmt: skip
+
+
+@given(history=st.lists(_jobs, max_size=30), job=_jobs, other=st.floats(0, 1e6))
+@settings(max_examples=60, deadline=None)
+def test_a_row_never_depends_on_the_jobs_own_duration(
+    history: list[JobSpec], job: JobSpec, other: float
+) -> None:
+    state = FeatureState()
+    for done in history:
+        state.observe(done, done.duration)
+    first = state.row(job)
+    second = state.row(dataclasses.replace(job, duration=other))
+    assert len(first) == len(FEATURES)
+    assert [math.isnan(v) for v in first] == [math.isnan(v) for v in second]
+    assert [v for v in first if not math.isnan(v)] == [v for v in second if not math.isnan(v)]
