@@ -21,8 +21,8 @@ from click.testing import CliRunner
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
 from gputwin.cli.main import COMMANDS, cli
 
-HEAVY = ("kopf", "kubernetes", "matplotlib", "optuna", "numpy", "prometheus_client", "gputwin.operator",
-         "gputwin.adapters.kube", "gputwin.adapters.slurm", "gputwin.adapters.sweeps", "gputwin.sim.compare",
+HEAVY = ("kopf", "kubernetes", "matplotlib", "optuna", "numpy", "lightgbm", "scipy", "prometheus_client",
+         "gputwin.operator", "gputwin.adapters.kube", "gputwin.adapters.slurm", "gputwin.adapters.sweeps", "gputwin.sim.compare",
          "gputwin.sim.tune", "gputwin.sim.plots", "gputwin.cli.emulator")  # fmt: skip
 
 # Runs the CLI as the `gputwin` script does, then prints the loaded modules' names as the process ends.

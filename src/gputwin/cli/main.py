@@ -54,6 +54,8 @@ COMMANDS = {
                   "SLURM (SLURM_CONF selects the cluster): read job history, compile policies, apply them safely."),
     "trace": Lazy("gputwin.cli.trace:trace",
                   "Work on trace files: convert any readable trace to SWF or to the Helios CSV."),
+    "estimator": Lazy("gputwin.cli.estimator:estimator",
+                      "Measure run-time estimators on a trace, or train the learned one for live use."),
     # What compare's slurm and kubernetes executors run on each node.
     "sweep-task": Lazy("gputwin.cli.sweep:sweep_task",
                        "Run one candidate of the sweep in FOLDER (INDEX, else $SLURM_ARRAY_TASK_ID or "

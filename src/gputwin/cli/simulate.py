@@ -17,6 +17,7 @@ from gputwin.adapters.traces.estimates import read_estimates
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import print_summary, progress_reporter
 from gputwin.core.plugins import known
+from gputwin.estimators import ESTIMATORS, factory
 from gputwin.sim.atomic import SIMULATE, check
 from gputwin.sim.report import write_outputs
 from gputwin.sim.run import Overrides, run
@@ -36,14 +37,16 @@ PLUGINS = known()
 @click.option("--estimates", "estimates_path", type=click.Path(path_type=Path),
               help="Per-job run-time estimates, CSV `jobname,priority` (the reference simulator's format): "
                    "qssf ranks by them x GPUs instead of learning from history.")
+@click.option("--estimator", default="history", show_default=True, type=click.Choice(ESTIMATORS),
+              help="Run-time estimator QSSF ranks by: running means, LightGBM trained online, or the true run time.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed for randomised placement.")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path),
               help="Write jobs.csv (one row per job) and summary.json here (a new or earlier --out folder).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object on stdout.")
 def simulate(trace_path: Path, fmt: str, cluster_path: Path, policy: str | None, placement: str | None,
              sizing: str | None, backfill: bool | None, compat: str | None, estimates_path: Path | None,
-             gpus_per_node: int, seed: int, out_dir: Path | None, as_json: bool, skip_invalid: bool,
-             procs_per_gpu: int) -> None:  # fmt: skip
+             estimator: str, gpus_per_node: int, seed: int, out_dir: Path | None, as_json: bool,
+             skip_invalid: bool, procs_per_gpu: int) -> None:  # fmt: skip
     """Replay a job trace on a cluster and report JCT, queueing delay and utilisation."""
     if out_dir is not None:
         check(out_dir, SIMULATE)  # a folder that cannot take the output is refused before the run
@@ -51,9 +54,11 @@ def simulate(trace_path: Path, fmt: str, cluster_path: Path, policy: str | None,
     overrides = Overrides(queue=policy, placement=placement, sizing=sizing, backfill=backfill)
     estimates = None if estimates_path is None else read_estimates(estimates_path, trace.jobs)
     table = None if estimates is None else estimates.estimator
+    # The learned estimator reads submit hours on the trace's own clock (`origin`: its epoch 0).
+    chosen = estimator if estimator == "history" else factory(estimator, trace.jobs, seed, trace.origin)
     with progress_reporter(len(trace.jobs)) as progress:
         summary, outcome = run(cluster, trace.jobs, overrides=overrides, compat=compat, seed=seed,
-                               progress=progress, estimates=table)  # fmt: skip
+                               progress=progress, estimates=table, estimator=chosen)  # fmt: skip
     summary["skipped"] = dict(trace.skipped)
     summary["trace"] = {"path": str(trace_path), "format": trace.format}
     if estimates is not None:

@@ -40,7 +40,9 @@ class SchedulerOptions:
     `release_lag` delays the end of preemptive jobs' runs (the reference simulator releases SRTF
     jobs one tick late); `wake_after_change` re-runs preemptive partitions one second after any
     change (its per-second loop does). `compat` selects compatibility placers and QSSF order
-    ("helios"). `estimates`, a fixed table, is the estimator when none is passed to the scheduler.
+    ("helios"). `estimator` builds the run-time estimator of each Scheduler made with these options (a
+    factory: an estimator learns, so two runs must not share one); else `estimates`, a fixed table;
+    else `HistoryEstimator`.
     """
 
     checkpoint_cost: Callable[[int], float] = helios_checkpoint_cost
@@ -50,6 +52,7 @@ class SchedulerOptions:
     compat: str | None = None
     seed: int = 0
     estimates: TableEstimator | None = None
+    estimator: Callable[[], Estimator] | None = None
 
     @staticmethod
     def helios(seed: int = 0, estimates: TableEstimator | None = None) -> SchedulerOptions:
@@ -69,6 +72,8 @@ class Scheduler:
         self.cluster = cluster
         self.options = options
         self.topology = Topology(cluster.topology)
+        if estimator is None and options.estimator is not None:
+            estimator = options.estimator()
         estimator = estimator or options.estimates
         self.estimator: Estimator = estimator or HistoryEstimator()
         self.history = JobHistory()

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from gputwin.core.history import TableEstimator
+from gputwin.core.history import Estimator, TableEstimator
 from gputwin.core.model import Candidate, ClusterSpec, JobSpec, PolicySpec, policy_label
 from gputwin.core.plugins import known
 from gputwin.core.scheduler import SchedulerOptions
@@ -94,15 +94,26 @@ def run_summary(
     progress: Callable[[int], None] | None = None,
     util_interval: float = 3600.0,
     estimates: TableEstimator | None = None,
+    estimator: str | Callable[[], Estimator] = "history",
 ) -> tuple[Summary, SimOutcome]:
     """Replay `jobs` (`overrides`: command-line settings or a Candidate); return the typed summary
-    and the outcome (finished jobs, ...). `estimates`: qssf's estimator instead of the history."""
+    and the outcome (finished jobs, ...). `estimator` names the run-time estimator QSSF uses
+    (`gputwin.estimators.ESTIMATORS`; "history" is the core's own) or builds it; `estimates`, a
+    fixed table (the reference simulator's), takes the place of the history."""
     cluster = with_overrides(cluster, overrides)
     check(cluster, compat, estimates is not None)
+    if estimates is not None and estimator != "history":
+        raise RunError("--estimates gives qssf a fixed table; it cannot be combined with --estimator")
     if compat == "helios":
         options = SchedulerOptions.helios(seed, estimates)
     else:
         options = SchedulerOptions(seed=seed, estimates=estimates)
+    if callable(estimator):
+        options = dataclasses.replace(options, estimator=estimator)
+    elif estimator != "history":
+        from gputwin.estimators import factory  # numpy and LightGBM stay off the default path
+
+        options = dataclasses.replace(options, estimator=factory(estimator, jobs, seed))
     started = time.perf_counter()
     outcome = simulate(cluster, jobs, options, progress, util_interval)
     wall = time.perf_counter() - started
@@ -126,10 +137,11 @@ def run(
     progress: Callable[[int], None] | None = None,
     util_interval: float = 3600.0,
     estimates: TableEstimator | None = None,
+    estimator: str | Callable[[], Estimator] = "history",
 ) -> tuple[dict[str, Any], SimOutcome]:
     """`run_summary` with the summary as its JSON object (the `--json` output)."""
     summary, outcome = run_summary(cluster, jobs, overrides=overrides, compat=compat, seed=seed, progress=progress,
-                                   util_interval=util_interval, estimates=estimates)  # fmt: skip
+                                   util_interval=util_interval, estimates=estimates, estimator=estimator)  # fmt: skip
     return summary.to_json(), outcome
 
 

@@ -1,0 +1,184 @@
+"""How good and how costly the learned run-time estimator is, next to the history's running mean.
+
+Three parts (issue 14):
+
+* **accuracy** - `gputwin estimator evaluate` in-process on the shared traces: the Philly-shaped
+  ../shared/traces/philly_mix1 on its own 11-partition cluster, and the Alibaba pod list
+  ../shared/traces/alibaba_openb on one 32-GPU partition (4 x 8-GPU nodes, a VC table written to a
+  temporary folder: the pods keep ~16.6 GPUs busy on average, so QSSF has queues to order; the
+  embedded 64-GPU demo cluster never queues them). Per estimator: MAE, median APE, Spearman,
+  p10-p90 coverage, QSSF average JCT.
+* **overhead** - the QSSF replay of philly_mix1 with `history` and with `learned` (`--repeat`
+  times each, fastest kept; numpy and LightGBM imported before timing): what prediction and
+  online retraining add to the simulation.
+* **training** - one fit of the model on `--train-rows` rows (the Philly features repeated), one
+  core; batch prediction of 100k rows and single-row prediction. With `--peer`, scikit-learn's
+  HistGradientBoostingRegressor fits the same rows (same rounds and leaves) beside it, if installed.
+
+Prints the load average before and after; `--json` prints one JSON object as the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT / ".." / "shared" / "traces"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="benchmarks/estimator.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--traces", type=Path, default=SHARED, help="the shared traces folder")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="replays per estimator for the overhead (default 3)"
+    )
+    parser.add_argument("--train-rows", type=int, default=1_000_000, help="rows of the training timing")
+    parser.add_argument("--peer", action="store_true", help="also time scikit-learn's HistGradientBoosting")
+    parser.add_argument("--skip-accuracy", action="store_true", help="only the overhead and training timings")
+    parser.add_argument("--json", action="store_true", help="one JSON object as the last line")
+    return parser.parse_args(argv)
+
+
+def inputs(traces: Path, folder: Path) -> dict[str, tuple[Any, Any]]:
+    from gputwin.adapters.traces import read_trace
+
+    from gputwin.api.loader import load_cluster
+
+    vc = folder / "alibaba-32gpu.csv"
+    vc.write_text("vc,num_nodes\ndefault,4\n")
+    return {
+        "philly_mix1": (load_cluster(traces / "philly_mix1" / "cluster.csv"),
+                        read_trace(traces / "philly_mix1" / "jobs.csv")),
+        "alibaba_openb": (load_cluster(vc), read_trace(traces / "alibaba_openb" / "openb_pod_list_default.csv")),
+    }  # fmt: skip
+
+
+def accuracy(data: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
+    from gputwin.sim.estimates import evaluate
+
+    out = {}
+    for name, (cluster, trace) in data.items():
+        scores = evaluate(cluster, trace.jobs, origin=trace.origin)
+        out[name] = {
+            "jobs": scores["history"].jobs,
+            "estimators": {n: s.to_json(n) for n, s in scores.items()},
+        }
+        print(f"\n{name}: {scores['history'].jobs} jobs, QSSF on every partition")
+        print(
+            f"{'estimator':<10}{'MAE s':>12}{'median APE':>12}{'Spearman':>10}{'p10-p90':>9}{'QSSF JCT s':>13}"
+        )
+        for est, s in scores.items():
+            cov = "" if est != "learned" else f"{100 * s.coverage:.1f}%"
+            err = (
+                ("", "", "")
+                if est == "oracle"
+                else (f"{s.mae_s:.1f}", f"{s.median_ape:.3f}", f"{s.spearman:.3f}")
+            )
+            print(f"{est:<10}{err[0]:>12}{err[1]:>12}{err[2]:>10}{cov:>9}{s.qssf_avg_jct:>13.1f}")
+    return out
+
+
+def overhead(cluster: Any, jobs: Any, repeat: int) -> dict[str, float]:
+    import lightgbm  # noqa: F401  (imported before timing: the replay is measured, not the import)
+
+    from gputwin.sim.run import Overrides, run_summary
+
+    best = {}
+    for est in ("history", "learned"):
+        walls = [run_summary(cluster, jobs, overrides=Overrides(queue="qssf"), estimator=est)[0].wall_seconds
+                 for _ in range(repeat)]  # fmt: skip
+        best[est] = min(walls)
+    best["added_pct"] = round(100 * (best["learned"] / best["history"] - 1), 1)
+    print(
+        f"\noverhead (philly_mix1 QSSF replay, best of {repeat}): history {best['history']:.3f} s, "
+        f"learned {best['learned']:.3f} s, +{best['added_pct']}%"
+    )
+    return best
+
+
+def training(jobs: Any, rows_wanted: int, peer: bool) -> dict[str, float]:
+    import numpy as np
+
+    from gputwin.estimators.features import FeatureState, log_seconds
+    from gputwin.estimators.online import LearnedConfig
+    from gputwin.estimators.trees import fit
+
+    state, rows = FeatureState(), []
+    for job in jobs:  # describe each job, then learn it (a simple stand-in for the replay's order)
+        rows.append(state.row(job))
+        state.observe(job, job.duration)
+    x = np.tile(np.asarray(rows), (rows_wanted // len(rows) + 1, 1))[:rows_wanted]
+    y = np.tile(np.asarray([log_seconds(j.duration) for j in jobs]), rows_wanted // len(rows) + 1)[
+        :rows_wanted
+    ]
+    config = LearnedConfig()
+    started = time.perf_counter()
+    booster = fit(x, y, config)
+    out = {"rows": float(rows_wanted), "fit_s": time.perf_counter() - started}
+    started = time.perf_counter()
+    booster.predict(x[:100_000], num_threads=1)
+    out["predict_100k_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    for i in range(200):
+        booster.predict(x[i : i + 1], num_threads=1)
+    out["predict_one_us"] = (time.perf_counter() - started) / 200 * 1e6
+    if peer:
+        out.update(_peer(x, y, config))
+    print(f"\ntraining: {rows_wanted:,} rows, {config.rounds} rounds of {config.leaves} leaves, one thread: "
+          f"LightGBM fit {out['fit_s']:.2f} s, predict 100k rows {out['predict_100k_s']:.3f} s, "
+          f"one row {out['predict_one_us']:.0f} us")  # fmt: skip
+    if "peer_fit_s" in out:
+        print(
+            f"peer: scikit-learn HistGradientBoostingRegressor fit {out['peer_fit_s']:.2f} s, "
+            f"one row {out['peer_predict_one_us']:.0f} us"
+        )
+    return {k: round(v, 4) for k, v in out.items()}
+
+
+def _peer(x: Any, y: Any, config: Any) -> dict[str, float]:
+    try:
+        from sklearn.ensemble import HistGradientBoostingRegressor
+    except ImportError:
+        print("peer: scikit-learn is not installed", file=sys.stderr)
+        return {}
+    import numpy as np
+
+    keep = [i for i in range(x.shape[1]) if len(np.unique(x[:, i])) > 1]  # it refuses constant columns
+    model = HistGradientBoostingRegressor(max_iter=config.rounds, max_leaf_nodes=config.leaves, early_stopping=False,
+                                          categorical_features=[k for k in keep if k < 3], random_state=0)  # fmt: skip
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    started = time.perf_counter()
+    model.fit(x[:, keep], y)
+    fit_s = time.perf_counter() - started
+    started = time.perf_counter()
+    for i in range(50):
+        model.predict(x[i : i + 1, keep])
+    return {"peer_fit_s": fit_s, "peer_predict_one_us": (time.perf_counter() - started) / 50 * 1e6}
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    load = [os.getloadavg()]
+    print(f"{time.strftime('%Y-%m-%d %H:%M')} load {load[0][0]:.2f} {load[0][1]:.2f} {load[0][2]:.2f}")
+    with tempfile.TemporaryDirectory() as folder:
+        data = inputs(args.traces, Path(folder))
+    result: dict[str, Any] = {} if args.skip_accuracy else {"accuracy": accuracy(data)}
+    cluster, trace = data["philly_mix1"]
+    result["overhead"] = overhead(cluster, trace.jobs, args.repeat)
+    result["training"] = training(trace.jobs, args.train_rows, args.peer)
+    load.append(os.getloadavg())
+    result["load"] = [round(v, 2) for v in load[0] + load[1]]
+    print(f"load after {load[1][0]:.2f} {load[1][1]:.2f} {load[1][2]:.2f}")
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""Run-time estimators beyond the core's running mean: a learned one (LightGBM) and the oracle.
+
+`factory(name, jobs, seed)` is what the simulator injects through `SchedulerOptions.estimator`;
+`ESTIMATORS` names the choices of `gputwin simulate --estimator`. Nothing heavy is imported here:
+numpy and LightGBM load when a model is first fitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from gputwin.core.history import Estimator, HistoryEstimator
+from gputwin.core.model import JobSpec
+
+ESTIMATORS = ("history", "learned", "oracle")
+
+
+def factory(name: str, jobs: Sequence[JobSpec] = (), seed: int = 0, origin: float = 0.0,
+            record: bool = False) -> Callable[[], Estimator]:  # fmt: skip
+    """A builder of a fresh estimator `name` (one of ESTIMATORS); `jobs` is the trace to be replayed,
+    which the learned estimator reads for submit-time fields only, to predict in batches; `origin`
+    is the epoch time of the trace's 0 (`TraceResult.origin`), for the submit hour and weekday;
+    `record` keeps every prediction of the learned estimator (`LearnedEstimator.prediction`)."""
+    if name == "history":
+        return HistoryEstimator
+    if name == "oracle":
+        from gputwin.estimators.online import OracleEstimator
+
+        return OracleEstimator
+    if name == "learned":
+        from gputwin.estimators.online import LearnedConfig, LearnedEstimator
+
+        return lambda: LearnedEstimator(LearnedConfig(seed=seed), upcoming=jobs, record=record,
+                                         origin=origin)  # fmt: skip
+    raise ValueError(f"unknown estimator {name!r}; known: {', '.join(ESTIMATORS)}")

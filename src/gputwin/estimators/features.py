@@ -1,0 +1,148 @@
+"""What is known about a job when it is submitted, as one row of numbers for the run-time model.
+
+`FeatureState` learns online from finished jobs (`observe`) and describes a new one (`row`) from
+its submit-time fields only - user, job name, task type (partition), GPUs, submit hour and weekday -
+and the history of earlier finished jobs: the user's last runs (mean, median, count), the same
+(user, name) and (user, name stem) groups, and the running-mean estimate `HistoryEstimator` would
+give (so the trees learn corrections to the baseline). A job's own `duration` is never read here.
+
+Pure Python (no numpy): the simulate path imports nothing heavy until a model is fitted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+
+from gputwin.core.model import JobSpec
+
+_DIGITS = re.compile(r"\d+$")
+_TOKEN = re.compile(r"[A-Za-z]+")
+NAN = math.nan
+
+# The columns of `row`, in order; the first three are categories (codes in first-seen order).
+FEATURES = (
+    "user", "task_type", "name_token", "gpus_log2", "submit_hour", "submit_weekday",
+    "user_mean_log", "user_median_log", "user_count_log", "user_last_log",
+    "name_mean_log", "name_count_log", "stem_mean_log", "stem_count_log", "history_log",
+)  # fmt: skip
+CATEGORICAL = (0, 1, 2)
+
+
+@dataclass(slots=True)
+class _Recent:
+    """The last `size` log run times of one group and how many it has seen in all."""
+
+    runs: deque[float] | None  # kept for users only: other groups need the count and mean
+    count: int = 0
+    total: float = 0.0  # sum of every log run time seen (for the all-time mean)
+
+    def add(self, value: float) -> None:
+        if self.runs is not None:
+            self.runs.append(value)
+        self.count += 1
+        self.total += value
+
+    def mean(self) -> float:
+        return self.total / self.count if self.count else NAN
+
+
+@dataclass
+class FeatureState:
+    """Per-group history of finished jobs, and the category codes seen so far."""
+
+    recent: int = 32  # how many of a user's last runs the mean and median cover
+    origin: float = 0.0  # epoch seconds of the trace's 0 (readers re-base epoch clocks), for hour/weekday
+    _groups: dict[tuple[str, ...], _Recent] = field(default_factory=dict)
+    _codes: dict[tuple[int, str], float] = field(default_factory=dict)
+    # The stem, user, task type and all-jobs groups of a (user, stem, task type): few, and found
+    # once each (names are often unique, so only the name's own group is looked up per job).
+    _shared_groups: dict[tuple[str, str, str], tuple[_Recent, ...]] = field(default_factory=dict)
+
+    def _group(self, key: tuple[str, ...]) -> _Recent:
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = _Recent(deque(maxlen=self.recent) if key[0] == "user" else None)
+        return group
+
+    def _code(self, column: int, value: str) -> float:
+        code = self._codes.get((column, value))
+        if code is None:
+            code = self._codes[(column, value)] = float(len(self._codes))
+        return code
+
+    def observe(self, job: JobSpec, run_seconds: float) -> None:
+        value = log_seconds(run_seconds)
+        stem = _DIGITS.sub("", job.name)
+        ident = (job.user, stem, job.task_type)
+        groups = self._shared_groups.get(ident)
+        if groups is None:
+            keys = (("stem", job.user, stem), ("user", job.user), ("type", job.task_type), ("all",))
+            groups = self._shared_groups[ident] = tuple(self._group(key) for key in keys)
+        for group in groups:
+            group.add(value)
+        self._group(("name", job.user, job.name)).add(value)
+
+    def rows(self, jobs: list[JobSpec]) -> list[list[float]]:
+        """`row` of each job. Nothing is observed in between, so what a (user, name stem, task
+        type) shares is described once per call: a batch costs little more per job than a list."""
+        memo: dict[tuple[str, str, str], tuple[list[float], list[float], list[float], float]] = {}
+        out = []
+        for job in jobs:
+            stem = _DIGITS.sub("", job.name)
+            shared = memo.get((job.user, stem, job.task_type))
+            if shared is None:
+                shared = memo[(job.user, stem, job.task_type)] = self._shared(job.user, stem, job.task_type)
+            codes, user_stats, stem_stats, history = shared
+            name = self._groups.get(("name", job.user, job.name))
+            if name is not None and name.count:
+                name_stats, history = [name.mean(), math.log1p(name.count)], name.mean()
+            else:
+                name_stats = [NAN, 0.0]
+            day = (job.submit + self.origin) / 86400.0
+            out.append([*codes, math.log2(max(job.gpus, 1)), (day % 1.0) * 24.0, float(int(day) % 7),
+                        *user_stats, *name_stats, *stem_stats, history])  # fmt: skip
+        return out
+
+    def row(self, job: JobSpec) -> list[float]:
+        return self.rows([job])[0]
+
+    def _shared(
+        self, user: str, stem: str, task_type: str
+    ) -> tuple[list[float], list[float], list[float], float]:
+        """Category codes, the user's and the stem's statistics, and the history estimate without
+        the name's own group: what every job of a (user, stem, task type) has in common."""
+        token = _TOKEN.match(stem)
+        codes = [self._code(0, user), self._code(1, task_type), self._code(2, token.group() if token else "")]
+        get = self._groups.get
+        groups = [get(("stem", user, stem)), get(("user", user)), get(("type", task_type)), get(("all",))]
+        return codes, _user_stats(groups[1]), _group_stats(groups[0]), self._history(*groups)
+
+    @staticmethod
+    def _history(*groups: _Recent | None) -> float:
+        """The most specific group's all-time mean, as HistoryEstimator orders them."""
+        for group in groups:
+            if group is not None and group.count:
+                return group.mean()
+        return NAN
+
+
+def log_seconds(seconds: float) -> float:
+    """The model's target: log(1 + run seconds), defined for a zero-second run."""
+    return math.log1p(max(seconds, 0.0))
+
+
+def _user_stats(group: _Recent | None) -> list[float]:
+    if group is None or not group.count or not group.runs:
+        return [NAN, NAN, 0.0, NAN]
+    runs = group.runs
+    return [sum(runs) / len(runs), statistics.median(runs), math.log1p(group.count), runs[-1]]
+
+
+def _group_stats(group: _Recent | None) -> list[float]:
+    if group is None or not group.count:
+        return [NAN, 0.0]
+    return [group.mean(), math.log1p(group.count)]

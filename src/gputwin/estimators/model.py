@@ -1,0 +1,115 @@
+"""The learned estimator trained offline on a whole history, saved as a model file and its metadata.
+
+`train` replays a finished history in submit order: each job is described (`FeatureState`) with
+the jobs that had ended by its submission - taken as submit + run time, the earliest a trace
+without start times allows, so the rows are slightly more informed than a live scheduler's. The
+last `holdout` share of jobs is scored with a model fitted on the jobs that ended before it (the
+metadata's metrics, and the p10/p90 offsets and smearing factor a live estimator starts with);
+the saved model is then fitted on everything. `save` writes `model.txt` (LightGBM's text format)
+and `model.json`; `load` gives a `LearnedEstimator` that starts from them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from gputwin.core.model import JobSpec
+from gputwin.errors import InputError
+from gputwin.estimators.features import FEATURES, FeatureState, log_seconds
+from gputwin.estimators.online import LearnedConfig, LearnedEstimator
+from gputwin.estimators.trees import fit
+
+MODEL, META = "model.txt", "model.json"
+FORMAT = "gputwin-learned-estimator/1"
+
+
+class TrainError(InputError, ValueError):
+    """A history the model cannot be trained on (too short); one line saying why."""
+
+
+@dataclass(frozen=True)
+class Trained:
+    booster: Any
+    metadata: dict[str, Any]
+
+
+def rows_of(jobs: Sequence[JobSpec], origin: float = 0.0) -> list[list[float]]:
+    """Each job's features at its submission, with the jobs ended (submit + run) by then observed."""
+    state, rows = FeatureState(origin=origin), []
+    ended: list[tuple[float, int, JobSpec]] = []
+    for job in jobs:
+        while ended and ended[0][0] <= job.submit:
+            done = heapq.heappop(ended)[2]
+            state.observe(done, done.duration)
+        rows.append(state.row(job))
+        heapq.heappush(ended, (job.submit + job.duration, job.seq, job))
+    return rows
+
+
+def train(jobs: Sequence[JobSpec], config: LearnedConfig = LearnedConfig(), origin: float = 0.0,
+          holdout: float = 0.1) -> Trained:  # fmt: skip
+    """Fit on every job of `jobs` (sorted by submit); score the last `holdout` share first."""
+    if len(jobs) < 2 * config.min_train:
+        raise TrainError(f"jobs: {len(jobs)} in the history; training needs at least {2 * config.min_train}")
+    rows, targets = rows_of(jobs, origin), [log_seconds(j.duration) for j in jobs]
+    cut = int(len(jobs) * (1 - holdout))
+    known = [i for i in range(cut) if jobs[i].submit + jobs[i].duration <= jobs[cut].submit]
+    scored = _score(
+        fit([rows[i] for i in known], [targets[i] for i in known], config), rows[cut:], jobs[cut:]
+    )
+    booster = fit(rows, targets, config)
+    metadata = {
+        "format": FORMAT, "features": list(FEATURES), "config": asdict(config), "jobs": len(jobs),
+        "window": {"first_submit": jobs[0].submit + origin, "last_submit": jobs[-1].submit + origin},
+        "holdout": {"jobs": len(jobs) - cut, "trained_on": len(known), **scored["metrics"]},
+        "offsets": scored["offsets"], "smear": scored["smear"],
+    }  # fmt: skip
+    return Trained(booster, metadata)
+
+
+def _score(booster: Any, rows: list[list[float]], jobs: Sequence[JobSpec]) -> dict[str, Any]:
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    logs = booster.predict(np.asarray(rows), num_threads=1)
+    residuals = sorted(log_seconds(j.duration) - float(v) for j, v in zip(jobs, logs))
+    low, high = (
+        residuals[int(0.1 * len(residuals))],
+        residuals[min(len(residuals) - 1, int(0.9 * len(residuals)))],
+    )
+    smear = statistics.fmean(math.exp(r) for r in residuals)
+    points = [math.exp(float(v)) * smear - 1 for v in logs]
+    true = [j.duration for j in jobs]
+    metrics = {
+        "mae_s": statistics.fmean(abs(p - t) for p, t in zip(points, true)),
+        "median_ape": statistics.median(abs(p - t) / t for p, t in zip(points, true) if t > 0),
+        "spearman": float(spearmanr(points, true).statistic),
+    }
+    return {"metrics": {k: round(v, 4) for k, v in metrics.items()}, "offsets": [low, high], "smear": smear}
+
+
+def save(trained: Trained, folder: Path) -> None:
+    """Write `model.txt` and `model.json` into `folder` (the caller makes that all-or-nothing)."""
+    (folder / MODEL).write_text(trained.booster.model_to_string())
+    (folder / META).write_text(json.dumps(trained.metadata, indent=2, sort_keys=True) + "\n")
+
+
+def load(folder: Path, upcoming: Sequence[JobSpec] = (), origin: float = 0.0) -> LearnedEstimator:
+    """A LearnedEstimator starting from the model `save` wrote in `folder`."""
+    import lightgbm
+
+    metadata = json.loads((folder / META).read_text())
+    if metadata.get("format") != FORMAT:
+        raise TrainError(f"{folder / META}: format: expected {FORMAT!r}, got {metadata.get('format')!r}")
+    config = replace(LearnedConfig(), **metadata["config"])
+    estimator = LearnedEstimator(config, upcoming=upcoming, origin=origin)
+    booster = lightgbm.Booster(model_str=(folder / MODEL).read_text())
+    estimator.start_from(booster, (metadata["offsets"][0], metadata["offsets"][1]), metadata["smear"])
+    return estimator

@@ -1,0 +1,250 @@
+"""A learned run-time estimator: gradient-boosted trees over submit-time features, trained online.
+
+`LearnedEstimator` implements the core's `Estimator` protocol (`predict`, `observe`), so QSSF and
+the scheduler use it exactly as they use `HistoryEstimator`; the simulator injects it through
+`SchedulerOptions.estimator` (`gputwin simulate --estimator learned`).
+
+Honest by construction: a model is fitted only on jobs the scheduler has reported finished
+(`observe`), and the driver reports an end before it submits anything at the same instant, so at a
+prediction made at time t every training row finished at or before t. Rows are the features the
+job had when it was predicted (`features.FeatureState`; never its duration).
+
+Batched: the model changes only when it is refitted, so when the driver passes the trace
+(`upcoming`: the jobs it will submit, read for submit-time fields only), one `predict` at time t
+describes and predicts every job submitted in [t, t + window) in one LightGBM call, with the
+history as of t. Refits happen at those batch starts: after `retrain_jobs` newly finished jobs, or
+`retrain_seconds` of simulated time (0: off), once `min_train` jobs have finished; the training
+window keeps the last `max_rows` finished jobs (bounded memory and fit time).
+
+The model predicts log(1 + run seconds) (squared error); `predict` answers the expected run time
+(times Duan's smearing factor: QSSF orders by expected GPU time), `Prediction.median` the median.
+The p10/p90 pair is the log prediction plus percentiles of its recent honest residuals (errors of
+earlier predictions, known once those jobs finished): conformal, with the adaptive step of Gibbs
+and Candes so coverage holds while run times drift. Why not LightGBM's quantile objective: on the
+Philly trace its p10-p90 covered 36 % of later jobs, not 80 %.
+
+Why LightGBM and not scikit-learn's HistGradientBoostingRegressor (measured on the Philly-shaped
+trace's features, 100k rows, one core, load ~4, 3 models of 100 rounds): LightGBM fitted in 3.1 s
+against 11.3 s, predicted one row in 56 us against 6.8 ms (per-call overhead: it matters for
+online use), with the same accuracy (Spearman 0.177 against 0.172 on the last 30 % of jobs);
+scikit-learn also failed on a constant feature column (a trace spanning less than a day).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gputwin.core.history import UNKNOWN, HistoryEstimator
+from gputwin.core.model import JobSpec
+from gputwin.estimators.features import CATEGORICAL, FeatureState, log_seconds
+
+
+@dataclass(frozen=True, slots=True)
+class LearnedConfig:
+    """How often to refit, how much to keep, and the trees' size (all deterministic given `seed`)."""
+
+    retrain_jobs: int = 5000
+    retrain_seconds: float = 0.0
+    min_train: int = 1000
+    max_rows: int = 10_000
+    window: float = 60.0
+    rounds: int = 40
+    leaves: int = 15
+    residuals: int = 2000  # honest residuals the p10/p90 offsets are taken from
+    miss: float = 0.2  # the interval's target miss rate (p10-p90), kept by adaptive conformal steps
+    miss_step: float = 0.005
+    smear: bool = True  # predict the expected run time, not exp(expected log run time)
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """One prediction: when it was made (simulated s), and the run time with its p10/p90 (s)."""
+
+    at: float
+    seconds: float
+    low: float
+    high: float
+    median: float = UNKNOWN  # exp of the predicted log run time; `seconds` is the mean (see `smear`)
+
+
+# What a prediction keeps: features, log prediction, made at, seconds, p10 and p90 log offsets.
+_Entry = tuple[list[float], float, float, float, float, float]
+
+
+class LearnedEstimator:
+    """Trees fitted on finished jobs; the history's running mean until the first fit."""
+
+    def __init__(self, config: LearnedConfig = LearnedConfig(), upcoming: Sequence[JobSpec] = (),
+                 record: bool = False, origin: float = 0.0) -> None:  # fmt: skip
+        self.config = config
+        self.features = FeatureState(origin=origin)
+        self.fallback = HistoryEstimator()
+        self.fits = 0
+        self.predictions: dict[str, _Entry] | None = {} if record else None
+        self._upcoming = upcoming
+        self._submits = [job.submit for job in upcoming]
+        self._booster: Any = None
+        self._offsets = (math.nan, math.nan)
+        self._alpha = config.miss
+        # What a model trained offline brings (`model.load`): used until live residuals replace them.
+        self._prior_offsets = (math.nan, math.nan)
+        self._prior_smear = 1.0
+        self._rows: deque[list[float]] = deque(maxlen=config.max_rows)
+        self._targets: deque[float] = deque(maxlen=config.max_rows)
+        self._residuals: deque[float] = deque(maxlen=config.residuals)
+        self._exp_sum = 0.0
+        self._pending: dict[str, _Entry] = {}
+        self._new = 0
+        self._fitted_at = -math.inf
+        self._window_end = -math.inf
+
+    # --- the Estimator protocol ---------------------------------------------------------------
+
+    def predict(self, job: JobSpec) -> float:
+        pending = self._pending.get(job.job_id)
+        if pending is None:
+            self._start_batch(job)
+            pending = self._pending[job.job_id]
+        return pending[3]
+
+    def observe(self, job: JobSpec, run_seconds: float) -> None:
+        pending = self._pending.pop(job.job_id, None)
+        target = log_seconds(run_seconds)
+        if pending is None:
+            row = self.features.row(job)
+        else:
+            row, log, _, _, low_off, high_off = pending
+            if not math.isnan(log):  # the model made it, so its error is an honest residual
+                self._add_residual(target - log)
+                self._adapt(log + low_off <= target <= log + high_off, low_off)
+        self._rows.append(row)
+        self._targets.append(target)
+        self._new += 1
+        self.features.observe(job, run_seconds)
+        if self._booster is None:  # the fallback answers only until the first fit
+            self.fallback.observe(job, run_seconds)
+
+    # --- intervals ----------------------------------------------------------------------------
+
+    def forecast(self, job: JobSpec) -> Prediction:
+        """The run time of `job` with its p10/p90, predicted at its submit time (memoised)."""
+        self.predict(job)
+        return _prediction(self._pending[job.job_id])
+
+    def prediction(self, job_id: str) -> Prediction | None:
+        """What was predicted for `job_id` (None if nothing, or if not built with `record`)."""
+        got = self.predictions.get(job_id) if self.predictions is not None else None
+        return _prediction(got) if got is not None else None
+
+    def _start_batch(self, job: JobSpec) -> None:
+        now = job.submit
+        if self._due(now):
+            self._fit(now)
+        batch = [job]
+        if now >= self._window_end:
+            self._window_end = now + self.config.window
+            lo = bisect.bisect_left(self._submits, now)
+            hi = bisect.bisect_left(self._submits, self._window_end)
+            batch += [
+                j for j in self._upcoming[lo:hi] if j.job_id not in self._pending and j.job_id != job.job_id
+            ]
+        self._predict_batch(batch, now)
+
+    def _due(self, now: float) -> bool:
+        cfg = self.config
+        if len(self._rows) < cfg.min_train or not self._new:
+            return False
+        if self._booster is None or self._new >= cfg.retrain_jobs:
+            return True
+        return cfg.retrain_seconds > 0 and now - self._fitted_at >= cfg.retrain_seconds
+
+    def _predict_batch(self, batch: list[JobSpec], now: float) -> None:
+        rows = self.features.rows(batch)
+        if self._booster is None:
+            logs = [math.nan] * len(batch)
+            points = [self.fallback.predict(j) for j in batch]
+        else:
+            import numpy as np
+
+            logs = [float(v) for v in self._booster.predict(np.asarray(rows), num_threads=1)]
+            smear = self._smear()
+            points = [max(math.exp(v) * smear - 1.0, 0.0) for v in logs]
+        low_off, high_off = self._offsets = self._residual_offsets()
+        pending, record = self._pending, self.predictions
+        for j, row, log, point in zip(batch, rows, logs, points):
+            entry = pending[j.job_id] = (row, log, now, point, low_off, high_off)
+            if record is not None:
+                record[j.job_id] = entry
+
+    def _adapt(self, hit: bool, low_off: float) -> None:
+        """Adaptive conformal inference (Gibbs and Candes 2021): widen the interval after a miss,
+        narrow it after a hit, so the long-run miss rate stays at `miss` as run times drift."""
+        if math.isnan(low_off):  # that prediction had no interval
+            return
+        self._alpha = min(
+            0.9, max(0.01, self._alpha + self.config.miss_step * (self.config.miss - (not hit)))
+        )
+
+    def _smear(self) -> float:
+        """Duan's smearing factor, mean(exp(residual)): exp of a mean log run time is a median-like
+        guess; times this factor it is the expected run time, the quantity QSSF's order needs."""
+        if not self.config.smear:
+            return 1.0
+        if len(self._residuals) < 50:
+            return self._prior_smear
+        return self._exp_sum / len(self._residuals)
+
+    def _add_residual(self, value: float) -> None:
+        """Keep the last `residuals` residuals and the sum of their exp (for `_smear`)."""
+        if len(self._residuals) == self._residuals.maxlen:
+            self._exp_sum -= math.exp(self._residuals[0])
+        self._residuals.append(value)
+        self._exp_sum += math.exp(value)
+
+    def _residual_offsets(self) -> tuple[float, float]:
+        if len(self._residuals) < 50:
+            return self._prior_offsets
+        ordered = sorted(self._residuals)  # once per batch: cheaper than keeping it sorted per job
+        return _quantile(ordered, self._alpha / 2), _quantile(ordered, 1 - self._alpha / 2)
+
+    def start_from(self, booster: Any, offsets: tuple[float, float], smear: float) -> None:
+        """Begin with a model fitted elsewhere (`model.load`); it is refitted on live jobs as usual."""
+        self._booster, self._prior_offsets, self._prior_smear = booster, offsets, smear
+
+    def _fit(self, now: float) -> None:
+        from gputwin.estimators.trees import fit
+
+        self._booster = fit(list(self._rows), list(self._targets), self.config)
+        self._new = 0
+        self._fitted_at = now
+        self.fits += 1
+
+
+def _prediction(entry: _Entry) -> Prediction:
+    _, log, at, point, low_off, high_off = entry
+    if math.isnan(log):
+        return Prediction(at, point, UNKNOWN, UNKNOWN)
+    return Prediction(at, point, math.expm1(log + low_off), math.expm1(log + high_off), math.expm1(log))
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class OracleEstimator:
+    """Knows every job's true run time: the bound a learned estimator is measured against."""
+
+    def predict(self, job: JobSpec) -> float:
+        return job.duration
+
+    def observe(self, job: JobSpec, run_seconds: float) -> None:
+        pass
+
+
+__all__ = ["CATEGORICAL", "LearnedConfig", "LearnedEstimator", "OracleEstimator", "Prediction"]
