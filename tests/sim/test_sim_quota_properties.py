@@ -101,6 +101,8 @@ def run_checked(cluster: ClusterSpec, jobs: list[JobSpec]):
 
     def checked_cycle(now: float):
         decision = run_cycle(now)
+        # borrowing and reclaim run in that order, so no job is started and preempted in one cycle
+        assert not {s.job_id for s in decision.starts} & {p.job_id for p in decision.preempts}
         for pre in decision.preempts:
             segments[pre.job_id][-1][2] = now
             costs[pre.job_id].append(pre.checkpoint_seconds)

@@ -99,29 +99,44 @@ class Cycle:
                 return
 
     def _strict_quota(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
-        """`_strict` under quotas: jobs in queue order; one its tenant's quota cannot take now
-        (after reclaiming borrowed GPUs for a guaranteed one) waits with that tenant's later jobs,
-        while other tenants' jobs go on; one that fits its quota but not the GPUs stops the queue."""
+        """`_strict` under quotas, in two passes over the queue in its order: first jobs within
+        their tenant's guarantee (reclaiming borrowed GPUs if need be), then jobs that borrow, so a
+        job never borrows GPUs the same cycle hands back to their owner. A job its tenant's quota
+        cannot take waits with that tenant's later jobs while other tenants' jobs go on; one that
+        fits its quota but not the GPUs stops the queue, as in `_strict`."""
         quota = part.quota
         assert quota is not None
-        blocked: set[str] = set()
-        for job in part.queued_jobs():  # a snapshot: jobs preempted now queue behind it
-            tenant = quota.tenant_of(job)
-            if tenant in blocked:
-                continue
-            if not quota.fits(tenant, job.gpus):
-                victims = quota.reclaim(tenant, job.gpus, part.running.values(), part.ledger.free_gpus)
-                if victims is None:
-                    blocked.add(tenant)
-                    if len(blocked) == len(quota.nominal):
-                        return
+        for borrowing in (False, True):
+            waiting: set[str] = set()
+            for job in part.queued_jobs():  # a snapshot: jobs preempted now queue behind it
+                tenant = quota.tenant_of(job)
+                if tenant in waiting:
                     continue
-                for victim in victims:
-                    self._preempt(part, victim, now, out)
-            if not self._try_start(part, job, now, out):
-                if part.spec.policy.backfill:
-                    self._backfill(part, job, now, out)
-                return
+                if not self._admits(part, quota, job, borrowing, now, out):
+                    waiting.add(tenant)
+                    if len(waiting) == len(quota.nominal):
+                        break
+                    continue
+                if not self._try_start(part, job, now, out):
+                    if part.spec.policy.backfill:
+                        self._backfill(part, job, now, out)
+                    return
+
+    def _admits(self, part: PartitionState, quota: PartitionQuota, job: JobState, borrowing: bool, now: float,
+                out: DecisionBuilder) -> bool:  # fmt: skip
+        """May `job` start now as far as its tenant's quota goes (`borrowing`: above its guarantee)?
+        Within the guarantee, borrowed work is preempted to make room when that suffices."""
+        tenant = quota.tenant_of(job)
+        if borrowing:
+            return quota.fits(tenant, job.gpus)
+        if not quota.within_guarantee(tenant, job.gpus):
+            return False
+        if quota.fits(tenant, job.gpus):
+            return True
+        victims = quota.reclaim(tenant, job.gpus, part.running.values(), part.ledger.free_gpus)
+        for victim in victims or ():
+            self._preempt(part, victim, now, out)
+        return victims is not None
 
     def _backfill(self, part: PartitionState, head: JobState, now: float, out: DecisionBuilder) -> None:
         """EASY backfill: a later job may start now only if it cannot delay the head's reservation."""

@@ -112,9 +112,18 @@ class PartitionQuota:
                 victims.append(job)
                 used[owner] -= job.gpus
                 free_gpus += job.gpus
-        if victims and free_gpus >= gpus and _fits(self, used, tenant, gpus):
-            return victims
-        return None
+        if not (victims and free_gpus >= gpus and _fits(self, used, tenant, gpus)):
+            return None
+        # Fill back, as Kueue does: spare each victim, last chosen first, whose work is not needed.
+        for job in reversed(victims[:]):
+            owner = self.tenant_of(job)
+            used[owner] += job.gpus
+            if free_gpus - job.gpus >= gpus and _fits(self, used, tenant, gpus):
+                victims.remove(job)
+                free_gpus -= job.gpus
+            else:
+                used[owner] -= job.gpus
+        return victims
 
     # --- changes ----------------------------------------------------------------------------------
 
