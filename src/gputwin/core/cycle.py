@@ -11,7 +11,7 @@ every other partition runs exactly the loops it always did.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from gputwin.core.compat import HeliosQssf, helios_checkpoint_cost
 from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
@@ -101,20 +101,22 @@ class Cycle:
     def _strict_quota(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
         """`_strict` under quotas, in two passes over the queue in its order: first jobs within
         their tenant's guarantee (reclaiming borrowed GPUs if need be), then jobs that borrow, so a
-        job never borrows GPUs the same cycle hands back to their owner. A job its tenant's quota
-        cannot take waits with that tenant's later jobs while other tenants' jobs go on; one that
-        fits its quota but not the GPUs stops the queue, as in `_strict`."""
+        job never borrows GPUs that the same cycle hands back to their owner. A job its tenant's
+        quota cannot take waits with that tenant's later jobs while other tenants' jobs go on (a
+        job preempted this cycle waits so too: it runs again in a later cycle); one that fits its
+        quota but not the GPUs stops the queue, as in `_strict`."""
         quota = part.quota
         assert quota is not None
+        before = self._order  # jobs preempted this cycle queue again with later orders
         for borrowing in (False, True):
             waiting: set[str] = set()
-            for job in part.queued_jobs():  # a snapshot: jobs preempted now queue behind it
+            for job in _queued(part):
                 tenant = quota.tenant_of(job)
                 if tenant in waiting:
                     continue
-                if not self._admits(part, quota, job, borrowing, now, out):
+                if job.order > before or not self._admits(part, quota, job, borrowing, now, out, waiting):
                     waiting.add(tenant)
-                    if len(waiting) == len(quota.nominal):
+                    if quota.all_waiting(waiting):
                         break
                     continue
                 if not self._try_start(part, job, now, out):
@@ -123,9 +125,10 @@ class Cycle:
                     return
 
     def _admits(self, part: PartitionState, quota: PartitionQuota, job: JobState, borrowing: bool, now: float,
-                out: DecisionBuilder) -> bool:  # fmt: skip
+                out: DecisionBuilder, waiting: set[str]) -> bool:  # fmt: skip
         """May `job` start now as far as its tenant's quota goes (`borrowing`: above its guarantee)?
-        Within the guarantee, borrowed work is preempted to make room when that suffices."""
+        Within the guarantee, borrowed work is preempted to make room when that suffices; the
+        victims' tenants then wait (their preempted jobs come first in their order)."""
         tenant = quota.tenant_of(job)
         if borrowing:
             return quota.fits(tenant, job.gpus)
@@ -136,6 +139,7 @@ class Cycle:
         victims = quota.reclaim(tenant, job.gpus, part.running.values(), part.ledger.free_gpus)
         for victim in victims or ():
             self._preempt(part, victim, now, out)
+            waiting.add(quota.tenant_of(victim))
         return victims is not None
 
     def _backfill(self, part: PartitionState, head: JobState, now: float, out: DecisionBuilder) -> None:
@@ -266,7 +270,7 @@ class Cycle:
         queued = [(key, order, part.queued[order]) for key, order in part.order]
         to_run, victims = rank_with_quota(
             part.quota, queued, [(e[0], e[1], e[2]) for e in running], ledger.usable_gpus(),
-            lambda job: ledger.held_in_service(job.slots) if partial else job.gpus,
+            lambda job: ledger.held_in_service(job.slots) if partial else job.gpus, partial,
         )
         for job in victims:
             self._preempt(part, job, now, out)
@@ -346,6 +350,16 @@ class Cycle:
         job.slots = ()
         part.enqueue(job, self._next_order(), now)
         out.preempts.append(Preempt(job.spec.job_id, part.name, cost))
+
+
+def _queued(part: PartitionState, first: int = 32) -> Iterator[JobState]:
+    """The queued jobs in queue order, for a caller that starts and preempts jobs meanwhile and
+    usually stops within the first few: those `first` as a copy, then the rest as queued then."""
+    head = part.queued_jobs(first)
+    yield from head
+    if len(head) == first:
+        seen = {job.order for job in head}
+        yield from (job for job in part.queued_jobs() if job.order not in seen)
 
 
 def _unborrowed(quota: PartitionQuota, job: JobState) -> bool:

@@ -90,8 +90,9 @@ class PartitionQuota:
     def within_guarantee(self, tenant: str, gpus: int) -> bool:
         return self.used[tenant] + gpus <= self.nominal[tenant]
 
-    def borrowing_now(self, tenant: str) -> bool:
-        return self.used[tenant] > self.nominal[tenant]
+    def all_waiting(self, waiting: set[str]) -> bool:
+        """Is every tenant with a queued job in `waiting`? (Demand above usage is queued GPUs.)"""
+        return all(t in waiting or self.demand[t] == self.used[t] for t in self.nominal)
 
     def reclaim(self, tenant: str, gpus: int, running: Iterable[JobState], free_gpus: int) -> list[JobState] | None:
         """Borrowed work to preempt so a job within `tenant`'s guarantee fits (quota and free GPUs):
@@ -182,19 +183,23 @@ def rank_with_quota(
     running: Sequence[tuple[Key, int, JobState]],
     gpus: int,
     need: Callable[[JobState], int],
+    partial: bool = False,
 ) -> tuple[list[JobState], list[JobState]]:
     """A preemptive partition's walk under quotas: (jobs to start, running jobs to preempt).
 
     Queued and running jobs in key order (queued first on equal keys, then order) are admitted in
     two passes from no usage: first each that stays within its tenant's guarantee, then each that
-    borrowing allows, while `gpus` last (a running job takes `need(job)` of them). So guaranteed
-    demand always ranks ahead of borrowed work; what is left running is preempted."""
+    borrowing allows, while `gpus` last (a running job takes `need(job)` of them; `partial`: some
+    may need none, so the walk goes on with no GPU left). So guaranteed demand always ranks
+    ahead of borrowed work; what is left running is preempted."""
     walk = sorted([(key, 0, order, job) for key, order, job in queued] +
                   [(key, 1, order, job) for key, order, job in running], key=lambda e: e[:3])  # fmt: skip
     used = {t: 0 for t in quota.nominal}
     admitted: set[int] = set()
     for guaranteed in (True, False):
         for _, is_running, order, job in walk:
+            if gpus == 0 and not partial:
+                break  # every GPU is spoken for: nothing more is admitted
             if order in admitted:
                 continue
             tenant, size = quota.tenant_of(job), need(job) if is_running else job.gpus
