@@ -122,3 +122,30 @@ def test_preemptive_policy_ranks_guaranteed_demand_ahead_of_borrowed_work(cluste
     done, _ = _run(cluster, jobs, quotas, PolicySpec(queue="srtf", checkpoint_seconds=0.0))
     assert done["b1"].first_start == 5
     assert done["a2"].preemptions == 1 and done["a1"].preemptions == 0
+
+
+class _Running:
+    """A mock running job: what `reclaim` reads (its user, GPUs and start order)."""
+
+    def __init__(self, user: str, gpus: int, order: int) -> None:
+        from gputwin.core.model import JobSpec
+
+        self.spec, self.gpus, self.order = JobSpec(f"{user}{order}", 0, 1, gpus, "x", user=user), gpus, order
+
+
+RECLAIM = [
+    # (running jobs (user, GPUs, order), free GPUs, GPUs b asks for, victims' orders)
+    ("latest-first", [("a", 4, 1), ("a", 2, 2), ("a", 2, 3)], 0, 2, [3]),
+    ("two-needed", [("a", 4, 1), ("a", 2, 2), ("a", 2, 3)], 0, 4, [3, 2]),
+    ("fill-back-spares-the-unneeded", [("a", 4, 1), ("a", 3, 2), ("a", 1, 3)], 0, 3, [2]),
+    ("above-the-guarantee", [("a", 4, 1), ("a", 4, 2)], 0, 5, None),  # b's guarantee is 4: no reclaim
+    ("nothing-to-take", [("a", 4, 1)], 4, 4, None),  # it fits already: no reclaim is asked
+]
+
+
+@pytest.mark.parametrize("running,free,gpus,expected", [c[1:] for c in RECLAIM], ids=[c[0] for c in RECLAIM])
+def test_reclaim_takes_the_fewest_latest_borrowed_jobs_with_mock_jobs(running, free, gpus, expected) -> None:
+    quota = _quota(Q("a", 4, cohort="c"), Q("b", 4, cohort="c"), used={"a": sum(g for _, g, _ in running)})
+    jobs = [_Running(*r) for r in running]
+    victims = quota.reclaim("b", gpus, jobs, free)  # type: ignore[arg-type]
+    assert (None if victims is None else [v.order for v in victims]) == expected
