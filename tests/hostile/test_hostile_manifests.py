@@ -83,6 +83,11 @@ def partition_with(types: str, train: str = "[train]") -> Make:
     return text(base + "---\n" + PARTITION.replace("[extra]", types).replace("gpu[07-08]", "gpu08"))
 
 
+def quotas(flow: str) -> Make:
+    """The infer partition (16 GPUs) with `spec.quotas: flow`."""
+    return cluster("maxGPUsPerJob: 8", "maxGPUsPerJob: 8\n  quotas: " + flow)
+
+
 def fifo(tmp: Path) -> Path:
     path = tmp / "cluster.yaml"
     os.mkfifo(path)
@@ -164,6 +169,16 @@ CASES: dict[str, tuple[Make, str]] = {
         policy("{sizing: {policy: history, allowedGPUs: [1000000]}}"),
         "spec.sizing.allowedGPUs[0]",
     ),
+    # tenants' quotas
+    "quota-gpus-of-5000-digits": (quotas("[{tenant: a, gpus: " + "9" * 5000 + "}]"), "spec.quotas[0].gpus"),
+    "quotas-beyond-the-partition": (quotas("[{tenant: a, gpus: 12}, {tenant: b, gpus: 12}]"), "spec.quotas"),
+    "quota-of-5000-users": (
+        quotas("[{tenant: a, gpus: 1, users: [" + ", ".join(f"u{i}" for i in range(5000)) + "]}]"),
+        "spec.quotas[0].users",
+    ),
+    "quota-user-of-10k-characters": (quotas("[{tenant: a, gpus: 1, users: [" + "u" * 10_000 + "]}]"),
+                                     "spec.quotas[0].users[0]"),  # fmt: skip
+    "quota-lends-more-than-it-has": (quotas("[{tenant: a, gpus: 1, cohort: c, lendingLimit: 2}]"), "spec.quotas[0]"),
     # policy params
     "param-typo": (policy("{queue: {policy: qssf}, params: {qssf_priorr: 100}}"), "spec.params"),
     "param-reserved": (policy("{params: {max_wait: 100}}"), "spec.params"),

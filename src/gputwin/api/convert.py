@@ -22,6 +22,7 @@ from gputwin.api.v1alpha1 import (
     GPUPartitionSpec,
     SchedulingPolicy,
     SwitchTopology,
+    TenantQuota,
 )
 from gputwin.api.status import CandidateResult, ReplayMetrics
 from gputwin.api.workloads import Candidate
@@ -32,6 +33,7 @@ from gputwin.core.model import (
     OverheadModel,
     PartitionSpec,
     PolicySpec,
+    QuotaSpec,
     SwitchSpec,
     TopologySpec,
 )
@@ -98,7 +100,20 @@ def partition_spec(
         policy=policy_spec(policies[spec.policy] if spec.policy else None),
         priority_tier=spec.priority_tier,
         max_gpus_per_job=spec.max_gpus_per_job,
+        quotas=tuple(quota_spec(q) for q in spec.quotas),
     )
+
+
+def quota_spec(quota: TenantQuota) -> QuotaSpec:
+    return QuotaSpec(quota.tenant, quota.gpus, tuple(quota.users or ()), quota.cohort, quota.borrowing_limit,
+                     quota.lending_limit)  # fmt: skip
+
+
+def quota_document(quota: QuotaSpec) -> dict[str, Any]:
+    """The inverse of `quota_spec`: a `quotas[]` entry as a manifest writes it (unset fields left out)."""
+    given = {"tenant": quota.tenant, "users": list(quota.users) or None, "gpus": quota.gpus, "cohort": quota.cohort,
+             "borrowingLimit": quota.borrowing_limit, "lendingLimit": quota.lending_limit}  # fmt: skip
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def cluster_spec(
@@ -175,6 +190,7 @@ def cluster_documents(cluster: ClusterSpec) -> list[dict[str, Any]]:
         docs.append(_document("GPUPartition", part.name, {
             "topology": topo.name, "nodes": hostlist.collect_hostlist(list(part.nodes)), "taskTypes": list(part.task_types),
             "policy": policy, "priorityTier": part.priority_tier, "maxGPUsPerJob": part.max_gpus_per_job,
+            **({"quotas": [quota_document(q) for q in part.quotas]} if part.quotas else {}),
         }))  # fmt: skip
     return docs
 

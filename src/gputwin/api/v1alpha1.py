@@ -45,7 +45,15 @@ from gputwin.api.workloads import (
     TraceReplaySpec,
     TraceSource,
 )
-from gputwin.core.bounds import MAX_DURATION_SECONDS, MAX_JOB_GPUS, MAX_NODE_GPUS
+from gputwin.core.bounds import (
+    MAX_DURATION_SECONDS,
+    MAX_JOB_GPUS,
+    MAX_NODE_GPUS,
+    MAX_QUOTA_GPUS,
+    MAX_TENANT_USERS,
+    MAX_TENANTS,
+    MAX_TEXT,
+)
 from gputwin.core.plugins import PARAMS, TYPED_PARAMS, check_params
 
 # Task types one partition may serve, GPU counts history sizing may choose from: far more than any
@@ -161,6 +169,52 @@ class LabelSelector(ApiModel):
     )
 
 
+UserName = Annotated[str, Field(min_length=1, max_length=MAX_TEXT)]
+
+
+class TenantQuota(ApiModel):
+    """A tenant's (an account's) guaranteed GPUs in this partition, and what it may borrow and lend
+    within its cohort (Kueue's nominalQuota, borrowingLimit, lendingLimit; SLURM's GrpTRES=gres/gpu=N).
+    See docs/tenancy.md."""
+
+    tenant: SlurmName = Field(description="The tenant (account) the quota is granted to; unique in the partition.")
+    users: list[UserName] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TENANT_USERS,
+        description='Job users that belong to the tenant; "*" = every user no other quota of the partition '
+        f"names; unset = the user named like the tenant; at most {MAX_TENANT_USERS}.",
+    )
+    gpus: int = Field(
+        ge=0, le=MAX_QUOTA_GPUS, description="GPUs guaranteed to the tenant here (its nominal quota)."
+    )
+    cohort: SlurmName | None = Field(
+        default=None,
+        description="Quotas of one cohort lend their idle GPUs to each other; unset = no borrowing or lending.",
+    )
+    borrowing_limit: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_QUOTA_GPUS,
+        description="Most GPUs the tenant may hold above its guarantee, borrowed in its cohort; unset = no limit.",
+    )
+    lending_limit: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_QUOTA_GPUS,
+        description="Most GPUs of its guarantee the tenant lends to its cohort while idle, at most gpus; "
+        "unset = all of them.",
+    )
+
+    @model_validator(mode="after")
+    def _limits(self) -> Self:
+        if self.lending_limit is not None and self.lending_limit > self.gpus:
+            raise PydanticCustomError("lending_limit", "lendingLimit may not exceed gpus ({gpus})", {"gpus": self.gpus})
+        if self.cohort is None and (self.borrowing_limit is not None or self.lending_limit is not None):
+            raise PydanticCustomError("cohort", "borrowingLimit and lendingLimit need a cohort")
+        return self
+
+
 class GPUPartitionSpec(ApiModel):
     """Nodes grouped by the task types they serve (patent claims 2 and 4)."""
 
@@ -197,6 +251,29 @@ class GPUPartitionSpec(ApiModel):
         description=f"Largest GPU request accepted; 0 = no limit; at most {MAX_JOB_GPUS} (the largest job "
         "gputwin takes).",
     )
+    quotas: list[TenantQuota] = Field(
+        default_factory=list,
+        max_length=MAX_TENANTS,
+        description="Tenants' guaranteed GPUs here (their sum at most the partition's GPUs); a job runs under "
+        f"the quota naming its user. Empty = no quotas: every job may use any GPU. At most {MAX_TENANTS}.",
+    )
+
+    @field_validator("quotas")
+    @classmethod
+    def _distinct_tenants(cls, quotas: list[TenantQuota]) -> list[TenantQuota]:
+        tenants: set[str] = set()
+        users: dict[str, str] = {}
+        for q in quotas:
+            if q.tenant in tenants:
+                raise PydanticCustomError("tenant", "tenant '{t}' has two quotas", {"t": q.tenant})
+            tenants.add(q.tenant)
+            for user in q.users or [q.tenant]:
+                other = users.setdefault(user, q.tenant)
+                if other != q.tenant:
+                    raise PydanticCustomError(
+                        "user", "user '{u}' is in the quotas of '{a}' and '{b}'", {"u": user, "a": other, "b": q.tenant}
+                    )
+        return quotas
 
     @model_validator(mode="after")
     def _one_node_source(self) -> Self:
@@ -373,6 +450,7 @@ __all__ = [
     "Switch",
     "SwitchTopology",
     "SwitchTopologySpec",
+    "TenantQuota",
     "TraceReplay",
     "TraceReplaySpec",
     "TraceSource",

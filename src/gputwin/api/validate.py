@@ -118,7 +118,20 @@ def _partition_problems(
                 )
             )
         problems += _node_problems(doc.where, doc.resource, nodes, topo_name, owner)
+        problems += _quota_problems(doc.where, doc.resource, nodes)
     return problems
+
+
+def _quota_problems(where: str, partition: GPUPartition, nodes: Sequence[NodeSpec]) -> list[Problem]:
+    """Guarantees adding up to more GPUs than the partition has: some could never be honoured."""
+    guaranteed = sum(q.gpus for q in partition.spec.quotas)
+    if not guaranteed:
+        return []
+    gpus_of = {n.name: n.gpus for n in nodes}
+    total = sum(gpus_of.get(n, 0) for n in set(select_nodes(partition.spec, nodes)))
+    if guaranteed <= total:
+        return []
+    return [Problem(where, "spec.quotas", f"guarantees add up to {guaranteed} GPUs; the partition has {total}")]
 
 
 def _task_type_problems(documents: Sequence[Document]) -> list[Problem]:

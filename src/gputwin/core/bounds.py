@@ -31,6 +31,15 @@ MAX_MIN_SAMPLES = 1_000_000
 # Levels of a LAS queue (Tiresias uses 2 to 4).
 MAX_LAS_LEVELS = 16
 
+# GPUs of one tenant's quota (guarantee, borrowing or lending limit): every GPU of the largest
+# partition a topology may declare (100,000 nodes of 64 GPUs).
+MAX_QUOTA_GPUS = 6_400_000
+
+# Tenants' quotas in one partition, and users one quota names: more teams and people than any
+# shared cluster has, and a bound on what admission looks up per job.
+MAX_TENANTS = 256
+MAX_TENANT_USERS = 4096
+
 # Characters of a free-form text value (a policy param, a user or job name).
 MAX_TEXT = 256
 
@@ -42,5 +51,8 @@ __all__ = [
     "MAX_MIN_SAMPLES",
     "MAX_NODE_GPUS",
     "MAX_PRIORITY",
+    "MAX_QUOTA_GPUS",
+    "MAX_TENANTS",
+    "MAX_TENANT_USERS",
     "MAX_TEXT",
 ]

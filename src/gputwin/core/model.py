@@ -131,8 +131,26 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
+class QuotaSpec:
+    """A tenant's (an account's) guaranteed GPUs in one partition (docs/tenancy.md).
+
+    `users` are the job users it covers ("*": every user no other quota of the partition names).
+    Members of one `cohort` lend idle guarantees to each other: a tenant holds at most
+    `gpus + borrowing_limit` and lends at most `lending_limit` of its own (None: no limit / all).
+    """
+
+    tenant: str
+    gpus: int
+    users: tuple[str, ...] = ()
+    cohort: str | None = None
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionSpec:
-    """Nodes grouped by the task types they serve (patent claims 2 and 4)."""
+    """Nodes grouped by the task types they serve (patent claims 2 and 4), and the tenants'
+    quotas of their GPUs (none: no quota applies, every job may use any GPU)."""
 
     name: str
     nodes: tuple[str, ...]
@@ -140,6 +158,7 @@ class PartitionSpec:
     policy: PolicySpec = PolicySpec()
     priority_tier: int = 0
     max_gpus_per_job: int = 0
+    quotas: tuple[QuotaSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from gputwin.core.ledger import Ledger
 from gputwin.core.model import JobSpec, PartitionSpec
 from gputwin.core.placement import Placer
 from gputwin.core.policies import Key, QueuePolicy
+from gputwin.core.quota import PartitionQuota
 from gputwin.core.sizing import Sizer
 
 
@@ -99,6 +100,7 @@ class PartitionState:
     order: SortedList[tuple[Key, int]] = field(default_factory=SortedList)
     queued: dict[int, JobState] = field(default_factory=dict)  # order -> job
     running: dict[str, JobState] = field(default_factory=dict)
+    quota: PartitionQuota | None = None  # tenants' quotas of its GPUs, if it declares any
 
     @property
     def name(self) -> str:

@@ -73,6 +73,22 @@ class PartitionMetrics(JobMetrics):
 
 
 @dataclass(frozen=True, slots=True)
+class TenantMetrics(JobMetrics):
+    """One tenant's jobs' metrics and the service its quotas got (docs/tenancy.md), over every
+    partition where it has a quota: GPU-hours used, of them borrowed (above its guarantee), its
+    guaranteed GPUs, and the share of its guarantee delivered while it had demand for it."""
+
+    gpu_hours: float = 0.0
+    borrowed_gpu_hours: float = 0.0
+    guaranteed_gpus: int = 0
+    quota_delivered: float = 1.0
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TenantMetrics:
+        return cls(**_numbers(data, fields(cls)))
+
+
+@dataclass(frozen=True, slots=True)
 class Summary(JobMetrics):
     """One run: overall metrics, per-partition metrics (by name, sorted), and its counts."""
 
@@ -85,6 +101,8 @@ class Summary(JobMetrics):
     policies: Mapping[str, str] = field(default_factory=dict)  # partition -> policy label
     compat: str | None = None
     utilization_series: tuple[tuple[float, float], ...] = ()  # (t, busy fraction) per interval
+    tenants: Mapping[str, TenantMetrics] = field(default_factory=dict)  # by name; empty without quotas
+    jain: float | None = None  # Jain's fairness index over tenants with a guarantee
 
     def to_json(self) -> dict[str, Any]:
         """The summary object of `gputwin simulate --json` (plus `utilization_series`)."""
@@ -94,6 +112,8 @@ class Summary(JobMetrics):
                    partitions={name: m.to_json() for name, m in self.partitions.items()},
                    wall_seconds=self.wall_seconds, rejected=dict(self.rejected), resized=self.resized,
                    policies=dict(self.policies), compat=self.compat, utilization_series=series)  # fmt: skip
+        if self.tenants:  # a cluster without quotas prints what it always did
+            out.update(tenants={name: m.to_json() for name, m in self.tenants.items()}, jain=self.jain)
         return out
 
     @classmethod
@@ -103,10 +123,11 @@ class Summary(JobMetrics):
         points = data.get("utilization_series", ())
         series = tuple((float(p["t"]), float(p["gpu_utilization"])) for p in points)
         partitions = {name: PartitionMetrics.from_json(m) for name, m in data["partitions"].items()}
+        tenants = {name: TenantMetrics.from_json(m) for name, m in data.get("tenants", {}).items()}
         return cls(**metrics, partitions=partitions,
                    wall_seconds=data["wall_seconds"], rejected=dict(data["rejected"]),
                    resized=data.get("resized", 0), policies=dict(data["policies"]), compat=data.get("compat"),
-                   utilization_series=series)  # fmt: skip
+                   utilization_series=series, tenants=tenants, jain=data.get("jain"))  # fmt: skip
 
     def scores(self, names: Iterable[str] = METRICS) -> Scores:
         """The named overall metrics."""
@@ -122,7 +143,7 @@ def _numbers(data: Mapping[str, Any], wanted: Iterable[Field[Any]]) -> dict[str,
     """The `wanted` fields of `data`; TypeError if one is not a number of its field's type."""
     out = {f.name: data[f.name] for f in wanted}
     for name, value in out.items():
-        kind = int if name in ("jobs", "preemptions", "gpus") else (int, float)
+        kind = int if name in ("jobs", "preemptions", "gpus", "guaranteed_gpus") else (int, float)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise TypeError(f"{name}: not a number")
     return out
@@ -168,6 +189,7 @@ __all__ = [
     "Scores",
     "Summary",
     "TABLE_METRICS",
+    "TenantMetrics",
     "rank",
     "table_row",
 ]

@@ -6,6 +6,11 @@ Definitions (the same as the reference simulator's, so compat numbers compare):
 * Percentiles interpolate linearly between closest ranks (numpy's default).
 * GPU utilisation = busy GPU-seconds / (GPUs x makespan), makespan = last end - first submit;
   the series gives the same ratio per `interval` seconds of virtual time.
+* Per tenant (partitions with quotas, gputwin.core.quota): its jobs' metrics; GPU-hours used and
+  borrowed (above its guarantee) from the quota's integrals; `quota_delivered` = the integral of
+  min(usage, guarantee) over that of min(demand, guarantee) (1.0 when it never wanted its
+  guarantee); Jain's index (sum x)^2 / (n sum x^2) of x = GPU-hours per guaranteed GPU, over the
+  tenants with a guarantee (None if there are none).
 * Memory does not grow with how long jobs run: the series has at most `MAX_BUCKETS` buckets.
   When the busy time seen so far would span more, the bucket width doubles (neighbouring
   buckets merge) until it fits, so a trace spanning years (or one job of 1e13 s) gets a coarser
@@ -16,9 +21,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+
+from gputwin.core.quota import TenantUsage
 from gputwin.core.state import JobState
-from gputwin.sim.evaluation import JobMetrics, PartitionMetrics, Summary
+from gputwin.sim.evaluation import JobMetrics, PartitionMetrics, Summary, TenantMetrics
 
 # Buckets in a utilisation series: 2.3 years of hours; beyond that the width doubles.
 MAX_BUCKETS = 20_000
@@ -152,3 +159,36 @@ def summarize(jobs: Sequence[JobState], tracker: BusyTracker) -> Summary:
     overall = utilization(tracker, tracker.totals, first, last)
     return Summary(**job_metrics(jobs).to_json(), makespan=round(last - first, 3), gpu_utilization=overall,
                    partitions=partitions)  # fmt: skip
+
+
+def tenant_metrics(
+    jobs: Sequence[JobState], usage: Sequence[TenantUsage], tenant_of: Callable[[JobState], str | None]
+) -> dict[str, TenantMetrics]:
+    """Per-tenant metrics by name: `usage` from the quotas of every partition, `tenant_of` a job's
+    tenant (None in a partition without quotas)."""
+    by_tenant: dict[str, list[JobState]] = defaultdict(list)
+    for job in jobs:
+        tenant = tenant_of(job)
+        if tenant is not None:
+            by_tenant[tenant].append(job)
+    areas: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0.0])
+    for u in usage:
+        area = areas[u.tenant]
+        for i, value in enumerate((u.used, u.borrowed, u.delivered, u.entitled, u.guaranteed)):
+            area[i] += value
+    out = {}
+    for name in sorted(areas):
+        used, borrowed, delivered, entitled, guaranteed = areas[name]
+        out[name] = TenantMetrics(**job_metrics(by_tenant[name]).to_json(), gpu_hours=round(used / 3600, 3),
+                                  borrowed_gpu_hours=round(borrowed / 3600, 3), guaranteed_gpus=int(guaranteed),
+                                  quota_delivered=round(delivered / entitled, 4) if entitled else 1.0)  # fmt: skip
+    return out
+
+
+def jain_index(tenants: dict[str, TenantMetrics]) -> float | None:
+    """Jain's fairness index of GPU-hours per guaranteed GPU over tenants with a guarantee."""
+    shares = [t.gpu_hours / t.guaranteed_gpus for t in tenants.values() if t.guaranteed_gpus]
+    squares = math.fsum(x * x for x in shares)
+    if not shares or squares == 0.0:
+        return None
+    return round(math.fsum(shares) ** 2 / (len(shares) * squares), 4)

@@ -11,6 +11,7 @@ the reference's qssf only with one, as its QSSF ranks by such a table.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -18,11 +19,12 @@ from typing import Any, Callable, Mapping, Sequence
 from gputwin.core.history import Estimator, TableEstimator
 from gputwin.core.model import Candidate, ClusterSpec, JobSpec, PolicySpec, policy_label
 from gputwin.core.plugins import known
-from gputwin.core.scheduler import SchedulerOptions
+from gputwin.core.scheduler import Scheduler, SchedulerOptions
+from gputwin.core.state import JobState
 from gputwin.errors import InputError
-from gputwin.sim.engine import SimOutcome, simulate
+from gputwin.sim.engine import SimOutcome, Simulator
 from gputwin.sim.evaluation import Summary
-from gputwin.sim.metrics import summarize, utilization_series
+from gputwin.sim.metrics import jain_index, summarize, tenant_metrics, utilization_series
 
 HELIOS_QUEUES = ("fifo", "sjf", "srtf")
 HELIOS_PLACERS = ("consolidate", "random")
@@ -115,7 +117,7 @@ def run_summary(
 
         options = dataclasses.replace(options, estimator=factory(estimator, jobs, seed))
     started = time.perf_counter()
-    outcome = simulate(cluster, jobs, options, progress, util_interval)
+    outcome, scheduler = _simulate(cluster, jobs, options, progress, util_interval)
     wall = time.perf_counter() - started
     series = utilization_series(outcome.busy, sorted(outcome.busy.totals))
     summary = dataclasses.replace(
@@ -124,7 +126,35 @@ def run_summary(
         policies=_policies(cluster), compat=compat,
         utilization_series=tuple((p["t"], p["gpu_utilization"]) for p in series),
     )  # fmt: skip
+    if any(part.quotas for part in cluster.partitions):
+        summary = _with_tenants(summary, outcome, scheduler)
     return summary, outcome
+
+
+def _simulate(
+    cluster: ClusterSpec, jobs: Sequence[JobSpec], options: SchedulerOptions,
+    progress: Callable[[int], None] | None, util_interval: float,
+) -> tuple[SimOutcome, Scheduler]:  # fmt: skip
+    """`gputwin.sim.engine.simulate`, keeping the scheduler: its quotas hold the tenants' service."""
+    simulator = Simulator(cluster, options, util_interval)
+    enabled = gc.isenabled()
+    gc.disable()  # as `simulate` does: reference counting frees the run's acyclic objects
+    try:
+        return simulator.run(jobs, progress), simulator.scheduler
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _with_tenants(summary: Summary, outcome: SimOutcome, scheduler: Scheduler) -> Summary:
+    end = max((j.end for j in outcome.finished if j.end is not None), default=0.0)
+
+    def tenant_of(job: JobState) -> str | None:
+        quota = scheduler.partitions[job.partition].quota
+        return None if quota is None else quota.tenant_of(job)
+
+    tenants = tenant_metrics(outcome.finished, scheduler.tenant_usage(end), tenant_of)
+    return dataclasses.replace(summary, tenants=tenants, jain=jain_index(tenants))
 
 
 def run(

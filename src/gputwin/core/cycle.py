@@ -1,0 +1,394 @@
+"""One scheduling cycle: the loops that decide starts and preemptions, and the commits.
+
+`Cycle` is the half of `gputwin.core.scheduler.Scheduler` that runs when the driver asks for a
+decision (`run_cycle(now)`); the Scheduler adds the events (submit, complete, cancel, ...). Two
+loops serve every queue policy: `_strict` (non-preemptive, head-of-line order, optional EASY
+backfill) and `_preemptive` (rank queued and running jobs together, preempt what no longer fits).
+A partition with tenants' quotas (`gputwin.core.quota`) takes their quota-aware variants;
+every other partition runs exactly the loops it always did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from gputwin.core.compat import HeliosQssf, helios_checkpoint_cost
+from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
+from gputwin.core.placement import Slots
+from gputwin.core.policies import NEVER, RunningEntry
+from gputwin.core.quota import PartitionQuota, rank_with_quota
+from gputwin.core.history import Estimator, TableEstimator
+from gputwin.core.state import JobState, PartitionState, Phase
+from gputwin.core.topology import Span, Topology
+
+_ONE_NODE = Span(1, 0)
+
+@dataclass(frozen=True, slots=True)
+class SchedulerOptions:
+    """Knobs that are about the scheduler, not about one partition's policy.
+
+    `release_lag` delays the end of preemptive jobs' runs (the reference simulator releases SRTF
+    jobs one tick late); `wake_after_change` re-runs preemptive partitions one second after any
+    change (its per-second loop does). `compat` selects compatibility placers and QSSF order
+    ("helios"). `estimator` builds the run-time estimator of each Scheduler made with these options (a
+    factory: an estimator learns, so two runs must not share one); else `estimates`, a fixed table;
+    else `HistoryEstimator`.
+    """
+
+    checkpoint_cost: Callable[[int], float] = helios_checkpoint_cost
+    release_lag: float = 0.0
+    wake_after_change: bool = False
+    backfill_depth: int = 256
+    compat: str | None = None
+    seed: int = 0
+    estimates: TableEstimator | None = None
+    estimator: Callable[[], Estimator] | None = None
+
+    @staticmethod
+    def helios(seed: int = 0, estimates: TableEstimator | None = None) -> SchedulerOptions:
+        return SchedulerOptions(release_lag=1.0, wake_after_change=True, compat="helios", seed=seed,
+                                estimates=estimates)  # fmt: skip
+
+
+
+class Cycle:
+    """The cycle's loops over the partitions the Scheduler keeps (declared here, set by it)."""
+
+    options: SchedulerOptions
+    topology: Topology
+    partitions: dict[str, PartitionState]
+    _dirty: set[str]
+    _order: int
+
+    def _next_order(self) -> int:
+        self._order += 1
+        return self._order
+
+    # --- the cycle --------------------------------------------------------------------------------
+
+    def run_cycle(self, now: float) -> Decision:
+        """Decide starts and preemptions for every partition that changed since the last cycle."""
+        if not self._dirty:
+            return EMPTY
+        out = DecisionBuilder()
+        for name in sorted(self._dirty) if len(self._dirty) > 1 else self._dirty:
+            part = self.partitions[name]
+            if part.policy.preemptive:
+                self._preemptive(part, now, out)
+            else:
+                self._strict(part, now, out)
+        self._dirty.clear()
+        return out.build()
+
+    def _strict(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
+        """Head-of-line order: start jobs until one does not fit, then (optionally) backfill."""
+        if part.quota is not None:
+            self._strict_quota(part, now, out)
+            return
+        policy = part.policy
+        queued = part.queued
+        if isinstance(policy, HeliosQssf) and queued and queued[next(iter(queued))].queued_since == now:
+            # Only this instant's arrivals wait (the oldest queued job arrived now): the reference
+            # tries them by GPUs alone (`HeliosQssf`). Queued jobs are in the dict in arrival order.
+            for arrival in sorted(queued.values(), key=policy.fresh_key):
+                if not self._try_start(part, arrival, now, out):
+                    return
+            return
+        while (job := part.head()) is not None:
+            if not self._try_start(part, job, now, out):
+                if part.spec.policy.backfill:
+                    self._backfill(part, job, now, out)
+                return
+
+    def _strict_quota(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
+        """`_strict` under quotas, in two passes over the queue in its order: first jobs within
+        their tenant's guarantee (reclaiming borrowed GPUs if need be), then jobs that borrow, so a
+        job never borrows GPUs that the same cycle hands back to their owner. A job its tenant's
+        quota cannot take waits with that tenant's later jobs while other tenants' jobs go on (a
+        job preempted this cycle waits so too: it runs again in a later cycle); one that fits its
+        quota but not the GPUs stops the queue, as in `_strict`."""
+        quota = part.quota
+        assert quota is not None
+        before = self._order  # jobs preempted this cycle queue again with later orders
+        for borrowing in (False, True):
+            waiting: set[str] = set()
+            for job in _queued(part):
+                tenant = quota.tenant_of(job)
+                if tenant in waiting:
+                    continue
+                if job.order > before or not self._admits(part, quota, job, borrowing, now, out, waiting):
+                    waiting.add(tenant)
+                    if quota.all_waiting(waiting):
+                        break
+                    continue
+                if not self._try_start(part, job, now, out):
+                    if part.spec.policy.backfill:
+                        self._backfill(part, job, now, out)
+                    return
+
+    def _admits(self, part: PartitionState, quota: PartitionQuota, job: JobState, borrowing: bool, now: float,
+                out: DecisionBuilder, waiting: set[str]) -> bool:  # fmt: skip
+        """May `job` start now as far as its tenant's quota goes (`borrowing`: above its guarantee)?
+        Within the guarantee, borrowed work is preempted to make room when that suffices; the
+        victims' tenants then wait (their preempted jobs come first in their order)."""
+        tenant = quota.tenant_of(job)
+        if borrowing:
+            return quota.fits(tenant, job.gpus)
+        if not quota.within_guarantee(tenant, job.gpus):
+            return False
+        if quota.fits(tenant, job.gpus):
+            return True
+        victims = quota.reclaim(tenant, job.gpus, part.running.values(), part.ledger.free_gpus)
+        for victim in victims or ():
+            self._preempt(part, victim, now, out)
+            waiting.add(quota.tenant_of(victim))
+        return victims is not None
+
+    def _backfill(self, part: PartitionState, head: JobState, now: float, out: DecisionBuilder) -> None:
+        """EASY backfill: a later job may start now only if it cannot delay the head's reservation."""
+        ledger = part.ledger
+        if not ledger.free_gpus:
+            return  # nothing can start (the common case on a busy cluster): skip the reservation too
+        shadow, extra = _reservation(part, head, now)
+        for job in part.queued_jobs(1 + self.options.backfill_depth)[1:]:
+            if job.gpus > ledger.free_gpus:
+                if not ledger.free_gpus:
+                    return  # every later job needs a GPU too
+                continue  # `_place` would refuse it as well, before asking the placer
+            if now + job.work_left > shadow and job.gpus > extra:
+                continue  # cannot end in time even without overhead, nor fit beside the head
+            quota = part.quota
+            if quota is not None and not _unborrowed(quota, job):
+                continue  # backfill never borrows: a guarantee may be about to reclaim those GPUs
+            slots = self._place(part, job, now, out)
+            if slots is None:
+                continue
+            # Judge "ends in time" on the run this placement really gets, overhead included.
+            ends_in_time = now + job.work_left * (1.0 + self._span(slots)[1]) <= shadow
+            if not ends_in_time and job.gpus > extra:
+                continue
+            self._commit(part, job, slots, now, out)
+            if not ends_in_time:
+                extra -= job.gpus
+
+    def _preemptive(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
+        """Rank queued and running jobs together; whatever no longer fits the quota is preempted."""
+        policy = part.policy
+        if not part.queued and not policy.timed:
+            return
+        # One pass over the running jobs gives their keys and (timed policies) when each key next
+        # changes: both are needed every cycle, and this pass is most of a preemptive cycle's cost.
+        running = policy.running_entries(part.running.values(), now)
+        started: list[JobState] = []
+        preempted = False
+        if part.queued:
+            rerank = self._rerank if part.quota is None else self._rerank_quota
+            preempted, started = rerank(part, running, now, out)
+            if (preempted or started) and self.options.wake_after_change:
+                out.wake(now + 1.0, part.name)
+        if policy.timed:
+            # The jobs running after the re-rank: those kept (victims are queued now) and those started.
+            if preempted:
+                running = [entry for entry in running if entry[2].phase is Phase.RUNNING]
+            soonest = policy.soonest_change(running, now)
+            for job in started:
+                change = policy.next_change(job, now)
+                if change is not None and change < soonest:
+                    soonest = change
+            out.wake(soonest if soonest != NEVER else None, part.name)
+
+    def _rerank(self, part: PartitionState, running: list[RunningEntry], now: float, out: DecisionBuilder
+                ) -> tuple[bool, list[JobState]]:  # fmt: skip
+        """Walk queued (already in key order) and running jobs (`running`, unsorted) in key order,
+        queued first on equal keys, then arrival order; keep or start each job that still fits the
+        quota. The walk stops once every GPU is spoken for: what is left of the queue cannot run,
+        and every running job not yet kept is a victim. Returns (any job preempted, jobs started)."""
+        ledger = part.ledger
+        quota = ledger.usable_gpus()
+        # With nodes out of service a running job needs from the quota only the GPUs it holds on
+        # nodes in service (it keeps the others, which nobody else could use); one that needs
+        # nothing is kept even when the quota is spent, so the walk cannot stop early.
+        partial = ledger.has_out_of_service
+        # Running jobs whose key is below the queue head's come before every queued job: the walk
+        # meets them first, as a sorted prefix. They fit the quota (it counts every GPU running
+        # jobs hold in service), so each is kept whatever their order, and the quota drops by
+        # their total: only the other running jobs need sorting. Sorting every running job each
+        # cycle was a good part of a preemptive replay's cost, and usually far fewer rank behind
+        # the head. Should they not fit after all, the full walk below decides, as it always did.
+        head = part.order[0][0]
+        ahead = 0
+        contested: list[RunningEntry] = []
+        for item in running:
+            if item[0] < head:
+                ahead += ledger.held_in_service(item[2].slots) if partial else item[2].gpus
+            else:
+                contested.append(item)
+        victims: list[JobState] = []
+        if ahead <= quota:
+            quota -= ahead
+            running = contested
+            if ahead and quota == 0 and not partial:
+                # The walk would stop after the last of them (every GPU spoken for) and preempt
+                # the rest in key order; this saves it a pass over a queue that cannot start.
+                victims.extend(e[2] for e in sorted(contested))
+                for job in victims:
+                    self._preempt(part, job, now, out)
+                return bool(victims), []
+        running.sort()  # orders are unique: jobs and change times are never compared
+        to_run: list[JobState] = []
+        queued, jobs = iter(part.order), part.queued
+        entry = next(queued, None)
+        count, r = len(running), 0
+        while entry is not None or r < count:
+            if entry is not None and (r == count or entry[0] <= running[r][0]):
+                job = jobs[entry[1]]
+                entry = next(queued, None)
+                if job.gpus > quota:
+                    continue
+                quota -= job.gpus
+                to_run.append(job)
+            else:
+                job = running[r][2]
+                r += 1
+                need = ledger.held_in_service(job.slots) if partial else job.gpus
+                if need > quota:
+                    victims.append(job)
+                    continue
+                quota -= need
+            if quota == 0 and not partial:
+                victims.extend(e[2] for e in running[r:])
+                break
+        for job in victims:
+            self._preempt(part, job, now, out)
+        started = [job for job in to_run if self._try_start(part, job, now, out)]
+        return bool(victims), started
+
+    def _rerank_quota(self, part: PartitionState, running: list[RunningEntry], now: float, out: DecisionBuilder
+                      ) -> tuple[bool, list[JobState]]:  # fmt: skip
+        """`_rerank` under quotas: guaranteed demand first, then borrowing (`rank_with_quota`)."""
+        assert part.quota is not None
+        ledger = part.ledger
+        partial = ledger.has_out_of_service
+        queued = [(key, order, part.queued[order]) for key, order in part.order]
+        to_run, victims = rank_with_quota(
+            part.quota, queued, [(e[0], e[1], e[2]) for e in running], ledger.usable_gpus(),
+            lambda job: ledger.held_in_service(job.slots) if partial else job.gpus, partial,
+        )
+        for job in victims:
+            self._preempt(part, job, now, out)
+        started = [job for job in to_run if self._try_start(part, job, now, out)]
+        return bool(victims), started
+
+    # --- commits ----------------------------------------------------------------------------------
+
+    def _try_start(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> bool:
+        slots = self._place(part, job, now, out)
+        if slots is None:
+            return False
+        self._commit(part, job, slots, now, out)
+        return True
+
+    def _place(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> Slots | None:
+        """The placer's choice for `job` now, or None (then ask to be woken if the placer waits)."""
+        if job.gpus > part.ledger.free_gpus:
+            return None
+        slots = part.placer.place(part.ledger, job.gpus, now - job.queued_since)
+        if slots is None:
+            max_wait = getattr(part.placer, "max_wait", None)
+            if max_wait is not None:
+                out.wake(job.queued_since + max_wait, part.name)
+        return slots
+
+    def _span(self, slots: Slots) -> tuple[Span, float]:
+        """Leaves and tiers the slots span, and the overhead fraction that costs (claim 5)."""
+        if len(slots) == 1:
+            return _ONE_NODE, 0.0
+        span = self.topology.span([n for n, _ in slots])
+        return span, self.topology.spec.overhead.fraction(len(slots), span.tiers)
+
+    def _commit(self, part: PartitionState, job: JobState, slots: Slots, now: float, out: DecisionBuilder) -> None:
+        part.dequeue(job)
+        part.ledger.allocate(slots)
+        # Most jobs fit on one node: no span to work out and no overhead (`_span`'s first case,
+        # without the call and the Span it returns, once per job started).
+        if len(slots) == 1:
+            leaves, tiers, fraction = 1, 0, 0.0
+        else:
+            span, fraction = self._span(slots)
+            leaves, tiers = span.leaves, span.tiers
+        job.slots, job.leaves, job.tiers = slots, leaves, tiers
+        job.slowdown = slowdown = 1.0 + fraction
+        if fraction > job.overhead:
+            job.overhead = fraction
+        job.wait += now - job.queued_since
+        if job.first_start is None:
+            job.first_start = now
+        job.seg_start = now
+        run = job.work_left * slowdown
+        if part.policy.preemptive:
+            run += self.options.release_lag
+        job.seg_end = now + run
+        job.phase = Phase.RUNNING
+        self._order += 1
+        job.order = self._order
+        job.generation = generation = job.generation + 1
+        job_id = job.spec.job_id
+        part.running[job_id] = job
+        if part.quota is not None:
+            part.quota.change(now, part.quota.tenant_of(job), used=job.gpus)
+        out.starts.append(Start(job_id, job.partition, slots, run, fraction, leaves, tiers, generation))
+
+    def _preempt(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> None:
+        cost = self.options.checkpoint_cost(job.gpus)
+        if part.spec.policy.checkpoint_seconds is not None:
+            cost = part.spec.policy.checkpoint_seconds
+        job.work_left = job.remaining(now) + cost
+        job.attained = job.attained_at(now)
+        job.preemptions += 1
+        del part.running[job.spec.job_id]
+        part.ledger.release(job.slots)
+        if part.quota is not None:
+            part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus)
+        job.slots = ()
+        part.enqueue(job, self._next_order(), now)
+        out.preempts.append(Preempt(job.spec.job_id, part.name, cost))
+
+
+def _queued(part: PartitionState, first: int = 32) -> Iterator[JobState]:
+    """The queued jobs in queue order, for a caller that starts and preempts jobs meanwhile and
+    usually stops within the first few: those `first` as a copy, then the rest as queued then."""
+    head = part.queued_jobs(first)
+    yield from head
+    if len(head) == first:
+        seen = {job.order for job in head}
+        yield from (job for job in part.queued_jobs() if job.order not in seen)
+
+
+def _unborrowed(quota: PartitionQuota, job: JobState) -> bool:
+    """May `job` start now within its tenant's own guarantee (no borrowing)?"""
+    tenant = quota.tenant_of(job)
+    return quota.within_guarantee(tenant, job.gpus) and quota.fits(tenant, job.gpus)
+
+
+def _reservation(part: PartitionState, head: JobState, now: float) -> tuple[float, int]:
+    """When the head job will start at the latest (shadow time), and GPUs to spare then.
+
+    Counted in GPUs, as EASY does: enough GPUs free up when running jobs end in order. A placer
+    that holds the head back for a better slot (topology-aware `max_wait`) pushes the shadow to
+    that deadline. Fragmentation is not modelled, so under consolidate the shadow is a lower bound.
+    """
+    shadow, extra = float("inf"), 0
+    free = part.ledger.free_gpus
+    if free >= head.gpus:
+        shadow, extra = now, free - head.gpus
+    else:
+        for end, gpus in sorted((j.seg_end, j.gpus) for j in part.running.values()):
+            free += gpus
+            if free >= head.gpus:
+                shadow, extra = end, free - head.gpus
+                break
+    max_wait = getattr(part.placer, "max_wait", None)
+    if max_wait is not None:
+        shadow = max(shadow, head.queued_since + max_wait)
+    return shadow, extra

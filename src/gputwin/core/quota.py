@@ -1,0 +1,213 @@
+"""Tenants' GPU quotas in one partition: admission, borrowing within a cohort, reclaim.
+
+The rules are docs/tenancy.md's (Kueue's): a tenant in no cohort holds at most its guarantee N; a
+cohort member holds at most N + borrowing limit, and its cohort as a whole at most the sum of its
+members' guarantees, the part of each that may not be lent (N - lending limit) counting as used
+while idle. `PartitionQuota` keeps each tenant's usage (GPUs its running jobs hold) and demand
+(GPUs its queued and running jobs ask for), told by the scheduler with `now`, and integrates both
+over time for the per-tenant metrics (`report`). Pure: no clock, every ordering deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+
+from gputwin.core.model import QuotaSpec
+
+if TYPE_CHECKING:
+    from gputwin.core.policies import Key
+    from gputwin.core.state import JobState
+
+CATCH_ALL = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class TenantUsage:
+    """One tenant's service in one partition over a run (GPU-seconds)."""
+
+    tenant: str
+    partition: str
+    guaranteed: int
+    used: float  # integral of usage U
+    borrowed: float  # integral of max(0, U - N)
+    delivered: float  # integral of min(U, N)
+    entitled: float  # integral of min(D, N), D the GPUs its queued and running jobs ask for
+
+
+class PartitionQuota:
+    """Guarantees, limits and usage of the tenants of one partition."""
+
+    def __init__(self, partition: str, quotas: Sequence[QuotaSpec]) -> None:
+        self.partition = partition
+        self.nominal = {q.tenant: q.gpus for q in quotas}
+        self.borrowing = {q.tenant: q.borrowing_limit for q in quotas}
+        # The part of a guarantee its owner never lends: counted as used while idle.
+        self.reserved = {q.tenant: q.gpus - min(q.gpus, q.gpus if q.lending_limit is None else q.lending_limit)
+                         for q in quotas}  # fmt: skip
+        self.cohort = {q.tenant: q.cohort for q in quotas}
+        self.members: dict[str, tuple[str, ...]] = {}
+        for q in quotas:
+            if q.cohort is not None:
+                self.members[q.cohort] = (*self.members.get(q.cohort, ()), q.tenant)
+        self.capacity = {c: sum(self.nominal[t] for t in ts) for c, ts in self.members.items()}
+        self.of_user: dict[str, str] = {}
+        self.catch_all: str | None = None
+        for q in quotas:
+            for user in q.users or (q.tenant,):
+                if user == CATCH_ALL:
+                    self.catch_all = self.catch_all or q.tenant
+                else:
+                    self.of_user.setdefault(user, q.tenant)
+        self.used = {t: 0 for t in self.nominal}
+        self.demand = {t: 0 for t in self.nominal}
+        self._since = 0.0
+        self._areas = {t: [0.0, 0.0, 0.0, 0.0] for t in self.nominal}  # used, borrowed, delivered, entitled
+
+    # --- reads ------------------------------------------------------------------------------------
+
+    def tenant(self, user: str) -> str | None:
+        return self.of_user.get(user, self.catch_all)
+
+    def tenant_of(self, job: JobState) -> str:
+        """The tenant of an admitted job (admission refused jobs of no tenant)."""
+        return self.of_user.get(job.spec.user, self.catch_all)  # type: ignore[return-value]
+
+    def ceiling(self, tenant: str) -> int:
+        """The most GPUs `tenant` could ever hold here: a larger job could never start."""
+        own = self.nominal[tenant]
+        cohort = self.cohort[tenant]
+        if cohort is None:
+            return own
+        lendable = sum(self.nominal[s] - self.reserved[s] for s in self.members[cohort] if s != tenant)
+        limit = self.borrowing[tenant]
+        return own + (lendable if limit is None else min(limit, lendable))
+
+    def fits(self, tenant: str, gpus: int) -> bool:
+        """May a job of `gpus` GPUs of `tenant` start now, as far as quotas go?"""
+        return _fits(self, self.used, tenant, gpus)
+
+    def within_guarantee(self, tenant: str, gpus: int) -> bool:
+        return self.used[tenant] + gpus <= self.nominal[tenant]
+
+    def all_waiting(self, waiting: set[str]) -> bool:
+        """Is every tenant with a queued job in `waiting`? (Demand above usage is queued GPUs.)"""
+        return all(t in waiting or self.demand[t] == self.used[t] for t in self.nominal)
+
+    def reclaim(self, tenant: str, gpus: int, running: Iterable[JobState], free_gpus: int) -> list[JobState] | None:
+        """Borrowed work to preempt so a job within `tenant`'s guarantee fits (quota and free GPUs):
+        running jobs of cohort members above their guarantee, most recently started first, each
+        only while its tenant still borrows. None if there is nothing to do or it would not suffice."""
+        cohort = self.cohort[tenant]
+        if cohort is None or not self.within_guarantee(tenant, gpus):
+            return None
+        used = dict(self.used)
+        lenders = set(self.members[cohort]) - {tenant}
+        candidates = sorted((j for j in running if self.tenant_of(j) in lenders), key=lambda j: -j.order)
+        victims: list[JobState] = []
+        for job in candidates:
+            if free_gpus >= gpus and _fits(self, used, tenant, gpus):
+                break
+            owner = self.tenant_of(job)
+            if used[owner] > self.nominal[owner]:
+                victims.append(job)
+                used[owner] -= job.gpus
+                free_gpus += job.gpus
+        if not (victims and free_gpus >= gpus and _fits(self, used, tenant, gpus)):
+            return None
+        # Fill back, as Kueue does: spare each victim, last chosen first, whose work is not needed.
+        for job in reversed(victims[:]):
+            owner = self.tenant_of(job)
+            used[owner] += job.gpus
+            if free_gpus - job.gpus >= gpus and _fits(self, used, tenant, gpus):
+                victims.remove(job)
+                free_gpus -= job.gpus
+            else:
+                used[owner] -= job.gpus
+        return victims
+
+    # --- changes ----------------------------------------------------------------------------------
+
+    def change(self, now: float, tenant: str, used: int = 0, demand: int = 0) -> None:
+        """`tenant` holds `used` more GPUs and asks for `demand` more from `now` on."""
+        self.advance(now)
+        self.used[tenant] += used
+        self.demand[tenant] += demand
+
+    def advance(self, now: float) -> None:
+        """Integrate every tenant's usage and demand up to `now`."""
+        span = now - self._since
+        if span > 0.0:
+            for t, area in self._areas.items():
+                u, n, d = self.used[t], self.nominal[t], self.demand[t]
+                area[0] += u * span
+                area[1] += max(0, u - n) * span
+                area[2] += min(u, n) * span
+                area[3] += min(d, n) * span
+            self._since = now
+
+    def report(self, now: float) -> tuple[TenantUsage, ...]:
+        """Every tenant's integrals up to `now`, by tenant name."""
+        self.advance(now)
+        return tuple(TenantUsage(t, self.partition, self.nominal[t], *self._areas[t]) for t in sorted(self._areas))
+
+
+def _fits(quota: PartitionQuota, used: Mapping[str, int], tenant: str, gpus: int) -> bool:
+    after = used[tenant] + gpus
+    own = quota.nominal[tenant]
+    cohort = quota.cohort[tenant]
+    if cohort is None:
+        return after <= own
+    limit = quota.borrowing[tenant]
+    if limit is not None and after - own > limit:
+        return False
+    reserved = quota.reserved
+    total = sum(max(after if s == tenant else used[s], reserved[s]) for s in quota.members[cohort])
+    return total <= quota.capacity[cohort]
+
+
+def quota_problem(quota: PartitionQuota, user: str, gpus: int) -> str | None:
+    """Why a job of `user` asking for `gpus` GPUs can never start in this partition, or None."""
+    tenant = quota.tenant(user)
+    if tenant is None:
+        return f"user {user!r} has no quota in partition {quota.partition!r}"
+    ceiling = quota.ceiling(tenant)
+    if gpus > ceiling:
+        return f"asks for {gpus} GPUs; tenant {tenant!r} may hold at most {ceiling} in partition {quota.partition!r}"
+    return None
+
+
+def rank_with_quota(
+    quota: PartitionQuota,
+    queued: Sequence[tuple[Key, int, JobState]],
+    running: Sequence[tuple[Key, int, JobState]],
+    gpus: int,
+    need: Callable[[JobState], int],
+    partial: bool = False,
+) -> tuple[list[JobState], list[JobState]]:
+    """A preemptive partition's walk under quotas: (jobs to start, running jobs to preempt).
+
+    Queued and running jobs in key order (queued first on equal keys, then order) are admitted in
+    two passes from no usage: first each that stays within its tenant's guarantee, then each that
+    borrowing allows, while `gpus` last (a running job takes `need(job)` of them; `partial`: some
+    may need none, so the walk goes on with no GPU left). So guaranteed demand always ranks
+    ahead of borrowed work; what is left running is preempted."""
+    walk = sorted([(key, 0, order, job) for key, order, job in queued] +
+                  [(key, 1, order, job) for key, order, job in running], key=lambda e: e[:3])  # fmt: skip
+    used = {t: 0 for t in quota.nominal}
+    admitted: set[int] = set()
+    for guaranteed in (True, False):
+        for _, is_running, order, job in walk:
+            if gpus == 0 and not partial:
+                break  # every GPU is spoken for: nothing more is admitted
+            if order in admitted:
+                continue
+            tenant, size = quota.tenant_of(job), need(job) if is_running else job.gpus
+            ok = used[tenant] + job.gpus <= quota.nominal[tenant] if guaranteed else _fits(quota, used, tenant, job.gpus)
+            if ok and size <= gpus:
+                admitted.add(order)
+                used[tenant] += job.gpus
+                gpus -= size
+    to_run = [job for _, is_running, order, job in walk if not is_running and order in admitted]
+    victims = [job for _, is_running, order, job in walk if is_running and order not in admitted]
+    return to_run, victims
