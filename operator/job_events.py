@@ -46,7 +46,8 @@ class JobEvents:
 
     # --- the runtime's transitions (gputwin.runtime.loop.Transitions) ------------------------------
 
-    def submitted(self, spec: JobSpec, state: JobState | None, now: float) -> None:
+    def submitted(self, spec: JobSpec, now: float) -> None:
+        state = self.scheduler.jobs.get(spec.job_id) if self.scheduler is not None else None
         if state is None:
             return  # rejected: `rejected` says so
         self.live[spec.job_id] = spec

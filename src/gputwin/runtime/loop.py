@@ -30,8 +30,8 @@ class Transitions(Protocol):
     """What happened to jobs, as the runtime carried decisions out (a Protocol, not a base class:
     the simulator's listener is compiled by mypyc, which cannot subclass an interpreted class)."""
 
-    def submitted(self, spec: JobSpec, state: JobState | None, now: float) -> None:
-        """`spec` was handed to the scheduler; `state` None if it did not keep it (rejected)."""
+    def submitted(self, spec: JobSpec, now: float) -> None:
+        """`spec` was handed to the scheduler (which keeps it in `jobs` unless it rejected it)."""
         ...
 
     def started(self, start: Start, now: float) -> None:
@@ -66,7 +66,7 @@ class Transitions(Protocol):
 class Quiet:
     """A listener that records nothing."""
 
-    def submitted(self, spec: JobSpec, state: JobState | None, now: float) -> None: ...
+    def submitted(self, spec: JobSpec, now: float) -> None: ...
     def started(self, start: Start, now: float) -> None: ...
     def start_failed(self, start: Start, error: Exception, now: float) -> None: ...
     def preempted(self, preempt: Preempt, now: float) -> None: ...
@@ -114,7 +114,7 @@ class Runtime:
     def submit(self, spec: JobSpec, now: float) -> None:
         """Queue one job (waits count from `spec.submit`, also when handed over again later)."""
         decision = self.scheduler.submit(spec, min(now, spec.submit))
-        self.listener.submitted(spec, self.scheduler.jobs.get(spec.job_id), now)
+        self.listener.submitted(spec, now)
         if decision is not EMPTY:  # most submits only queue the job
             self.apply(decision, now)
 

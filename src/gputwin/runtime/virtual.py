@@ -29,11 +29,11 @@ class VirtualRuns:
     def start_all(
         self, starts: Sequence[Start], node_names: Sequence[str], now: float
     ) -> list[tuple[Start, Exception]]:
-        heap, live, seq = self._heap, self._live, self._seq
+        heap, live, seq, latest = self._heap, self._live, self._seq, self.latest
         refused: list[tuple[Start, Exception]] = []
         for start in starts:
             end = now + start.run_seconds
-            if not end <= self.latest:  # also refuses NaN
+            if not end <= latest:  # also refuses NaN
                 refused.append((start, _too_late(start, self.latest_label)))
                 continue
             seq += 1

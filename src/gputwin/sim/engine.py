@@ -54,7 +54,7 @@ class Recorder:
         self.busy.change(state.partition, end, -state.gpus)
         self.finished.append(state)
 
-    def submitted(self, spec: JobSpec, state: JobState | None, now: float) -> None:
+    def submitted(self, spec: JobSpec, now: float) -> None:
         pass
 
     def start_failed(self, start: Start, error: Exception, now: float) -> None:
