@@ -435,7 +435,7 @@ def _profiled(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 
 def core_build() -> str:
-    """"compiled" when the mypyc-built core (a wheel build) is the one imported, else "interpreted"."""
+    """'compiled' when the mypyc-built core (a wheel build) is the one imported, else 'interpreted'."""
     import gputwin.core.scheduler
 
     return "compiled" if not gputwin.core.scheduler.__file__.endswith(".py") else "interpreted"
