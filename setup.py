@@ -3,10 +3,10 @@
 A wheel (`pip install .`, `pip wheel .`) compiles gputwin.core, the runtime's loop, heap and clocks and
 the simulator's engine and metrics with mypyc to C extensions: the same typed source, faster (README,
 Performance). If mypyc or the C compiler fails, the build goes on pure Python and says so in one line.
-The editable development install (PEP 660 `build_editable`, which setuptools runs as `editable_wheel`
-and marks by setting `editable_mode` on build_ext) stays pure Python, so an edited file takes effect
-at once. GPUTWIN_COMPILE=1 forces compiling (a failure fails the build, as CI wants); GPUTWIN_COMPILE=0
-forces pure Python. `gputwin --version` says which core is installed.
+The editable development install (PEP 660 `build_editable`, which setuptools.build_meta runs as the
+`editable_wheel` command) stays pure Python, so an edited file takes effect at once. GPUTWIN_COMPILE=1
+forces compiling (a failure fails the build; an editable build refuses it), GPUTWIN_COMPILE=0 forces
+pure Python. pip shows the build's output only with -v: `gputwin --version` says which core is installed.
 """
 
 from __future__ import annotations

@@ -198,7 +198,9 @@ def bench_mix1(
     }
 
 
-def bench_peer(args: argparse.Namespace, trace_dir: Path, mine: dict[str, Any], out: TextIO) -> dict[str, Any]:
+def bench_peer(
+    args: argparse.Namespace, trace_dir: Path, mine: dict[str, Any], out: TextIO
+) -> dict[str, Any]:
     """mix1 again under `--peer-python` (a fresh process, same options), next to this process's rows."""
     command = [args.peer_python, str(Path(__file__).resolve()), "--skip-synthetic", "--json", "--trace-dir",
                str(trace_dir), "--policies", ",".join(args.policies), "--placement", args.placement,
@@ -216,11 +218,13 @@ def bench_peer(args: argparse.Namespace, trace_dir: Path, mine: dict[str, Any], 
             ratio = slow[table][policy] / fast[table][policy]
             print(f"{policy + '/' + key:<18}{wall:>14.3f}{peer[table][policy]:>14.3f}{ratio:>8.2f}", file=out)
     print(f"same average JCT in every row: {'yes' if same else 'NO'}", file=out)
-    return {k: peer[k] for k in ("core", "mix1", "mix1_helios_compat", "mix1_avg_jct")} | {"same_avg_jct": same}
+    kept = {k: peer[k] for k in ("core", "mix1", "mix1_helios_compat", "mix1_avg_jct")}
+    return kept | {"same_avg_jct": same}
 
 
 def _loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").is_file() else "n/a"
+    path = Path("/proc/loadavg")
+    return " ".join(path.read_text().split()[:3]) if path.is_file() else "n/a"
 
 
 def _reference_results(trace_dir: Path) -> dict[str, Any]:

@@ -117,11 +117,11 @@ def test_without_a_c_compiler_the_wheel_is_pure_python_and_says_so_in_one_line(t
     assert wheel.name.endswith("-py3-none-any.whl")
     with zipfile.ZipFile(wheel) as archive:
         assert not [n for n in archive.namelist() if n.endswith(tuple(EXTENSION_SUFFIXES))]
-    python, own_site = _venv_with(tmp_path, wheel)
-    gputwin = python.parent / "gputwin"
-    proc = subprocess.run([gputwin, "--version"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    python, _ = _venv_with(tmp_path, wheel)
+    cli = python.parent / "gputwin"
+    proc = subprocess.run([cli, "--version"], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == f"gputwin, version {__version__} (pure Python core)"
-    demo = subprocess.run([gputwin, "simulate", "--trace", str(demo_trace_path()), "--cluster",
-                           str(demo_cluster_path()), "--json"], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    demo = subprocess.run([cli, "simulate", "--trace", demo_trace_path(), "--cluster", demo_cluster_path(),
+                           "--json"], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
     assert demo.returncode == 0, demo.stderr
     assert json.loads(demo.stdout)["jobs"] > 0
