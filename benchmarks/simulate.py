@@ -114,6 +114,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--no-plots", action="store_true", help="--grid without the report's plots (they are in by default)"
     )
     parser.add_argument(
+        "--peer-python", metavar="PYTHON",
+        help="also replay mix1 under this interpreter (say, a venv with the other core: compiled wheel or "
+        "editable pure Python) and print both cores side by side, with a check that the results match",
+    )  # fmt: skip
+    parser.add_argument(
         "--json", action="store_true", help="tables to stderr; one JSON object as stdout's last line"
     )
     parser.add_argument("--worker", type=_positive, help=argparse.SUPPRESS)  # internal: one synthetic run
@@ -191,6 +196,35 @@ def bench_mix1(
         "mix1_jobs": len(jobs),
         "reference_wall_s": list(REFERENCE_WALL),
     }
+
+
+def bench_peer(
+    args: argparse.Namespace, trace_dir: Path, mine: dict[str, Any], out: TextIO
+) -> dict[str, Any]:
+    """mix1 again under `--peer-python` (a fresh process, same options), next to this process's rows."""
+    command = [args.peer_python, str(Path(__file__).resolve()), "--skip-synthetic", "--json", "--trace-dir",
+               str(trace_dir), "--policies", ",".join(args.policies), "--placement", args.placement,
+               "--repeat", str(args.repeat), "--seed", str(args.seed)]  # fmt: skip
+    print(f"\nmix1 under {args.peer_python} ...", file=sys.stderr, flush=True)
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=True)
+    peer: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    same = peer["mix1_avg_jct"] == mine["mix1_avg_jct"]
+    print(f"\nmix1, both cores in one run (wall s of the simulation; load {_loadavg()})", file=out)
+    # ratio: the interpreted core's wall over the compiled one's (the peer's over this one's if alike)
+    slow, fast = (mine, peer) if mine["core"] == "interpreted" else (peer, mine)
+    print(f"{'policy/mode':<18}{mine['core']:>14}{peer['core']:>14}{'ratio':>8}", file=out)
+    for key, table in (("native", "mix1"), ("helios", "mix1_helios_compat")):
+        for policy, wall in mine[table].items():
+            ratio = slow[table][policy] / fast[table][policy]
+            print(f"{policy + '/' + key:<18}{wall:>14.3f}{peer[table][policy]:>14.3f}{ratio:>8.2f}", file=out)
+    print(f"same average JCT in every row: {'yes' if same else 'NO'}", file=out)
+    kept = {k: peer[k] for k in ("core", "mix1", "mix1_helios_compat", "mix1_avg_jct")}
+    return kept | {"same_avg_jct": same}
+
+
+def _loadavg() -> str:
+    path = Path("/proc/loadavg")
+    return " ".join(path.read_text().split()[:3]) if path.is_file() else "n/a"
 
 
 def _reference_results(trace_dir: Path) -> dict[str, Any]:
@@ -405,7 +439,7 @@ def _profiled(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 
 def core_build() -> str:
-    """'compiled' when the mypyc-built core is the one imported (GPUTWIN_COMPILE=1), else 'interpreted'."""
+    """'compiled' when the mypyc-built core (a wheel build) is the one imported, else 'interpreted'."""
     import gputwin.core.scheduler
 
     return "compiled" if not gputwin.core.scheduler.__file__.endswith(".py") else "interpreted"
@@ -418,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = sys.stderr if args.json else sys.stdout
     report: dict[str, Any] = {"mix1": {}, "synthetic_1m": None, "core": core_build()}
-    print(f"core: {report['core']} ({'GPUTWIN_COMPILE=1 build' if report['core'] == 'compiled' else 'pure Python'})",
+    print(f"core: {report['core']} ({'mypyc-compiled' if report['core'] == 'compiled' else 'pure Python'})",
           file=out)
     trace_dir = args.trace_dir.resolve()
     if (args.grid or not args.skip_mix1) and not (
@@ -438,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
         report.update(bench_grid(trace_dir, args.grid_workers, not args.no_plots, args.repeat, out))
     if not args.skip_mix1:
         report.update(bench_mix1(trace_dir, args.policies, args.placement, args.seed, args.repeat, out))
+        if args.peer_python:
+            report["peer"] = bench_peer(args, trace_dir, report, out)
     if args.profile:
         print(f"\ncProfile of a synthetic run of {args.profile:,} jobs (stderr):", file=out, flush=True)
         report["profile_run"] = _spawn_worker(args.profile, args.seed, profile=True)

@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 
-from gputwin import __version__
 from gputwin.cli.errors import report
 from gputwin.cli.lazy import Lazy, LazyGroup
+from gputwin.cli.version import version_option
 from gputwin.errors import InputError
 
 # Every user error derives from InputError (gputwin.errors), so catching it imports none of the
@@ -75,7 +75,7 @@ class UserErrorGroup(LazyGroup):
 
 
 @click.group(cls=UserErrorGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="gputwin")
+@version_option
 def cli() -> None:
     """A digital twin for GPU-cluster scheduling.
 

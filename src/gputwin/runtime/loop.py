@@ -19,6 +19,8 @@ import heapq
 from collections.abc import Sequence
 from typing import Protocol
 
+from mypy_extensions import mypyc_attr
+
 from gputwin.core.decision import EMPTY, Decision, Preempt, Reject, Resize, Start
 from gputwin.core.model import JobSpec
 from gputwin.core.scheduler import Scheduler
@@ -63,6 +65,7 @@ class Transitions(Protocol):
         ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # listeners extend it (the compiled build, setup.py)
 class Quiet:
     """A listener that records nothing."""
 

@@ -11,10 +11,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
+from mypy_extensions import mypyc_attr
+
 from gputwin.core.decision import Start
 from gputwin.runtime.capabilities import StartRefused
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # operator.backends.SimBackend extends it (compiled build)
 class VirtualRuns:
     """Implements `RunsJobs` and `AdoptsRuns`. `latest` bounds when a run may end (a later one is
     refused: no status could show its end), `latest_label` is how a refusal names that time."""
