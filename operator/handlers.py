@@ -66,7 +66,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -196,18 +195,18 @@ def deleted(type: str, **_: Any) -> bool:
     return type == "DELETED"
 
 
-# Pods and nodes: the Kubernetes backend's own watches poke the loop (from their thread, so through
-# the event loop). Only under the kubernetes backend: the sim backend has no pods.
-if os.environ.get("GPUTWIN_BACKEND") == "kubernetes":
+# Pods and nodes: a backend's own watches (the Kubernetes backend's) poke the loop, from their
+# thread, so through the event loop. Registered whatever the backend: the hook is called only by
+# watches a backend starts (gputwin.adapters.kube.shared), so under sim it is simply never called.
+@kopf.on.startup()
+async def poke_on_cluster_changes(memo: kopf.Memo, **_: Any) -> None:
+    def wake() -> None:  # from a watch thread
+        service = memo.get("service")
+        if service is not None:
+            service.poke_from_thread()
 
-    @kopf.on.startup()
-    async def poke_on_cluster_changes(memo: kopf.Memo, **_: Any) -> None:
-        def wake() -> None:  # from a watch thread
-            service = memo.get("service")
-            if service is not None:
-                service.poke_from_thread()
+    on_cluster_change(wake)
 
-        on_cluster_change(wake)
 
 for _plural in PLURALS:
     kopf.on.resume(GROUP, VERSION, _plural, id="poke-resume")(poke)
