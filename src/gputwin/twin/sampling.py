@@ -1,0 +1,114 @@
+"""Run times nobody knows yet, drawn: one `Plan` of points per job, then seeded draws around them.
+
+The point for a job is, first found: the snapshot's own `estimate`, the estimator's prediction
+(`gputwin.core.history.Estimator`, e.g. the history one), the user's time limit, `DEFAULT_PRIOR`.
+Draws are log-normal around the point. An estimator that also has `interval(job) -> (p10, p50,
+p90)` (the learned one, `IntervalEstimator`) sets each job's median and spread; any other gets
+`DEFAULT_SIGMA`, a documented placeholder spread (p10 = 0.53x, p90 = 1.9x the point) until the
+learned interval exists. A draw never passes the time limit (the cluster ends the job there), and
+a running job's draw is conditioned on the time it has already run (inverse CDF on [elapsed, limit]).
+Sample `i` of seed `s` always draws the same numbers, whichever process runs it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Protocol, runtime_checkable
+
+from gputwin.core.history import DEFAULT_PRIOR, Estimator
+from gputwin.core.model import JobSpec
+from gputwin.twin.snapshot import PendingJob, RunningJob, Snapshot
+
+DEFAULT_SIGMA = 0.5
+Z90 = NormalDist().inv_cdf(0.9)  # 1.2816: p90 / p50 = exp(sigma * Z90) for a log-normal
+MIN_SECONDS = 1.0  # no run is drawn shorter (a zero-length run would end before it starts)
+_UNIT = NormalDist()
+
+
+@runtime_checkable
+class IntervalEstimator(Protocol):
+    """An estimator that knows how sure it is: p10, p50 and p90 of the job's run time (seconds)."""
+
+    def interval(self, job: JobSpec) -> tuple[float, float, float]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Draw:
+    """A job's run time as a log-normal: median `median`, log-space spread `sigma`, cut at `limit`."""
+
+    median: float
+    sigma: float
+    limit: float  # inf when the job has none
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Per job id its `Draw`; running jobs also their elapsed time at the snapshot."""
+
+    running: tuple[tuple[RunningJob, Draw, float], ...]
+    pending: tuple[tuple[PendingJob, Draw], ...]
+
+
+def job_spec(job: RunningJob | PendingJob, duration: float, task_type: str, seq: int) -> JobSpec:
+    gpus = job.gpus
+    nodes = len(job.slots) if isinstance(job, RunningJob) else job.num_nodes
+    priority = job.priority if isinstance(job, PendingJob) else 0
+    return JobSpec(job.job_id, job.submit, duration, gpus, task_type, job.user, job.name, "PENDING",
+                   priority, nodes, seq)  # fmt: skip
+
+
+def plan(snap: Snapshot, estimator: Estimator, sigma: float = DEFAULT_SIGMA) -> Plan:
+    """Each job's draw, asking the estimator once per job (never once per sample)."""
+    running = tuple(
+        (run, _draw(run, estimator, sigma), max(snap.taken_at - run.start, 0.0)) for run in snap.running
+    )
+    return Plan(running, tuple((job, _draw(job, estimator, sigma)) for job in snap.pending))
+
+
+def _draw(job: RunningJob | PendingJob, estimator: Estimator, sigma: float) -> Draw:
+    limit = job.time_limit if job.time_limit is not None else math.inf
+    spec = job_spec(job, 0.0, job.partition, 0)
+    if isinstance(estimator, IntervalEstimator) and job.estimate is None:
+        p10, p50, p90 = estimator.interval(spec)
+        if 0 < p10 <= p50 <= p90 and math.isfinite(p90):
+            return Draw(p50, math.log(p90 / p10) / (2 * Z90), limit)
+    point = job.estimate
+    if point is None:
+        predicted = estimator.predict(spec)
+        point = predicted if math.isfinite(predicted) and predicted > 0 else None
+    if point is None:
+        point = job.time_limit if job.time_limit is not None else DEFAULT_PRIOR
+    return Draw(max(point, MIN_SECONDS), sigma, limit)
+
+
+def sample_rng(seed: int, sample: int) -> random.Random:
+    """The generator of one sample: the same numbers whichever worker runs it."""
+    return random.Random(f"gputwin-forecast:{seed}:{sample}")
+
+
+def draw_pending(draw: Draw, rng: random.Random) -> float:
+    value = draw.median * math.exp(draw.sigma * rng.gauss())
+    return max(min(value, draw.limit), MIN_SECONDS)
+
+
+def draw_running(draw: Draw, elapsed: float, rng: random.Random) -> float:
+    """A total run time at least `elapsed` (and a second more), at most the limit."""
+    low = elapsed + MIN_SECONDS
+    if low >= draw.limit:
+        return low  # at or past its limit: the cluster ends it any moment
+    if draw.sigma <= 0:
+        return min(max(draw.median, low), draw.limit)
+    mu = math.log(draw.median)
+    lo_u = _UNIT.cdf((math.log(low) - mu) / draw.sigma)
+    hi_u = 1.0 if math.isinf(draw.limit) else _UNIT.cdf((math.log(draw.limit) - mu) / draw.sigma)
+    u = lo_u + (hi_u - lo_u) * rng.random()
+    if not 0.0 < u < 1.0:  # far out in a tail: the bound is the answer
+        return low if u <= 0.0 else min(draw.limit, low * 2)
+    return min(max(math.exp(mu + draw.sigma * _UNIT.inv_cdf(u)), low), draw.limit)
+
+
+__all__ = ["DEFAULT_SIGMA", "Draw", "IntervalEstimator", "Plan", "draw_pending", "draw_running", "job_spec",
+           "plan", "sample_rng"]  # fmt: skip
