@@ -127,10 +127,17 @@ def save_snapshot(snap: Snapshot, path: Path) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text + "\n")
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would hide a bug report from its reader
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def load_snapshot(path: Path) -> Snapshot:
@@ -154,10 +161,10 @@ def load_snapshot(path: Path) -> Snapshot:
 def _read(path: Path) -> bytes:
     # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer; fstat then refuses it.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise SnapshotError(f"{path}: document: not a regular file")
     with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise SnapshotError(f"{path}: document: not a regular file")
         data = f.read(MAX_BYTES + 1)
     if len(data) > MAX_BYTES:
         raise SnapshotError(f"{path}: document: larger than {MAX_BYTES >> 20} MiB")
@@ -168,14 +175,19 @@ def _parse(path: Path, data: bytes) -> str:
     """The text, once the standard parser found it valid JSON (its errors carry a line)."""
     try:
         text = data.decode("utf-8")
-        json.loads(text, parse_constant=_no_constant)
-        return text
+        data = json.loads(text, parse_constant=_no_constant)
     except UnicodeDecodeError as exc:
         raise SnapshotError(f"{path}: document: not UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise SnapshotError(f"{path}:{exc.lineno}: document: not JSON ({exc.msg}, column {exc.colno})") from None
     except (ValueError, RecursionError) as exc:
         raise SnapshotError(f"{path}: document: not usable JSON ({str(exc)[:80] or 'nested too deeply'})") from None
+    if not isinstance(data, dict) or data.get("kind") != KIND:
+        raise SnapshotError(f"{path}: kind: not a gputwin snapshot (want an object with \"kind\": \"{KIND}\")")
+    if data.get("version") != VERSION:
+        raise SnapshotError(f"{path}: version: {str(data.get('version'))[:20]!r} is not {VERSION}, the version "
+                            "this gputwin reads")  # fmt: skip
+    return text
 
 
 def _no_constant(name: str) -> object:
