@@ -3,7 +3,8 @@
 The point for a job is, first found: the snapshot's own `estimate`, the estimator's prediction
 (`gputwin.core.history.Estimator`, e.g. the history one), the user's time limit, `DEFAULT_PRIOR`.
 Draws are log-normal around the point. An estimator that also has `interval(job) -> (p10, p50,
-p90)` (the learned one, `IntervalEstimator`) sets each job's median and spread; any other gets
+p90)` (the learned one, `IntervalEstimator`) sets each job's median and spread - two-piece, so an
+interval skewed to the right (p90/p50 > p50/p10, as run times are) is met exactly; any other gets
 `DEFAULT_SIGMA`, a documented placeholder spread (p10 = 0.53x, p90 = 1.9x the point) until the
 learned interval exists. A draw never passes the time limit (the cluster ends the job there), and
 a running job's draw is conditioned on the time it has already run (inverse CDF on [elapsed, limit]).
@@ -37,11 +38,22 @@ class IntervalEstimator(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Draw:
-    """A job's run time as a log-normal: median `median`, log-space spread `sigma`, cut at `limit`."""
+    """A job's run time as a two-piece log-normal: median `median`, log-space spread `sigma` above
+    it and `sigma_low` below it (None: the same), cut at `limit`."""
 
     median: float
     sigma: float
     limit: float  # inf when the job has none
+    sigma_low: float | None = None
+
+    def at(self, z: float) -> float:
+        """The run time at standard-normal quantile `z`."""
+        spread = self.sigma if z >= 0 or self.sigma_low is None else self.sigma_low
+        return self.median * math.exp(spread * z)
+
+    def z_of(self, seconds: float) -> float:
+        spread = self.sigma if seconds >= self.median or self.sigma_low is None else self.sigma_low
+        return math.log(seconds / self.median) / spread
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +86,7 @@ def _draw(job: RunningJob | PendingJob, estimator: Estimator, sigma: float) -> D
     if isinstance(estimator, IntervalEstimator) and job.estimate is None:
         p10, p50, p90 = estimator.interval(spec)
         if 0 < p10 <= p50 <= p90 and math.isfinite(p90):
-            return Draw(p50, math.log(p90 / p10) / (2 * Z90), limit)
+            return Draw(p50, math.log(p90 / p50) / Z90, limit, math.log(p50 / p10) / Z90)
     point = job.estimate
     if point is None:
         predicted = estimator.predict(spec)
@@ -90,8 +102,7 @@ def sample_rng(seed: int, sample: int) -> random.Random:
 
 
 def draw_pending(draw: Draw, rng: random.Random) -> float:
-    value = draw.median * math.exp(draw.sigma * rng.gauss())
-    return max(min(value, draw.limit), MIN_SECONDS)
+    return max(min(draw.at(rng.gauss()), draw.limit), MIN_SECONDS)
 
 
 def draw_running(draw: Draw, elapsed: float, rng: random.Random) -> float:
@@ -99,15 +110,14 @@ def draw_running(draw: Draw, elapsed: float, rng: random.Random) -> float:
     low = elapsed + MIN_SECONDS
     if low >= draw.limit:
         return low  # at or past its limit: the cluster ends it any moment
-    if draw.sigma <= 0:
+    if draw.sigma <= 0 or draw.sigma_low == 0:
         return min(max(draw.median, low), draw.limit)
-    mu = math.log(draw.median)
-    lo_u = _UNIT.cdf((math.log(low) - mu) / draw.sigma)
-    hi_u = 1.0 if math.isinf(draw.limit) else _UNIT.cdf((math.log(draw.limit) - mu) / draw.sigma)
+    lo_u = _UNIT.cdf(draw.z_of(low))
+    hi_u = 1.0 if math.isinf(draw.limit) else _UNIT.cdf(draw.z_of(draw.limit))
     u = lo_u + (hi_u - lo_u) * rng.random()
     if not 0.0 < u < 1.0:  # far out in a tail: the bound is the answer
         return low if u <= 0.0 else min(draw.limit, low * 2)
-    return min(max(math.exp(mu + draw.sigma * _UNIT.inv_cdf(u)), low), draw.limit)
+    return min(max(draw.at(_UNIT.inv_cdf(u)), low), draw.limit)
 
 
 __all__ = ["DEFAULT_SIGMA", "Draw", "IntervalEstimator", "Plan", "draw_pending", "draw_running", "job_spec",

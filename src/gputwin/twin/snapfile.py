@@ -23,7 +23,7 @@ from gputwin.core.model import NodeSpec, SwitchSpec, TopologySpec
 from gputwin.errors import InputError
 from gputwin.twin.snapshot import VERSION, OutOfService, PendingJob, RunningJob, SnapPartition, Snapshot
 
-MAX_BYTES = 256 << 20  # ~25,000 jobs per MiB written compactly: room for any real queue
+MAX_BYTES = 64 << 20  # a job takes ~170 bytes: room for ~400,000 jobs, more than any real queue
 KIND = "gputwin-snapshot"
 
 Name = Annotated[str, Field(min_length=1, max_length=253)]
@@ -161,9 +161,11 @@ def load_snapshot(path: Path) -> Snapshot:
 def _read(path: Path) -> bytes:
     # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer; fstat then refuses it.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
         os.close(fd)
-        raise SnapshotError(f"{path}: document: not a regular file")
+        what = "not a regular file" if not stat.S_ISREG(info.st_mode) else f"larger than {MAX_BYTES >> 20} MiB"
+        raise SnapshotError(f"{path}: document: {what}")
     with os.fdopen(fd, "rb") as f:
         data = f.read(MAX_BYTES + 1)
     if len(data) > MAX_BYTES:
