@@ -24,15 +24,13 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)", re.ASCII)
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
-class HorizonType(click.ParamType):
-    name = "DURATION"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        match = _DURATION.fullmatch(str(value).strip())
-        seconds = float(match[1]) * _UNITS[match[2]] if match else 0.0
-        if not 0 < seconds <= 366 * 86400:
-            self.fail(f"{str(value)[:40]!r}: want a duration up to 366d, e.g. 3600, 90m, 12h or 7d", param, ctx)
-        return seconds
+def horizon_seconds(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    """`--horizon` in seconds: a number with an optional unit s, m, h or d."""
+    match = _DURATION.fullmatch(str(value).strip())
+    seconds = float(match[1]) * _UNITS[match[2]] if match else 0.0
+    if not 0 < seconds <= 366 * 86400:
+        raise click.BadParameter(f"{str(value)[:40]!r}: want a duration up to 366d, e.g. 3600, 90m, 12h or 7d")
+    return seconds
 
 
 @click.command()
@@ -42,7 +40,8 @@ class HorizonType(click.ParamType):
               help="Declared cluster (YAML); default: the snapshot's nodes and partitions, priority+backfill.")
 @click.option("--history", "history_path", type=click.Path(path_type=Path),
               help="A trace of finished jobs the run-time estimator learns from first.")
-@click.option("--horizon", default="7d", show_default=True, type=HorizonType(), help="How far ahead to replay.")
+@click.option("--horizon", default="7d", show_default=True, callback=horizon_seconds,
+              help="How far ahead to replay (seconds, or with a unit: 90m, 12h, 7d).")
 @click.option("--samples", default=32, show_default=True, type=click.IntRange(1, 4096), help="Seeded replays.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run-time draws.")
 @click.option("--workers", type=click.IntRange(1, 64), help="Processes (default: 2 for large forecasts, else 1).")

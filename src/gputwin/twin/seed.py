@@ -20,13 +20,13 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gputwin.core.decision import Reject, Start
+from gputwin.core.decision import Preempt, Reject, Resize, Start
 from gputwin.core.ledger import OverAllocation
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec, PolicySpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.core.state import JobState
 from gputwin.runtime.clock import Replay, VirtualClock, run_steps
-from gputwin.runtime.loop import Quiet, Runtime
+from gputwin.runtime.loop import Runtime
 from gputwin.runtime.virtual import VirtualRuns
 from gputwin.twin.snapshot import RunningJob, Snapshot
 
@@ -47,8 +47,11 @@ def default_cluster(snap: Snapshot, policy: PolicySpec = LIVE_POLICY) -> Cluster
     return ClusterSpec(snap.topology, tuple(parts))
 
 
-class Watch(Quiet):
-    """What one replay saw: each job's first start and latest known end, and rejections."""
+class Watch:
+    """What one replay saw: each job's first start and latest known end, and rejections.
+
+    A `Transitions` listener written out in full, not a subclass of `Quiet`: the compiled runtime's
+    classes cannot be subclassed by interpreted ones."""
 
     def __init__(self) -> None:
         self.starts: dict[str, float] = {}
@@ -64,6 +67,12 @@ class Watch(Quiet):
 
     def rejected(self, reject: Reject, now: float) -> None:
         self.rejects[reject.job_id] = reject.reason
+
+    def submitted(self, spec: JobSpec, state: JobState | None, now: float) -> None: ...
+    def start_failed(self, start: Start, error: Exception, now: float) -> None: ...
+    def preempted(self, preempt: Preempt, now: float) -> None: ...
+    def ended_elsewhere(self, job_id: str, end: float, now: float) -> None: ...
+    def resized(self, resize: Resize, now: float) -> None: ...
 
 
 @dataclass
