@@ -8,8 +8,10 @@ pending now has started - at p50 and p90. Quantiles are nearest-rank over all sa
 which the job did not start counts as "later than the horizon"), so p90 is a time that 90 % of
 the draws met. The schedulers rank with the estimator's points (qssf sees predictions, not draws).
 
-Large forecasts run their samples in `workers` processes (fork; each takes every k-th sample; a
-sample's draws depend only on (seed, sample), so the result does not depend on the split).
+Large forecasts run their samples in `workers` processes (each takes every k-th sample; a sample's
+draws depend only on (seed, sample), so the result does not depend on the split). The processes are
+forked and inherit the task: nothing of it is pickled, which compiled (mypyc) frozen values do not
+survive, and which would cost more than the replays of a small forecast anyway.
 """
 
 from __future__ import annotations
@@ -91,7 +93,9 @@ class _Task:
     options: SchedulerOptions
     seed: int
     until: float
-    samples: tuple[int, ...]
+
+
+_FORKED: list[_Task] = []  # the task a forked worker inherits (set only around the pool's life)
 
 
 Sample = tuple[list[float], list[float], dict[str, str], dict[str, str]]  # starts, ends, rejects, left out
@@ -114,20 +118,26 @@ def forecast(
     the_plan = plan(snap, estimator or HistoryEstimator(), sigma)
     if workers is None:
         workers = 2 if samples * len(snap.pending) >= PARALLEL_FROM else 1
+    if "fork" not in multiprocessing.get_all_start_methods():
+        workers = 1
     workers = max(1, min(workers, samples))
-    tasks = [_Task(cluster, snap, the_plan, options, seed, snap.taken_at + horizon, tuple(range(w, samples, workers)))
-             for w in range(workers)]  # fmt: skip
+    task = _Task(cluster, snap, the_plan, options, seed, snap.taken_at + horizon)
+    shares = [tuple(range(w, samples, workers)) for w in range(workers)]
     if workers == 1:
-        results = [_run(tasks[0])]
+        results = [[replay_sample(task, i) for i in shares[0]]]
     else:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            results = pool.map(_run, tasks)
-    runs = [sample for result in results for sample in result]
-    return _summary(snap, runs, horizon, seed, workers, time.perf_counter() - began)
+        _FORKED[:] = [task]
+        try:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                results = pool.map(_run_forked, shares)
+        finally:
+            _FORKED.clear()
+    by_sample = sorted(zip((i for share in shares for i in share), (r for res in results for r in res)))
+    return _summary(snap, [run for _, run in by_sample], horizon, seed, workers, time.perf_counter() - began)
 
 
-def _run(task: _Task) -> list[Sample]:
-    return [replay_sample(task, i) for i in task.samples]
+def _run_forked(samples: tuple[int, ...]) -> list[Sample]:
+    return [replay_sample(_FORKED[0], i) for i in samples]
 
 
 def replay_sample(task: _Task, sample: int) -> Sample:
