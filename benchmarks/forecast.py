@@ -16,6 +16,7 @@ the line `compiled` says which core this run used.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -24,7 +25,7 @@ import time
 import gputwin.core.scheduler as scheduler_module
 from gputwin.core.model import NodeSpec, SwitchSpec, TopologySpec
 from gputwin.twin.forecast import forecast
-from gputwin.twin.seed import default_cluster
+from gputwin.twin.seed import LIVE_POLICY, default_cluster
 from gputwin.twin.snapshot import PendingJob, RunningJob, SnapPartition, Snapshot
 
 NOW = 1_800_000_000.0
@@ -77,15 +78,18 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--samples", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-backfill", action="store_true",
+                        help="strict priority order (the default is SLURM's: priority with EASY backfill)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = parser.parse_args()
     snap = synthetic(args.nodes, args.pending, args.seed)
-    cluster = default_cluster(snap)
+    cluster = default_cluster(snap, dataclasses.replace(LIVE_POLICY, backfill=not args.no_backfill))
     compiled = not scheduler_module.__file__.endswith(".py")
     with open("/proc/loadavg") as f:
         load = f.read().split()[0]
     print(f"snapshot: {len(snap.running)} running, {len(snap.pending)} pending on {args.nodes} nodes; "
-          f"{args.samples} samples; compiled core: {compiled}; cpus: {os.cpu_count()}; load {load}")  # fmt: skip
+          f"{args.samples} samples; backfill: {not args.no_backfill}; compiled core: {compiled}; "
+          f"cpus: {os.cpu_count()}; load {load}")  # fmt: skip
     walls = {}
     for workers in (1, 2):
         began = time.perf_counter()
@@ -100,7 +104,7 @@ def main() -> None:
         print(json.dumps({"forecast_s_10k_pending": round(best, 3), "workers_1_s": round(walls[1], 3),
                           "workers_2_s": round(walls[2], 3), "pending": len(snap.pending),
                           "running": len(snap.running), "nodes": args.nodes, "samples": args.samples,
-                          "compiled": compiled, "load": float(load)}))  # fmt: skip
+                          "backfill": not args.no_backfill, "compiled": compiled, "load": float(load)}))  # fmt: skip
 
 
 if __name__ == "__main__":

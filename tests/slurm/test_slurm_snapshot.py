@@ -93,6 +93,21 @@ def test_array_task_strings(text: str, tasks: list[int]) -> None:
     assert expand_tasks(text, "here") == tasks
 
 
+def test_slurm_snapshot_on_mock_commands_keeps_only_nodes_with_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With mock commands answering the captured output and a mock topology without gpu04 (as
+    `live_topology` leaves out a node without GPUs), the snapshot drops gpu04 everywhere."""
+    from gputwin.adapters.slurm import snapshot as module
+    from gputwin.core.model import NodeSpec, SwitchSpec, TopologySpec
+
+    topo = TopologySpec("live", (SwitchSpec("s1"),), tuple(NodeSpec(f"gpu0{i}", 8, "s1") for i in (1, 2, 3)))
+    answers = {module.SQUEUE_JSON: SQUEUE, module.SINFO_JSON: SINFO}
+    monkeypatch.setattr(module, "live_topology", lambda: topo)
+    monkeypatch.setattr(module, "run_command", lambda argv, timeout: answers[tuple(argv)])
+    snap = module.slurm_snapshot(clock=lambda: 1.8e9)
+    assert snap.partitions == (SnapPartition("batch", ("gpu01", "gpu02", "gpu03")), SnapPartition("debug", ("gpu03",)))
+    assert (snap.out_of_service, snap.taken_at, len(snap.running), len(snap.pending)) == ((), 1.8e9, 4, 4)
+
+
 # --- the real cluster -------------------------------------------------------------------------------
 
 

@@ -110,8 +110,9 @@ def seed(
     watch, runs = Watch(), VirtualRuns()
     runtime = Runtime(scheduler, runs, watch)
     scheduler.set_out_of_service(out.node for out in snap.out_of_service)
-    seeded = Seeded(runtime, watch, [dataclasses.replace(j, submit=min(j.submit, snap.taken_at)) for j in pending],
-                    snap.taken_at)  # fmt: skip
+    now = snap.taken_at
+    queue = [j if j.submit <= now else dataclasses.replace(j, submit=now) for j in pending]
+    seeded = Seeded(runtime, watch, queue, now)
     holders = _holders(cluster)
     kinds = task_types(cluster)
     for job, duration in running:
