@@ -26,7 +26,7 @@ from gputwin.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-REPO_PREFIXES = ("manifests/", "crds/", "scripts/", "src/", "../shared/")
+REPO_PREFIXES = ("manifests/", "crds/", "scripts/", "src/", "tests/", "../shared/")
 SEPARATORS = (";", "&&")
 
 
@@ -127,6 +127,12 @@ def check_simulate_sacct(result: Result, cwd: Path) -> None:
     summary = json.loads(result.stdout)
     assert summary["jobs"] == int(readme_phrase(r'prints `"jobs": (\d+)`'))
     assert summary["rejected"] == {} and set(summary["partitions"]) == {"batch", "high", "debug"}
+
+
+def check_forecast(result: Result, cwd: Path) -> None:
+    doc = json.loads(result.stdout.splitlines()[-1])
+    assert doc["samples"] == int(readme_phrase(r'prints `"samples": (\d+)`'))
+    assert len(doc["jobs"]) == 474 and [p["pending"] for p in doc["partitions"]] == [114, 360]
 
 
 def check_compare(result: Result, cwd: Path) -> None:
@@ -238,6 +244,8 @@ RUN: dict[str, Check] = {
     f"gputwin tune {TRACE} --objective avg_jct --budget 8 --seed 0 --holdout 0.3 --out out/tune": check_tune,
     "gputwin apply -f manifests/samples/": check_apply,
     "gputwin run": check_run,
+    "gputwin forecast --snapshot tests/twin/data/philly-mix1-2vc.snapshot.json --samples 8 --horizon 12h --json":
+        check_forecast,
     "gputwin get gpujobs": check_get_gpujobs,
     "gputwin get gputwin -o yaml": check_get_yaml,
     "gputwin events": check_events,
@@ -254,6 +262,8 @@ SLOW = {key for key in RUN if key.startswith(("gputwin compare", "gputwin tune")
 KUBE = ("kubectl against a live Kubernetes cluster (tests/operator/test_operator_e2e.py applies the CRDs, "
         "samples and install manifests to a real API server under CI)")
 NOT_RUN: dict[str, str] = {
+    "gputwin forecast --slurm --save now.json": "needs a reachable slurmctld (tests/slurm/test_slurm_snapshot.py "
+        "reads the snapshot on the SLURM test cluster)",
     "cat manifests/samples/gpujobs.yaml '|' gputwin apply -f -": (
         "a shell pipe; tests/cli/test_cli_emulator.py runs `apply -f -` on standard input"),
     "python3 -m venv .venv": "creates the venv this suite already runs in",

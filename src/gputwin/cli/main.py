@@ -50,6 +50,9 @@ COMMANDS = {
     "events": Lazy("gputwin.cli.emulator:events",
                    "List the events the reconcilers posted, oldest first (times on the virtual clock)."),
     "operator": Lazy("gputwin.cli.operator_cmd:operator", "Run the gputwin operator (kopf) until interrupted."),
+    "forecast": Lazy("gputwin.cli.forecast:forecast",
+                     "Forecast when each pending job starts (p50/p90) and ends, and when each partition's queue "
+                     "drains."),
     "slurm": Lazy("gputwin.cli.slurm:slurm",
                   "SLURM (SLURM_CONF selects the cluster): read job history, compile policies, apply them safely."),
     "trace": Lazy("gputwin.cli.trace:trace",

@@ -1,0 +1,151 @@
+"""`gputwin forecast`: when each pending job starts and ends, and when each queue drains.
+
+The present comes from the live SLURM cluster (`--slurm`, `gputwin.adapters.slurm.snapshot`) or
+from a snapshot file (`--snapshot FILE`, written by `--save FILE`); the cluster is the one the
+snapshot implies (its nodes and partitions, SLURM's priority order with backfill) unless
+`--cluster FILE` declares one. Unknown run times are drawn around the estimator's point
+(`gputwin.twin.sampling`; `--history TRACE` teaches the history estimator first), `--samples`
+replays are summarised at p50/p90 (`gputwin.twin.forecast`). Times print relative to the
+snapshot; `--json` prints one object with both relative seconds and the snapshot's clock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gputwin.errors import InputError
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)", re.ASCII)
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def horizon_seconds(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    """`--horizon` in seconds: a number with an optional unit s, m, h or d."""
+    match = _DURATION.fullmatch(str(value).strip())
+    seconds = float(match[1]) * _UNITS[match[2]] if match else 0.0
+    if not 0 < seconds <= 366 * 86400:
+        raise click.BadParameter(f"{str(value)[:40]!r}: want a duration up to 366d, e.g. 3600, 90m, 12h or 7d")
+    return seconds
+
+
+@click.command()
+@click.option("--slurm", "from_slurm", is_flag=True, help="Snapshot the live SLURM cluster (SLURM_CONF selects it).")
+@click.option("--snapshot", "snapshot_path", type=click.Path(path_type=Path), help="Replay a saved snapshot file.")
+@click.option("--cluster", "cluster_path", type=click.Path(path_type=Path),
+              help="Declared cluster (YAML); default: the snapshot's nodes and partitions, priority+backfill.")
+@click.option("--history", "history_path", type=click.Path(path_type=Path),
+              help="A trace of finished jobs the run-time estimator learns from first.")
+@click.option("--horizon", default="7d", show_default=True, callback=horizon_seconds,
+              help="How far ahead to replay (seconds, or with a unit: 90m, 12h, 7d).")
+@click.option("--samples", default=32, show_default=True, type=click.IntRange(1, 4096), help="Seeded replays.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run-time draws.")
+@click.option("--workers", type=click.IntRange(1, 64), help="Processes (default: 2 for large forecasts, else 1).")
+@click.option("--save", "save_path", type=click.Path(path_type=Path), help="Also write the snapshot to this file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the forecast as one JSON object on stdout.")
+def forecast(from_slurm: bool, snapshot_path: Path | None, cluster_path: Path | None, history_path: Path | None,
+             horizon: float, samples: int, seed: int, workers: int | None, save_path: Path | None,
+             as_json: bool) -> None:  # fmt: skip
+    """Forecast when each pending job starts (p50/p90) and ends, and when each partition's queue drains."""
+    from gputwin.twin.forecast import forecast as run_forecast
+    from gputwin.twin.snapfile import save_snapshot
+
+    if from_slurm == (snapshot_path is not None):
+        raise click.UsageError("give exactly one of --slurm and --snapshot FILE")
+    snap = _snapshot(from_slurm, snapshot_path)
+    cluster = _cluster(snap, cluster_path)
+    estimator = _estimator(history_path)
+    if save_path is not None:
+        save_snapshot(snap, save_path)
+    result = run_forecast(cluster, snap, estimator, samples=samples, seed=seed, horizon=horizon, workers=workers)
+    document = as_document(result)
+    if as_json:
+        click.echo(json.dumps(document, sort_keys=True))
+    else:
+        _print(document)
+
+
+def _snapshot(from_slurm: bool, path: Path | None) -> Any:
+    if from_slurm:
+        from gputwin.adapters.slurm.snapshot import slurm_snapshot
+
+        return slurm_snapshot()
+    from gputwin.twin.snapfile import load_snapshot
+
+    assert path is not None
+    return load_snapshot(path)
+
+
+def _cluster(snap: Any, path: Path | None) -> Any:
+    from gputwin.twin.seed import default_cluster
+
+    if path is None:
+        return default_cluster(snap)
+    from gputwin.api.loader import load_cluster
+
+    cluster = load_cluster(path)
+    names = {p.name for p in cluster.partitions}
+    missing = sorted({job.partition for job in snap.pending} - names)
+    if missing and not any(not p.task_types for p in cluster.partitions):
+        raise InputError(f"{path}: partitions: no partition named {missing[0]!r}, which jobs of the snapshot "
+                         "wait in")  # fmt: skip
+    return cluster
+
+
+def _estimator(path: Path | None) -> Any:
+    from gputwin.core.history import HistoryEstimator
+
+    estimator = HistoryEstimator()
+    if path is not None:
+        from gputwin.adapters.traces import read_trace
+
+        for job in read_trace(path).jobs:
+            if job.state == "COMPLETED" and job.duration > 0:
+                estimator.observe(job, job.duration)
+    return estimator
+
+
+def as_document(result: Any) -> dict[str, Any]:
+    """The forecast as its --json object: seconds after the snapshot (`*_s`) and the clock (`*_at`)."""
+    t0 = result.taken_at
+
+    def rel(value: float | None) -> float | None:
+        return None if value is None else round(value - t0, 3)
+
+    jobs = [{"job_id": j.job_id, "partition": j.partition, "gpus": j.gpus,
+             "start_p50_s": rel(j.start_p50), "start_p90_s": rel(j.start_p90),
+             "end_p50_s": rel(j.end_p50), "end_p90_s": rel(j.end_p90),
+             "start_p50_at": j.start_p50, "start_p90_at": j.start_p90,
+             "started_share": j.started, "rejected": j.rejected} for j in result.jobs]  # fmt: skip
+    parts = [{"partition": p.partition, "pending": p.pending, "drain_p50_s": p.drain_p50,
+              "drain_p90_s": p.drain_p90} for p in result.partitions]  # fmt: skip
+    return {"taken_at": t0, "horizon_s": result.horizon, "samples": result.samples, "seed": result.seed,
+            "workers": result.workers, "wall_s": round(result.wall_seconds, 3), "jobs": jobs,
+            "partitions": parts, "left_out": [list(x) for x in result.left_out]}  # fmt: skip
+
+
+def _span(seconds: float | None) -> str:
+    if seconds is None:
+        return "> horizon"
+    minutes, sec = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m{sec:02d}s" if hours else f"{minutes}m{sec:02d}s"
+
+
+def _print(doc: dict[str, Any]) -> None:
+    click.echo(f"forecast: {len(doc['jobs'])} pending jobs, {doc['samples']} samples, "
+               f"horizon {_span(doc['horizon_s'])}, {doc['wall_s']:.2f} s")  # fmt: skip
+    click.echo(f"{'JOB':<16} {'PARTITION':<12} {'GPUS':>4}  {'START p50':>10} {'START p90':>10} {'END p50':>10}")
+    for j in doc["jobs"]:
+        note = f"  rejected: {j['rejected']}" if j["rejected"] else ""
+        click.echo(f"{j['job_id']:<16} {j['partition']:<12} {j['gpus']:>4}  {_span(j['start_p50_s']):>10} "
+                   f"{_span(j['start_p90_s']):>10} {_span(j['end_p50_s']):>10}{note}")  # fmt: skip
+    for p in doc["partitions"]:
+        click.echo(f"partition {p['partition']}: {p['pending']} pending, drains in {_span(p['drain_p50_s'])} (p50), "
+                   f"{_span(p['drain_p90_s'])} (p90)")  # fmt: skip
+    for job_id, why in doc["left_out"]:
+        click.echo(f"warning: running job {job_id} not held by the twin: {why}", err=True)

@@ -1,0 +1,202 @@
+"""Forecasts from a snapshot: N seeded replays of the present, per-job start quantiles, drain times.
+
+Each sample draws every unknown run time (`gputwin.twin.sampling`), seeds the runtime with the
+snapshot (`gputwin.twin.seed`) and replays it on a virtual clock up to the horizon. Over the
+samples, per pending job: its start at p50 and p90 and its end (None: not within the horizon in
+that share of samples), and per partition the time until its current queue drains - every job
+pending now has started - at p50 and p90. Quantiles are nearest-rank over all samples (a sample in
+which the job did not start counts as "later than the horizon"), so p90 is a time that 90 % of
+the draws met. The schedulers rank with the estimator's points (qssf sees predictions, not draws).
+
+Large forecasts run their samples in `workers` processes (each takes every k-th sample; a sample's
+draws depend only on (seed, sample), so the result does not depend on the split). The processes are
+forked and inherit the task: nothing of it is pickled, which compiled (mypyc) frozen values do not
+survive, and which would cost more than the replays of a small forecast anyway.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gputwin.core.history import UNKNOWN, Estimator, HistoryEstimator
+from gputwin.core.model import ClusterSpec, JobSpec
+from gputwin.core.scheduler import Scheduler, SchedulerOptions
+from gputwin.twin.sampling import DEFAULT_SIGMA, Plan, draw_pending, draw_running, job_spec, plan, sample_rng
+from gputwin.twin.seed import seed, task_types
+from gputwin.twin.snapshot import Snapshot
+
+DEFAULT_HORIZON = 7 * 86400.0
+PARALLEL_FROM = 50_000  # samples x pending jobs from which a second process pays for its start-up
+INF = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class JobForecast:
+    """One pending job; times are on the snapshot's clock, None beyond the horizon."""
+
+    job_id: str
+    partition: str
+    gpus: int
+    start_p50: float | None
+    start_p90: float | None
+    end_p50: float | None
+    end_p90: float | None
+    started: float  # share of samples in which it started within the horizon
+    rejected: str = ""  # why the twin's scheduler refused it ("" if it did not)
+
+
+@dataclass(frozen=True, slots=True)
+class DrainForecast:
+    """Seconds after the snapshot until every job pending now in `partition` has started."""
+
+    partition: str
+    pending: int
+    drain_p50: float | None
+    drain_p90: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    taken_at: float
+    horizon: float
+    samples: int
+    seed: int
+    jobs: tuple[JobForecast, ...]
+    partitions: tuple[DrainForecast, ...]
+    left_out: tuple[tuple[str, str], ...]  # running jobs the cluster could not hold, and why
+    workers: int
+    wall_seconds: float
+
+
+class Points:
+    """The estimator's point per job id, frozen: replays rank by it and learn nothing."""
+
+    def __init__(self, points: dict[str, float]) -> None:
+        self.points = points
+
+    def predict(self, job: JobSpec) -> float:
+        return self.points.get(job.job_id, UNKNOWN)
+
+    def observe(self, job: JobSpec, run_seconds: float) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    cluster: ClusterSpec
+    snap: Snapshot
+    plan: Plan
+    options: SchedulerOptions
+    seed: int
+    until: float
+
+
+_FORKED: list[_Task] = []  # the task a forked worker inherits (set only around the pool's life)
+
+
+Sample = tuple[list[float], list[float], dict[str, str], dict[str, str]]  # starts, ends, rejects, left out
+
+
+def forecast(
+    cluster: ClusterSpec,
+    snap: Snapshot,
+    estimator: Estimator | None = None,
+    *,
+    samples: int = 32,
+    seed: int = 0,
+    horizon: float = DEFAULT_HORIZON,
+    options: SchedulerOptions = SchedulerOptions(),
+    sigma: float = DEFAULT_SIGMA,
+    workers: int | None = None,
+) -> Forecast:
+    """Replay `samples` draws of the snapshot on `cluster` and summarise them (see the module)."""
+    began = time.perf_counter()
+    the_plan = plan(snap, estimator or HistoryEstimator(), sigma)
+    if workers is None:
+        workers = 2 if samples * len(snap.pending) >= PARALLEL_FROM else 1
+    if "fork" not in multiprocessing.get_all_start_methods():
+        workers = 1
+    workers = max(1, min(workers, samples))
+    task = _Task(cluster, snap, the_plan, options, seed, snap.taken_at + horizon)
+    shares = [tuple(range(w, samples, workers)) for w in range(workers)]
+    if workers == 1:
+        results = [[replay_sample(task, i) for i in shares[0]]]
+    else:
+        _FORKED[:] = [task]
+        try:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                results = pool.map(_run_forked, shares)
+        finally:
+            _FORKED.clear()
+    by_sample = sorted(zip((i for share in shares for i in share), (r for res in results for r in res)))
+    return _summary(snap, [run for _, run in by_sample], horizon, seed, workers, time.perf_counter() - began)
+
+
+def _run_forked(samples: tuple[int, ...]) -> list[Sample]:
+    return [replay_sample(_FORKED[0], i) for i in samples]
+
+
+def replay_sample(task: _Task, sample: int) -> Sample:
+    """One draw replayed: start and end (INF: not by the horizon) per pending job, in order."""
+    rng = sample_rng(task.seed, sample)
+    kinds = task_types(task.cluster)
+    running = [(run, draw_running(d, elapsed, rng)) for run, d, elapsed in task.plan.running]
+    pending = [job_spec(job, draw_pending(d, rng), kinds.get(job.partition, job.partition), i)
+               for i, (job, d) in enumerate(task.plan.pending)]  # fmt: skip
+    points = Points({job.job_id: d.median for job, d in task.plan.pending})
+    scheduler = Scheduler(task.cluster, task.options, points)
+    seeded = seed(task.cluster, task.snap, running, pending, task.options, scheduler)
+    watch = seeded.run(task.until)
+    starts = [watch.starts.get(j.job_id, INF) for j in pending]
+    ends = [watch.ends.get(j.job_id, INF) for j in pending]
+    return starts, ends, watch.rejects, seeded.left_out
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank quantile (values may hold INF)."""
+    ordered = sorted(values)
+    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
+
+
+def _finite(value: float, until: float) -> float | None:
+    return value if value <= until else None
+
+
+def _summary(snap: Snapshot, runs: list[Sample], horizon: float, seed: int, workers: int,
+             wall: float) -> Forecast:  # fmt: skip
+    until = snap.taken_at + horizon
+    rejects = runs[0][2] if runs else {}
+    jobs = []
+    for i, job in enumerate(snap.pending):
+        starts, ends = [r[0][i] for r in runs], [r[1][i] for r in runs]
+        jobs.append(JobForecast(
+            job.job_id, job.partition, job.gpus,
+            _finite(quantile(starts, 0.5), until), _finite(quantile(starts, 0.9), until),
+            _finite(quantile(ends, 0.5), until), _finite(quantile(ends, 0.9), until),
+            sum(s <= until for s in starts) / len(starts), rejects.get(job.job_id, ""),
+        ))  # fmt: skip
+    left_out = tuple(sorted(runs[0][3].items())) if runs else ()
+    return Forecast(snap.taken_at, horizon, len(runs), seed, tuple(jobs), _drains(snap, runs, until),
+                    left_out, workers, wall)  # fmt: skip
+
+
+def _drains(snap: Snapshot, runs: list[Sample], until: float) -> tuple[DrainForecast, ...]:
+    rejects = runs[0][2] if runs else {}
+    members: dict[str, list[int]] = {p.name: [] for p in snap.partitions}
+    for i, job in enumerate(snap.pending):
+        if job.job_id not in rejects:
+            members.setdefault(job.partition, []).append(i)
+    out = []
+    for name, idx in members.items():
+        drains = [max((r[0][i] for i in idx), default=snap.taken_at) - snap.taken_at for r in runs]
+        p50, p90 = (quantile(drains, q) if drains else 0.0 for q in (0.5, 0.9))
+        horizon = until - snap.taken_at
+        out.append(DrainForecast(name, len(idx), _finite(p50, horizon), _finite(p90, horizon)))
+    return tuple(out)
+
+
+__all__ = ["DEFAULT_HORIZON", "DrainForecast", "Forecast", "JobForecast", "Points", "forecast", "quantile"]

@@ -1,0 +1,150 @@
+"""The one runtime started from a snapshot instead of from empty, and one replay of it.
+
+`replay` builds what the simulator builds (`Scheduler`, `VirtualRuns`, `Runtime`) and, before the
+clock moves: marks the snapshot's out-of-service nodes (`Scheduler.set_out_of_service`), adopts
+every running job on the GPUs it holds since its start (as the operator adopts runs after a
+restart: its run ends `duration` after its start, so what is left is the draw minus the elapsed
+time), and queues the pending jobs in the snapshot's queue order (their waits count from their
+own submit times). The clock starts at `taken_at` and runs to the horizon.
+
+A snapshot's partition is matched to the cluster's partition of the same name. A running job that
+no partition can hold where it runs (live partitions may overlap, the core's may not) is adopted
+by the partition that holds its first node; one that none can hold is left out and named.
+`default_cluster` is the cluster a snapshot implies when none is declared: its nodes, each in the
+first partition listing it, with SLURM's own order (priority, then submit; EASY backfill).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gputwin.core.decision import Preempt, Reject, Resize, Start
+from gputwin.core.ledger import OverAllocation
+from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec, PolicySpec
+from gputwin.core.scheduler import Scheduler, SchedulerOptions
+from gputwin.core.state import JobState
+from gputwin.runtime.clock import Replay, VirtualClock, run_steps
+from gputwin.runtime.loop import Runtime
+from gputwin.runtime.virtual import VirtualRuns
+from gputwin.twin.snapshot import RunningJob, Snapshot
+
+LIVE_POLICY = PolicySpec(queue="priority", placement="first-fit", backfill=True)
+
+
+def default_cluster(snap: Snapshot, policy: PolicySpec = LIVE_POLICY) -> ClusterSpec:
+    """The snapshot's nodes and partitions (made disjoint, see the module docstring) as a cluster."""
+    owner: dict[str, str] = {}
+    for part in snap.partitions:
+        for node in part.nodes:
+            owner.setdefault(node, part.name)
+    parts = []
+    for part in snap.partitions:
+        nodes = tuple(n for n in part.nodes if owner[n] == part.name)
+        if nodes:
+            parts.append(PartitionSpec(part.name, nodes, (part.name,), policy))
+    return ClusterSpec(snap.topology, tuple(parts))
+
+
+class Watch:
+    """What one replay saw: each job's first start and latest known end, and rejections.
+
+    A `Transitions` listener written out in full, not a subclass of `Quiet`: the compiled runtime's
+    classes cannot be subclassed by interpreted ones."""
+
+    def __init__(self) -> None:
+        self.starts: dict[str, float] = {}
+        self.ends: dict[str, float] = {}
+        self.rejects: dict[str, str] = {}
+
+    def started(self, start: Start, now: float) -> None:
+        self.starts.setdefault(start.job_id, now)
+        self.ends[start.job_id] = now + start.run_seconds
+
+    def completed(self, state: JobState, end: float, now: float) -> None:
+        self.ends[state.job_id] = end
+
+    def rejected(self, reject: Reject, now: float) -> None:
+        self.rejects[reject.job_id] = reject.reason
+
+    def submitted(self, spec: JobSpec, now: float) -> None: ...
+    def start_failed(self, start: Start, error: Exception, now: float) -> None: ...
+    def preempted(self, preempt: Preempt, now: float) -> None: ...
+    def ended_elsewhere(self, job_id: str, end: float, now: float) -> None: ...
+    def resized(self, resize: Resize, now: float) -> None: ...
+
+
+@dataclass
+class Seeded:
+    """A runtime holding the snapshot's present, ready to be driven from `now`."""
+
+    runtime: Runtime
+    watch: Watch
+    pending: list[JobSpec]
+    now: float
+    left_out: dict[str, str] = field(default_factory=dict)  # running job id -> why it is not held
+
+    def run(self, until: float) -> Watch:
+        """Queue the pending jobs at `now` and replay until `until` (or nothing is left)."""
+        run_steps(Replay(self.runtime, self.pending), VirtualClock(self.now), until)
+        return self.watch
+
+
+def task_types(cluster: ClusterSpec) -> dict[str, str]:
+    """Partition name -> a task type that routes there (the first it serves)."""
+    return {p.name: p.task_types[0] for p in cluster.partitions if p.task_types}
+
+
+def seed(
+    cluster: ClusterSpec,
+    snap: Snapshot,
+    running: Sequence[tuple[RunningJob, float]],
+    pending: Sequence[JobSpec],
+    options: SchedulerOptions = SchedulerOptions(),
+    scheduler: Scheduler | None = None,
+) -> Seeded:
+    """The runtime at `snap.taken_at`: `running` are (job, total run time drawn), `pending` the
+    queued jobs as specs, in queue order (submit times at most `taken_at`)."""
+    scheduler = scheduler or Scheduler(cluster, options)
+    watch, runs = Watch(), VirtualRuns()
+    runtime = Runtime(scheduler, runs, watch)
+    scheduler.set_out_of_service(out.node for out in snap.out_of_service)
+    now = snap.taken_at
+    queue = [j if j.submit <= now else dataclasses.replace(j, submit=now) for j in pending]
+    seeded = Seeded(runtime, watch, queue, now)
+    holders = _holders(cluster)
+    kinds = task_types(cluster)
+    for job, duration in running:
+        why = _adopt(scheduler, runs, job, duration, kinds, holders)
+        if why:
+            seeded.left_out[job.job_id] = why
+    return seeded
+
+
+def _holders(cluster: ClusterSpec) -> dict[str, str]:
+    return {node: p.name for p in cluster.partitions for node in p.nodes}
+
+
+def _adopt(scheduler: Scheduler, runs: VirtualRuns, job: RunningJob, duration: float,
+           kinds: dict[str, str], holders: dict[str, str]) -> str:  # fmt: skip
+    """Adopt one running job; '' when done, else why it could not be."""
+    nodes = [node for node, _ in job.slots]
+    partition = job.partition if all(holders.get(n) == job.partition for n in nodes) else holders.get(nodes[0])
+    if partition is None or partition not in kinds:
+        return f"no partition of the cluster holds node {nodes[0]}"
+    index = scheduler.topology.node_index
+    spec = JobSpec(job.job_id, job.submit, duration, job.gpus, kinds[partition], job.user, job.name,
+                   "RUNNING", 0, len(nodes))  # fmt: skip
+    try:
+        slots = tuple((index[node], gpus) for node, gpus in job.slots)
+        state = scheduler.adopt(spec, slots, job.start)
+    except (KeyError, ValueError, OverAllocation) as exc:
+        return f"its GPUs cannot be held in partition {partition} ({exc})"
+    start = Start(job.job_id, state.partition, slots, state.seg_end - job.start, state.overhead, state.leaves,
+                  state.tiers, state.generation)  # fmt: skip
+    runs.adopt(start, scheduler.topology.node_names, job.start)
+    return ""
+
+
+__all__ = ["LIVE_POLICY", "Seeded", "Watch", "default_cluster", "seed", "task_types"]

@@ -1,0 +1,143 @@
+"""A cluster at one moment, as frozen values: what runs where, what waits in which order, what is out.
+
+A `Snapshot` is self-contained: it carries the nodes and switch tree (`topology`) and which
+nodes each partition of the live scheduler holds, so a forecast can run from the file alone
+(`gputwin.twin.seed.default_cluster`), or on a declared cluster given next to it. Times are
+seconds on the snapshot's clock (epoch seconds from a live cluster); `taken_at` is "now".
+`problems()` lists what makes a snapshot unusable, each as (field, reason), so the file reader
+and the live readers report the same mistakes the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gputwin.core.model import TopologySpec
+
+VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class SnapPartition:
+    """A partition of the live scheduler and the nodes it may place on (live partitions may overlap)."""
+
+    name: str
+    nodes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OutOfService:
+    """A node that takes no new work now; `state` is what the cluster says (down, drained, ...)."""
+
+    node: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job running now: `slots` are (node, GPUs) as bound, since `start`.
+
+    `time_limit` is the user's limit (the run ends by then at the latest), `estimate` a run-time
+    estimate someone made (total seconds, not remaining); either may be unknown (None).
+    """
+
+    job_id: str
+    partition: str
+    submit: float
+    start: float
+    slots: tuple[tuple[str, int], ...]
+    time_limit: float | None = None
+    estimate: float | None = None
+    user: str = ""
+    name: str = ""
+
+    @property
+    def gpus(self) -> int:
+        return sum(g for _, g in self.slots)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingJob:
+    """A job waiting now; a snapshot lists them in the live scheduler's queue order."""
+
+    job_id: str
+    partition: str
+    submit: float
+    gpus: int
+    num_nodes: int = 0
+    priority: int = 0
+    time_limit: float | None = None
+    estimate: float | None = None
+    user: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    taken_at: float
+    source: str
+    topology: TopologySpec
+    partitions: tuple[SnapPartition, ...]
+    running: tuple[RunningJob, ...] = ()
+    pending: tuple[PendingJob, ...] = ()
+    out_of_service: tuple[OutOfService, ...] = ()
+
+    def problems(self) -> list[tuple[str, str]]:
+        """What is inconsistent, as (field path, reason); empty for a usable snapshot."""
+        nodes = {n.name: n.gpus for n in self.topology.nodes}
+        found: list[tuple[str, str]] = []
+        ids: set[str] = set()
+        for i, part in enumerate(self.partitions):
+            found += [(f"partitions[{i}].nodes", f"unknown node {n!r}") for n in part.nodes if n not in nodes]
+        for i, run in enumerate(self.running):
+            found += _running_problems(f"running[{i}]", run, nodes, self.taken_at)
+            found += _duplicate(f"running[{i}].job_id", run.job_id, ids)
+        for i, job in enumerate(self.pending):
+            found += _pending_problems(f"pending[{i}]", job)
+            found += _duplicate(f"pending[{i}].job_id", job.job_id, ids)
+        for i, out in enumerate(self.out_of_service):
+            if out.node not in nodes:
+                found.append((f"out_of_service[{i}].node", f"unknown node {out.node!r}"))
+        return found
+
+
+def _duplicate(where: str, job_id: str, ids: set[str]) -> list[tuple[str, str]]:
+    if job_id in ids:
+        return [(where, f"job id {job_id!r} appears twice")]
+    ids.add(job_id)
+    return []
+
+
+def _running_problems(where: str, run: RunningJob, nodes: dict[str, int], now: float) -> list[tuple[str, str]]:
+    found = []
+    if not run.slots:
+        found.append((f"{where}.slots", "a running job holds at least one node"))
+    used: dict[str, int] = {}
+    for node, gpus in run.slots:
+        used[node] = used.get(node, 0) + gpus
+    for node, gpus in used.items():
+        if node not in nodes:
+            found.append((f"{where}.slots", f"unknown node {node!r}"))
+        elif not 0 <= gpus <= nodes[node]:
+            found.append((f"{where}.slots", f"{gpus} GPUs on {node}, which has {nodes[node]}"))
+    if run.start > now:
+        found.append((f"{where}.start", "after the snapshot was taken"))
+    found += _limits(where, run.time_limit, run.estimate)
+    return found
+
+
+def _pending_problems(where: str, job: PendingJob) -> list[tuple[str, str]]:
+    found = [] if job.gpus >= 0 and job.num_nodes >= 0 else [(f"{where}.gpus", "must be >= 0")]
+    return found + _limits(where, job.time_limit, job.estimate)
+
+
+def _limits(where: str, limit: float | None, estimate: float | None) -> list[tuple[str, str]]:
+    found = []
+    if limit is not None and not limit > 0:
+        found.append((f"{where}.time_limit", "must be > 0 seconds"))
+    if estimate is not None and not estimate > 0:
+        found.append((f"{where}.estimate", "must be > 0 seconds"))
+    return found
+
+
+__all__ = ["VERSION", "OutOfService", "PendingJob", "RunningJob", "SnapPartition", "Snapshot"]

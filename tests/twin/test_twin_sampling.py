@@ -1,0 +1,105 @@
+"""Run-time draws: which point a job gets, the bounds every draw keeps, seeds, and the interval hook."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gputwin.core.history import DEFAULT_PRIOR, HistoryEstimator
+from gputwin.core.model import JobSpec, NodeSpec, SwitchSpec, TopologySpec
+from gputwin.twin.sampling import (
+    DEFAULT_SIGMA,
+    Draw,
+    draw_pending,
+    draw_running,
+    plan,
+    sample_rng,
+)
+from gputwin.twin.snapshot import PendingJob, RunningJob, SnapPartition, Snapshot
+
+TOPO = TopologySpec("t", (SwitchSpec("s"),), (NodeSpec("n1", 8, "s"),))
+
+
+def snap(*pending: PendingJob, running: tuple[RunningJob, ...] = ()) -> Snapshot:
+    return Snapshot(100.0, "test", TOPO, (SnapPartition("p", ("n1",)),), running, pending)
+
+
+class MockIntervalEstimator:
+    """A mock of the learned estimator: a fixed p10/p50/p90 for every job."""
+
+    def predict(self, job: JobSpec) -> float:
+        return 999.0
+
+    def observe(self, job: JobSpec, run_seconds: float) -> None:
+        return None
+
+    def interval(self, job: JobSpec) -> tuple[float, float, float]:
+        return (50.0, 100.0, 400.0)
+
+
+def learnt(user: str, seconds: float) -> HistoryEstimator:
+    estimator = HistoryEstimator()
+    estimator.observe(JobSpec("old", 0, seconds, 1, "p", user, "train"), seconds)
+    return estimator
+
+
+@pytest.mark.parametrize(
+    ("job", "estimator", "median"),
+    [
+        (PendingJob("a", "p", 0, 1, estimate=77.0), learnt("u", 500.0), 77.0),
+        (PendingJob("a", "p", 0, 1, user="u", name="train"), learnt("u", 500.0), 500.0),
+        (PendingJob("a", "p", 0, 1, time_limit=600.0), HistoryEstimator(), 600.0),
+        (PendingJob("a", "p", 0, 1), HistoryEstimator(), DEFAULT_PRIOR),
+        (PendingJob("a", "p", 0, 1, estimate=0.25), HistoryEstimator(), 1.0),
+    ],
+    ids=["snapshot-estimate-first", "estimator-next", "time-limit-next", "prior-last", "at-least-a-second"],
+)
+def test_each_job_gets_the_first_point_known(job: PendingJob, estimator: HistoryEstimator, median: float) -> None:
+    (_, draw), = plan(snap(job), estimator).pending
+    assert draw == Draw(median, DEFAULT_SIGMA, job.time_limit or math.inf)
+
+
+def test_an_interval_estimator_sets_median_and_a_skewed_spread() -> None:
+    (_, draw), = plan(snap(PendingJob("a", "p", 0, 1)), MockIntervalEstimator()).pending
+    assert (draw.median, draw.sigma, draw.sigma_low) == pytest.approx((100.0, math.log(4) / 1.2815516,
+                                                                       math.log(2) / 1.2815516))
+    rng = sample_rng(0, 0)
+    draws = sorted(draw_pending(draw, rng) for _ in range(4000))
+    assert (draws[400], draws[2000], draws[3600]) == pytest.approx((50, 100, 400), rel=0.1)
+
+
+def test_a_running_job_knows_how_long_it_has_run() -> None:
+    run = RunningJob("r", "p", 0.0, 40.0, (("n1", 2),), time_limit=300.0)
+    (_, draw, elapsed), = plan(snap(running=(run,)), HistoryEstimator()).running
+    assert (draw.median, draw.limit, elapsed) == (300.0, 300.0, 60.0)
+
+
+@given(
+    median=st.floats(1.0, 1e6), sigma=st.floats(0.0, 3.0), elapsed=st.floats(0.0, 1e6),
+    limit=st.one_of(st.just(math.inf), st.floats(1.0, 2e6)), seed=st.integers(0, 2**32),
+)  # fmt: skip
+def test_draws_stay_within_their_bounds(median: float, sigma: float, elapsed: float, limit: float, seed: int) -> None:
+    draw, rng = Draw(median, sigma, limit), sample_rng(seed, 0)
+    pending = draw_pending(draw, rng)
+    assert 1.0 <= pending <= max(limit, 1.0)
+    running = draw_running(draw, elapsed, rng)
+    assert running >= min(elapsed + 1.0, limit) or running == elapsed + 1.0
+    assert running <= max(limit, elapsed + 1.0) and math.isfinite(running)
+
+
+def test_running_draws_follow_the_conditional_distribution() -> None:
+    """Past its median, a job's remaining time is drawn from the tail, not piled up at 'now'."""
+    draw, rng = Draw(100.0, 0.5, math.inf), sample_rng(1, 0)
+    totals = [draw_running(draw, 150.0, rng) for _ in range(3000)]
+    assert min(totals) >= 151.0
+    assert 180.0 < statistics.median(totals) < 240.0  # the median of a log-normal past 1.5x its median
+
+
+@pytest.mark.parametrize(("seed", "sample"), [(0, 0), (0, 1), (5, 0)], ids=["s0-0", "s0-1", "s5-0"])
+def test_a_sample_draws_the_same_numbers_every_time(seed: int, sample: int) -> None:
+    assert sample_rng(seed, sample).random() == sample_rng(seed, sample).random()
+    assert sample_rng(seed, sample).random() != sample_rng(seed + 1, sample).random()
