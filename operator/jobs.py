@@ -181,14 +181,13 @@ class JobControl(JobEvents):
                 slots = tuple((index[slot.node], slot.gpus) for slot in alloc.slots)
                 if not isinstance(self.backend, AdoptsRuns):
                     raise ValueError(f"backend {self.backend.name} cannot take a run over")
-                state = self.scheduler.adopt(dataclasses.replace(spec, gpus=sum(g for _, g in slots)), slots, since)
+                assert self.runtime is not None
+                sized = dataclasses.replace(spec, gpus=sum(g for _, g in slots))
+                self.runtime.adopt(sized, slots, since, alloc.run_seconds)  # the run as it was recorded
             except (KeyError, ValueError, OverAllocation) as exc:
                 self._evict(job_id, f"its recorded GPUs cannot be taken back ({exc})", now)
                 continue
             self.live[job_id] = spec
-            start = Start(job_id, state.partition, slots, alloc.run_seconds, state.overhead, state.leaves,
-                          state.tiers, state.generation)  # fmt: skip
-            self.backend.adopt(start, self.scheduler.topology.node_names, since)
 
     def _evict(self, job_id: str, why: str, now: float) -> None:
         """A running job that cannot stay where it runs: stop it; it is submitted again."""

@@ -25,7 +25,7 @@ from gputwin.core.decision import EMPTY, Decision, Preempt, Reject, Resize, Star
 from gputwin.core.model import JobSpec
 from gputwin.core.scheduler import Scheduler
 from gputwin.core.state import JobState, Phase
-from gputwin.runtime.capabilities import RunsJobs
+from gputwin.runtime.capabilities import AdoptsRuns, RunsJobs
 
 
 class Transitions(Protocol):
@@ -120,6 +120,21 @@ class Runtime:
         self.listener.submitted(spec, now)
         if decision is not EMPTY:  # most submits only queue the job
             self.apply(decision, now)
+
+    def adopt(
+        self, spec: JobSpec, slots: tuple[tuple[int, int], ...], since: float, run_seconds: float | None = None
+    ) -> JobState:
+        """A job already running on `slots` since `since` (recorded before a restart, or seen in a
+        snapshot): the scheduler takes its GPUs back, and a backend that can take a run over
+        (`AdoptsRuns`) tracks it for `run_seconds` (default: what the scheduler computes). Raises
+        what `Scheduler.adopt` raises (KeyError, ValueError, OverAllocation) before any change."""
+        state = self.scheduler.adopt(spec, slots, since)
+        if isinstance(self.runs, AdoptsRuns):
+            seconds = state.seg_end - since if run_seconds is None else run_seconds
+            start = Start(spec.job_id, state.partition, slots, seconds, state.overhead, state.leaves,
+                          state.tiers, state.generation)  # fmt: skip
+            self.runs.adopt(start, self.scheduler.topology.node_names, since)
+        return state
 
     def cycle(self, now: float) -> None:
         decision = self.scheduler.run_cycle(now)

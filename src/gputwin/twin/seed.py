@@ -116,7 +116,7 @@ def seed(
     holders = _holders(cluster)
     kinds = task_types(cluster)
     for job, duration in running:
-        why = _adopt(scheduler, runs, job, duration, kinds, holders)
+        why = _adopt(runtime, job, duration, kinds, holders)
         if why:
             seeded.left_out[job.job_id] = why
     return seeded
@@ -126,24 +126,20 @@ def _holders(cluster: ClusterSpec) -> dict[str, str]:
     return {node: p.name for p in cluster.partitions for node in p.nodes}
 
 
-def _adopt(scheduler: Scheduler, runs: VirtualRuns, job: RunningJob, duration: float,
-           kinds: dict[str, str], holders: dict[str, str]) -> str:  # fmt: skip
+def _adopt(runtime: Runtime, job: RunningJob, duration: float, kinds: dict[str, str],
+           holders: dict[str, str]) -> str:  # fmt: skip
     """Adopt one running job; '' when done, else why it could not be."""
     nodes = [node for node, _ in job.slots]
     partition = job.partition if all(holders.get(n) == job.partition for n in nodes) else holders.get(nodes[0])
     if partition is None or partition not in kinds:
         return f"no partition of the cluster holds node {nodes[0]}"
-    index = scheduler.topology.node_index
+    index = runtime.scheduler.topology.node_index
     spec = JobSpec(job.job_id, job.submit, duration, job.gpus, kinds[partition], job.user, job.name,
                    "RUNNING", 0, len(nodes))  # fmt: skip
     try:
-        slots = tuple((index[node], gpus) for node, gpus in job.slots)
-        state = scheduler.adopt(spec, slots, job.start)
+        runtime.adopt(spec, tuple((index[node], gpus) for node, gpus in job.slots), job.start)
     except (KeyError, ValueError, OverAllocation) as exc:
         return f"its GPUs cannot be held in partition {partition} ({exc})"
-    start = Start(job.job_id, state.partition, slots, state.seg_end - job.start, state.overhead, state.leaves,
-                  state.tiers, state.generation)  # fmt: skip
-    runs.adopt(start, scheduler.topology.node_names, job.start)
     return ""
 
 
