@@ -382,3 +382,29 @@ def test_get_wide_adds_columns(state: Path, kind: str, header: list[str], first:
     code, out, _ = gputwin(state, "get", kind, "-o", "wide")
     assert code == 0 and rows(out)[0] == header and rows(out)[1] == first
     assert len(rows(out)[0]) > len(rows(narrow)[0])
+
+
+def test_apply_run_and_events_print_json_with_o_json(state: Path) -> None:
+    """kubectl's `-o json`: apply gives the objects as stored (a List), run one summary object,
+    events a List of the events; the same state as the text commands leave."""
+    code, out, err = gputwin(state, "apply", "-f", CLUSTER, "-f", JOBS, "--dry-run", "-o", "json")
+    assert code == 0, err
+    previewed = json.loads(out)
+    assert previewed["kind"] == "List" and len(previewed["items"]) > 3
+    assert snapshot(state) == {}  # a dry run stores nothing
+    code, out, err = gputwin(state, "apply", "-f", CLUSTER, "-f", JOBS, "-o", "json")
+    assert code == 0, err
+    items = json.loads(out)["items"]
+    assert [i["metadata"]["name"] for i in items] == [i["metadata"]["name"] for i in previewed["items"]]
+    jobs = {i["metadata"]["name"]: i for i in items if i["kind"] == "GPUJob"}
+    assert jobs["resnet50-4gpu"]["status"]["phase"] in ("Queued", "Running")  # reconciled: statuses set
+    code, out, err = gputwin(state, "run", "-o", "json")
+    assert code == 0, err
+    assert json.loads(out) == {"time": "2026-01-01T04:12:00Z", "advancedSeconds": 15120.0, "steps": 3,
+                               "gpujobs": {"Succeeded": 3}}  # fmt: skip
+    code, out, err = gputwin(state, "events", "--for", "gpujob/resnet50-4gpu", "-o", "json")
+    assert code == 0, err
+    reasons = [e["reason"] for e in json.loads(out)["items"]]
+    assert reasons[0] == "Scheduled" and reasons[-1] == "Completed"
+    code, out, _ = gputwin(state, "events", "--for", "gpujob/absent", "-o", "json")
+    assert (code, json.loads(out)["items"]) == (0, [])

@@ -19,6 +19,7 @@ gets a Failed status; later commands carry on.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -46,6 +47,10 @@ from gputwin.runtime.clock import run_steps
 
 ACTIVE = ("Queued", "Running")
 
+
+json_option = click.option(
+    "-o", "--output", type=click.Choice(["json"]), help="json: one JSON document on stdout instead of text."
+)
 
 files_option = click.option(
     "-f", "--filename", "paths", multiple=True, type=click.Path(path_type=Path, allow_dash=True),
@@ -88,9 +93,10 @@ def settle(controller: Controller, now: float) -> None:
     "--dry-run", type=click.Choice(["none", "client", "server"]), default="none", is_flag=False,
     flag_value="client", help="Validate and say what would change; store nothing (client and server alike).",
 )  # fmt: skip
+@json_option
 @state_option
 @user_errors
-def apply(paths: tuple[Path, ...], dry_run: str, state: Path) -> None:
+def apply(paths: tuple[Path, ...], dry_run: str, output: str | None, state: Path) -> None:
     """Create or update objects from manifests (`-f -`: standard input), then reconcile at the
     current virtual time.
 
@@ -112,9 +118,14 @@ def apply(paths: tuple[Path, ...], dry_run: str, state: Path) -> None:
             raise ManifestError(errors)
         if dry_run != "none":
             outcomes = [(m, store.preview(_with_folder(m))) for m in manifests]
+            objects = [_with_folder(m) for m in manifests]
         else:
             outcomes = [(m, store.put(_with_folder(m))) for m in manifests]
             _reconcile(store, traces)
+            objects = [store.get(m.kind, m.namespace, m.name) or m.obj for m in manifests]
+    if output == "json":
+        click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=4))
+        return
     mark = {"none": "", "client": " (dry run)", "server": " (server dry run)"}[dry_run]
     for m, outcome in outcomes:
         click.echo(f"{resource(m.kind)}/{m.name} {outcome}{mark}")
@@ -192,13 +203,15 @@ def _delete_keys(
 @click.option(
     "--until", "until", type=click.FloatRange(min=0), help="Advance at most this many virtual seconds."
 )
+@json_option
 @state_option
 @user_errors
-def run(until: float | None, state: Path) -> None:
+def run(until: float | None, output: str | None, state: Path) -> None:
     """Advance virtual time event by event until no GPUJob is Queued or Running.
 
     Each step jumps to the next run end or policy wake-up and reconciles there. With --until the
-    clock stops at most SECONDS later (and moves there even if nothing happens).
+    clock stops at most SECONDS later (and moves there even if nothing happens). `-o json`: one
+    object, `{"time", "advancedSeconds", "steps", "gpujobs": {phase: count}}`.
     """
     traces = _traces()
     store = FileStore(state)
@@ -211,7 +224,12 @@ def run(until: float | None, state: Path) -> None:
         if until is not None and _active(store) and store.now < limit:
             store.set_now(limit)
             settle(controller, limit)
-        click.echo(_summary(store, start, steps))
+        if output == "json":
+            phases = dict(sorted(_phases(store).items()))
+            click.echo(json.dumps({"time": rfc3339(store.now), "advancedSeconds": store.now - start,
+                                   "steps": steps, "gpujobs": phases}))  # fmt: skip
+        else:
+            click.echo(_summary(store, start, steps))
 
 
 class StoreClock:
@@ -263,10 +281,12 @@ def _summary(store: FileStore, start: float, steps: int) -> str:
 
 @click.command()
 @click.option("--for", "for_object", metavar="KIND/NAME", help="Only events about this object.")
+@json_option
 @state_option
 @user_errors
-def events(for_object: str | None, state: Path) -> None:
-    """List the events the reconcilers posted, oldest first (times on the virtual clock)."""
+def events(for_object: str | None, output: str | None, state: Path) -> None:
+    """List the events the reconcilers posted, oldest first (times on the virtual clock); `-o json`:
+    a kubectl List of them (empty when there are none)."""
     wanted: tuple[list[str], str] | None = None
     if for_object is not None:
         if "/" not in for_object:
@@ -278,6 +298,9 @@ def events(for_object: str | None, state: Path) -> None:
         found = [
             e for e in store.events() if wanted is None or (e["kind"] in wanted[0] and e["name"] == wanted[1])
         ]
+    if output == "json":
+        click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": found}, indent=4))
+        return
     if not found:
         click.echo("No events found.", err=True)
         return
