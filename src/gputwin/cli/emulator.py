@@ -285,8 +285,10 @@ def _summary(store: FileStore, start: float, steps: int) -> str:
 @state_option
 @user_errors
 def events(for_object: str | None, output: str | None, state: Path) -> None:
-    """List the events the reconcilers posted, oldest first (times on the virtual clock); `-o json`:
-    a kubectl List of them (empty when there are none)."""
+    """List the events the reconcilers posted, oldest first (times on the virtual clock).
+
+    `-o json`: a kubectl List of them (empty when there are none).
+    """
     wanted: tuple[list[str], str] | None = None
     if for_object is not None:
         if "/" not in for_object:
