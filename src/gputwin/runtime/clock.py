@@ -75,23 +75,20 @@ class Replay:
 
     def __init__(self, runtime: Runtime, jobs: Sequence[JobSpec], progress: Callable[[int], None] | None = None):
         self.runtime, self.jobs, self.progress = runtime, jobs, progress
-        self.submitted = 0
+        self.submitted, self._count = 0, len(jobs)
 
     def next_event(self) -> float | None:
         when = self.runtime.next_event()
-        if self.submitted < len(self.jobs):
+        if self.submitted < self._count:
             arrival = self.jobs[self.submitted].submit
             if when is None or arrival < when:
                 return arrival
         return when
 
     def step(self, now: float) -> None:
-        runtime, jobs, i, n = self.runtime, self.jobs, self.submitted, len(self.jobs)
+        runtime = self.runtime
         runtime.due(now)
-        while i < n and jobs[i].submit <= now:
-            runtime.submit(jobs[i], now)
-            i += 1
-        self.submitted = i
+        self.submitted = i = runtime.submit_arrived(self.jobs, self.submitted, now)
         runtime.cycle(now)
         if self.progress is not None:
             self.progress(i)

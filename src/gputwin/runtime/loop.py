@@ -121,6 +121,19 @@ class Runtime:
         if decision is not EMPTY:  # most submits only queue the job
             self.apply(decision, now)
 
+    def submit_arrived(self, jobs: Sequence[JobSpec], first: int, now: float) -> int:
+        """`submit` each of `jobs[first:]` (sorted by submit time) that arrived by `now`; the index
+        of the first one left. A replay's arrivals come here, a batch per instant: the per-job
+        lookups are made once per batch (the simulator submits every job of a trace this way)."""
+        submit, submitted, n, i = self.scheduler.submit, self.listener.submitted, len(jobs), first
+        while i < n and (spec := jobs[i]).submit <= now:
+            decision = submit(spec, spec.submit)  # = min(now, spec.submit), as in `submit`
+            submitted(spec, now)
+            if decision is not EMPTY:
+                self.apply(decision, now)
+            i += 1
+        return i
+
     def adopt(
         self, spec: JobSpec, slots: tuple[tuple[int, int], ...], since: float, run_seconds: float | None = None
     ) -> JobState:

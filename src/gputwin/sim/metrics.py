@@ -70,6 +70,9 @@ class BusyTracker:
         """The buckets of `start` and `end`, after widening them until all fit in MAX_BUCKETS."""
         while True:
             first, last = int(start // self.interval), int(end // self.interval)
+            span = self._span
+            if span is not None and span[0] <= first and last <= span[1]:
+                return first, last  # the usual case: inside what was already seen
             low, high = (
                 (first, last) if self._span is None else (min(self._span[0], first), max(self._span[1], last))
             )
