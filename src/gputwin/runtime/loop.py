@@ -182,8 +182,9 @@ class Runtime:
         failed = self.runs.start_all(starts, self.scheduler.topology.node_names, now)
         listener = self.listener
         if not failed:
+            started = listener.started
             for start in starts:
-                listener.started(start, now)
+                started(start, now)
             return
         refused = {start.job_id for start, _ in failed}
         for start, error in failed:

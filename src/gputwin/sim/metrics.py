@@ -55,8 +55,12 @@ class BusyTracker:
         self.since[partition] = now
 
     def _spread(self, partition: str, start: float, end: float, busy: int) -> None:
-        first, last = self._fit(start, end)
-        buckets, width = self.buckets[partition], self.interval
+        width, span = self.interval, self._span
+        first, last = int(start // width), int(end // width)
+        if span is None or first < span[0] or last > span[1]:  # else `_fit`'s usual case, inlined
+            first, last = self._fit(start, end)
+            width = self.interval
+        buckets = self.buckets[partition]
         if first == last:
             buckets[first] += busy * (end - start)
             return
@@ -70,9 +74,6 @@ class BusyTracker:
         """The buckets of `start` and `end`, after widening them until all fit in MAX_BUCKETS."""
         while True:
             first, last = int(start // self.interval), int(end // self.interval)
-            span = self._span
-            if span is not None and span[0] <= first and last <= span[1]:
-                return first, last  # the usual case: inside what was already seen
             low, high = (
                 (first, last) if self._span is None else (min(self._span[0], first), max(self._span[1], last))
             )
