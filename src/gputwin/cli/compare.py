@@ -29,7 +29,7 @@ from gputwin.sim.run import RunError
 def command_line() -> list[str]:
     """How this command was started, as the report's provenance header shows it."""
     program = Path(sys.argv[0]).name
-    return ["python -m gputwin" if program == "__main__.py" else program, *sys.argv[1:]]
+    return [*(["python", "-m", "gputwin"] if program == "__main__.py" else [program]), *sys.argv[1:]]
 
 
 def warn(message: str) -> None:

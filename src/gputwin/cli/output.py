@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -29,8 +30,8 @@ def _console(stderr: bool = False) -> Console:
 
 def _print(console: Console, table: Table) -> None:
     """Print `table`; piped, at its natural width, so no name is cut or wrapped to fit 140 columns."""
-    if not console.is_terminal:
-        console.width = max(console.width, console.measure(table).maximum)
+    if not console.is_terminal:  # measured without the console's own width limit
+        console.width = max(console.width, Measurement.get(console, console.options.update_width(10**6), table).maximum)
     console.print(table)
 
 
