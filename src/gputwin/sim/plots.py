@@ -153,6 +153,10 @@ def _utilization(ranked: Sequence[CandidateResult]) -> Figure:
                              layout="constrained", squeeze=False)  # fmt: skip
     fig.suptitle("GPU utilisation over time, one panel per candidate")
     best = _hours(ranked[0])
+    # Shared y axis up to the highest value drawn (in tens), not 100 %: a cluster busy at 20-40 %
+    # would otherwise show its candidates' differences as one flat line each.
+    peak = max((u for r in shown for u in _hours(r)[1]), default=10.0)
+    top = min(105.0, 10 * math.ceil(peak / 10) + 5)
     for i, ax in enumerate(axes.flat):
         if i >= len(shown):
             ax.set_visible(False)
@@ -163,7 +167,7 @@ def _utilization(ranked: Sequence[CandidateResult]) -> Figure:
         ax.plot(xs, ys, color="C0", linewidth=2)
         ax.fill_between(xs, ys, color="C0", alpha=0.15)
         ax.set_title(f"{shown[i].candidate.name}: {100 * shown[i].summary.gpu_utilization:.1f} %", fontsize="medium")
-        ax.set_ylim(0, 105)
+        ax.set_ylim(0, top)
         ax.grid(True, alpha=0.3)
         if i + cols >= len(shown):  # the lowest panel of its column: the time axis goes here
             ax.xaxis.set_tick_params(labelbottom=True)
