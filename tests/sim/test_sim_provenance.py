@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -34,3 +35,12 @@ def test_the_header_names_inputs_build_utc_date_and_the_command_quoted(tmp_path:
     assert lines["command"] == "gputwin compare --out 'my dir'"
     assert hashlib.sha256(b"a\n").hexdigest() in lines["trace"] and str(trace) in lines["trace"]
     assert got.to_json()["cluster"] == {"path": str(cluster), "sha256": hashlib.sha256(b"b\n").hexdigest(), "bytes": 2}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "gone"], ids=["named-pipe-not-re-read", "deleted-since"])
+def test_an_input_that_cannot_be_hashed_is_said_so_and_not_waited_for(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "trace.csv"
+    if kind == "fifo":
+        os.mkfifo(path)  # opening it to read would block forever: it must not be opened
+    got = module.input_file(path)
+    assert got.sha256.startswith("unavailable: ") and got.bytes == 0

@@ -69,7 +69,14 @@ def sha256_file(path: Path) -> tuple[str, int]:
 
 
 def input_file(path: Path) -> InputFile:
-    digest, size = sha256_file(path)
+    """`path` and its hash; a pipe or device (read once, already) or a file gone since is said so, not
+    re-read: the report is still written."""
+    try:
+        if not path.is_file():
+            return InputFile(str(path), "unavailable: not a regular file", 0)
+        digest, size = sha256_file(path)
+    except OSError as exc:
+        return InputFile(str(path), f"unavailable: {exc.strerror or exc}", 0)
     return InputFile(str(path), digest, size)
 
 
