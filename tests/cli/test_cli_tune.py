@@ -77,7 +77,7 @@ def test_table_output_shows_ranked_policies_and_holdout(tmp_path: Path) -> None:
     code, stdout, stderr = invoke(*demo_args(tmp_path, "--budget", "3", "--holdout", "0.5", "--jobs", "1",
                                              "--quiet", "--name", "train-tuned"))  # fmt: skip
     assert code == 0, stderr
-    assert "gputwin tune" in stdout and "avg JCT s" in stdout
+    assert "gputwin tune" in stdout and "avg JCT (s)" in stdout
     assert "avg_jct (minimize): best" in stdout and "avg_jct on the hold-out" in stdout
     assert "wrote" not in stdout  # --quiet
     assert "name: train-tuned" in (tmp_path / "schedulingpolicy.yaml").read_text()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import sys
 import threading
+from datetime import datetime, timezone
 from pathlib import Path
 
 import click
@@ -16,9 +18,18 @@ from gputwin.adapters.sweeps.plan import same_inputs
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import ranked_table, sweep_progress
 from gputwin.cli.sweep import executor_options, make_executor
+from gputwin.cli.version import core_flavour
 from gputwin.sim.atomic import COMPARE, atomic_folder, check
 from gputwin.sim.compare import comparison, grid, write_report
+from gputwin.sim.provenance import provenance
+from gputwin.sim.reportpage import write_markdown
 from gputwin.sim.run import RunError
+
+
+def command_line() -> list[str]:
+    """How this command was started, as the report's provenance header shows it."""
+    program = Path(sys.argv[0]).name
+    return [*(["python", "-m", "gputwin"] if program == "__main__.py" else [program]), *sys.argv[1:]]
 
 
 def warn(message: str) -> None:
@@ -62,13 +73,17 @@ def _switches(value: str | None) -> list[bool | None]:
               help="Write summary.json, summary.csv, the plots and index.html here (swapped in whole).")
 @click.option("--plots/--no-plots", default=True, show_default=True,
               help="Also write the PNG plots and index.html (a self-contained page embedding them).")
+@click.option("--report-format", "report_format", default="html", show_default=True,
+              type=click.Choice(("html", "md", "both")),
+              help="The report a person reads: index.html, report.md (markdown for a CI or pull-request "
+                   "comment, linking the PNGs beside it) or both.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the ranked list as one JSON object on stdout.")
 def compare(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, skip_invalid: bool,
             procs_per_gpu: int, policies: str, placements: str, backfill: str | None, sizings: str | None, seed: int,
             workers: int, executor: str, partition: str | None, namespace: str, image: str,
-            volume_claim: str | None, sweep_timeout: float, out_dir: Path, plots: bool, quiet: bool,
-            as_json: bool) -> None:  # fmt: skip
+            volume_claim: str | None, sweep_timeout: float, out_dir: Path, plots: bool, report_format: str,
+            quiet: bool, as_json: bool) -> None:  # fmt: skip
     """Compare queue policies, placers, backfill and sizing on one trace, best average JCT first.
 
     The candidates run as a sweep in OUT/sweep (one result file each), here or on a cluster
@@ -104,13 +119,19 @@ def compare(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, 
         report = comparison(run_sweep(folder, runner, done, warn), skipped)
     extra = {"trace": {"path": str(trace_path), "format": trace.format, "jobs": len(trace.jobs),
                        "skipped": dict(trace.skipped)}, "seed": seed, "executor": executor}  # fmt: skip
+    origin = provenance(trace_path, cluster_path, core_flavour(), datetime.now(timezone.utc), command_line())
     with atomic_folder(out_dir, COMPARE) as new:
         written = write_report(new, report, extra)
+        pngs: list[Path] = []
         if plots:
             from gputwin.sim.plots import write_plots  # matplotlib takes a while to import (see `done`)
 
             # The figures are drawn in parallel on this machine, whatever ran the candidates.
-            written += write_plots(new, report, workers=min(workers, os.cpu_count() or 1))
+            pngs = write_plots(new, report, workers=min(workers, os.cpu_count() or 1), origin=origin,
+                               page=report_format != "md")  # fmt: skip
+        if report_format != "html":
+            pngs.append(write_markdown(new, report, pngs, origin))
+        written += pngs
     written = [out_dir / path.name for path in written]
     if as_json:
         click.echo(json.dumps({**extra, **report.to_json()}, sort_keys=True))

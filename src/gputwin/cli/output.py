@@ -8,26 +8,37 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-METRIC_COLUMNS = (
-    ("jobs", "jobs"), ("avg_jct", "avg JCT s"), ("p99_jct", "p99 JCT s"), ("avg_queue", "avg queue s"),
-    ("p99_queue", "p99 queue s"), ("gpu_utilization", "GPU util"), ("avg_overhead", "overhead"),
-    ("preemptions", "preempt"),
-)  # fmt: skip
+from gputwin.sim.evaluation import TABLE_METRICS
+from gputwin.sim.units import FORMATS
+
+# Headers with units and one fixed format per metric (gputwin.sim.units), as the reports show them.
+METRIC_COLUMNS = tuple((key, FORMATS[key].header) for key in TABLE_METRICS)
 
 # Runs shorter than this finish before a bar would be worth drawing.
 PROGRESS_MIN_JOBS = 50_000
 
 
 def _console(stderr: bool = False) -> Console:
-    """A console; piped output gets a wide fixed width so tables are not truncated."""
+    """A console; piped output is as wide as its widest line (`_print`), a terminal's is its own."""
     stream = sys.stderr if stderr else sys.stdout
     return Console(stderr=stderr, width=None if stream.isatty() else 140)
 
 
-def _fmt(value: Any) -> str:
+def _print(console: Console, table: Table) -> None:
+    """Print `table`; piped, at its natural width, so no name is cut or wrapped to fit 140 columns."""
+    if not console.is_terminal:  # measured without the console's own width limit
+        console.width = max(console.width, Measurement.get(console, console.options.update_width(10**6), table).maximum)
+    console.print(table)
+
+
+def _fmt(value: Any, key: str | None = None) -> str:
+    """`value` in metric `key`'s fixed format; other values (counts, names) as they are."""
+    if key is not None and key in FORMATS:
+        return FORMATS[key].cell(value)
     if isinstance(value, float):
         return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
     return f"{value:,}" if isinstance(value, int) else str(value)
@@ -41,10 +52,10 @@ def print_summary(summary: dict[str, Any], out_dir: Path | None) -> None:
     for _, label in METRIC_COLUMNS:
         table.add_column(label, justify="right")
     for name, metrics in summary["partitions"].items():
-        table.add_row(name, summary["policies"].get(name, ""), *(_fmt(metrics[k]) for k, _ in METRIC_COLUMNS))
-    table.add_row("all", "", *(_fmt(summary[k]) for k, _ in METRIC_COLUMNS), style="bold")
-    console.print(table)
-    console.print(f"makespan {_fmt(summary['makespan'])} s")
+        table.add_row(name, summary["policies"].get(name, ""), *(_fmt(metrics[k], k) for k, _ in METRIC_COLUMNS))
+    table.add_row("all", "", *(_fmt(summary[k], k) for k, _ in METRIC_COLUMNS), style="bold")
+    _print(console, table)
+    console.print(f"makespan {FORMATS['makespan'].with_unit(summary['makespan'])}")
     for label, counts in (("skipped trace records", summary.get("skipped")), ("rejected jobs", summary["rejected"])):
         if counts:
             console.print(f"{label}: " + ", ".join(f"{reason} ×{n}" for reason, n in sorted(counts.items())))
@@ -59,8 +70,8 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str = "gputwin demo"
     for _, label in METRIC_COLUMNS:
         table.add_column(label, justify="right")
     for row in rows:
-        table.add_row(row["candidate"], *(_fmt(row[k]) for k, _ in METRIC_COLUMNS))
-    _console().print(table)
+        table.add_row(row["candidate"], *(_fmt(row[k], k) for k, _ in METRIC_COLUMNS))
+    _print(_console(), table)
 
 
 @contextmanager
@@ -92,9 +103,9 @@ def ranked_table(rows: Sequence[dict[str, Any]], skipped: Sequence[str], title: 
     for _, label in METRIC_COLUMNS:
         table.add_column(label, justify="right")
     for row in rows:
-        table.add_row(str(row["rank"]), row["candidate"], *(_fmt(row[k]) for k, _ in METRIC_COLUMNS))
+        table.add_row(str(row["rank"]), row["candidate"], *(_fmt(row[k], k) for k, _ in METRIC_COLUMNS))
     console = _console()
-    console.print(table)
+    _print(console, table)
     for note in skipped:
         console.print(f"note: {note}", highlight=False)
 

@@ -68,7 +68,7 @@ class Layout:
 
 
 SIMULATE = Layout("simulate", ("jobs.csv", "summary.json"))
-COMPARE = Layout("compare", ("summary.json", "summary.csv", "index.html", "*.png"), carry=("sweep",))
+COMPARE = Layout("compare", ("summary.json", "summary.csv", "index.html", "report.md", "*.png"), carry=("sweep",))
 TUNE = Layout("tune", ("tune.json", "schedulingpolicy.yaml"),
               carry=("study.db", "study.db-journal", "study.db-wal", "study.db-shm"))  # fmt: skip
 

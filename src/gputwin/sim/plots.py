@@ -1,16 +1,17 @@
-"""The comparison report's plots and its self-contained HTML page (`gputwin compare --out DIR`).
+"""The comparison report's plots (`gputwin compare --out DIR`): the PNGs and the self-contained index.html.
 
-Four PNGs, one line or bar group per candidate: jct_cdf.png (CDF of job completion time),
-queue_by_partition.png (average queueing delay per partition), utilization.png (GPU utilisation
-over virtual time, from the summary's utilization_series) and span_hist.png (leaf switches each
-finished job spanned). index.html embeds them as base64 data URIs with the ranked table, so the
-page opens anywhere on its own. Matplotlib runs on the Agg backend (no display needed).
+Which plots are drawn, and the finding each caption states, is `gputwin.sim.findings`' choice:
+jct_cdf.png (CDF of job completion time, one line per candidate), queue_by_partition.png (average
+queueing delay, only the partitions where some job waited), utilization.png (GPU utilisation over
+virtual time as small multiples: one panel per candidate, the best-ranked in grey behind each, since
+hourly lines of 30 candidates drawn on one axis hide each other) and span_hist.png (leaf switches
+each finished job spanned, only when that differs between candidates). index.html is
+`gputwin.sim.reportpage`'s page embedding them. Matplotlib runs on the Agg backend (no display).
 """
 
 from __future__ import annotations
 
-import base64
-import html
+import math
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -26,29 +27,27 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from gputwin.sim.compare import CandidateResult, Comparison
-from gputwin.sim.evaluation import TABLE_METRICS
+from gputwin.sim.findings import UTILIZATION_PANELS, Findings, findings, queued_partitions
+from gputwin.sim.provenance import Provenance
+from gputwin.sim.reportpage import html_page
 
-PLOTS = (
-    ("jct_cdf.png", "Job completion time, CDF per candidate"),
-    ("queue_by_partition.png", "Average queueing delay per partition"),
-    ("utilization.png", "GPU utilisation over time"),
-    ("span_hist.png", "Switch span: leaf switches per job"),
-)
-
-
+KINDS = ("jct_cdf", "queue_by_partition", "utilization", "span_hist")  # every plot there may be
 CDF_POINTS = 2000
 
 
-def write_plots(out_dir: Path, comparison: Comparison, workers: int = 1) -> list[Path]:
-    """Write the four PNGs and index.html into `out_dir`; return their paths (index.html last).
+def write_plots(out_dir: Path, comparison: Comparison, workers: int = 1, origin: Provenance | None = None,
+                page: bool = True) -> list[Path]:  # fmt: skip
+    """Write the PNGs worth drawing and (`page`) index.html into `out_dir`; return their paths
+    (index.html last).
 
     With `workers` > 1 the figures are drawn in that many processes at once: drawing and PNG
     encoding take about a second per figure (the legends of 30-odd candidates are most of it), all
     of it after the last simulation, so on two cores this halves the report's share of a compare.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    tasks = [(kind, out_dir / name) for kind, (name, _) in enumerate(PLOTS)]
-    if workers > 1:
+    found = findings(comparison.ranked)
+    tasks = [(plot.kind, out_dir / plot.file) for plot in found.plots]
+    if workers > 1 and len(tasks) > 1:
         # The results go to each worker once, as it starts (a forked worker just has them), not
         # with each figure: they are a few million numbers.
         with ProcessPoolExecutor(min(workers, len(tasks)), initializer=_keep, initargs=(comparison.ranked,)) as pool:
@@ -57,9 +56,15 @@ def write_plots(out_dir: Path, comparison: Comparison, workers: int = 1) -> list
         _keep(comparison.ranked)
         paths = [_render(task) for task in tasks]
     _RANKED.clear()
+    if not page:
+        return paths
     index = out_dir / "index.html"
-    index.write_text(_html(comparison, paths))
+    index.write_text(_html(comparison, found, paths, origin))
     return [*paths, index]
+
+
+def _html(comparison: Comparison, found: Findings, pngs: Sequence[Path], origin: Provenance | None) -> str:
+    return html_page(comparison, found, {p.name: p for p in pngs}, origin)
 
 
 _RANKED: list[CandidateResult] = []  # what `_render` draws, in this process or a worker
@@ -69,10 +74,12 @@ def _keep(ranked: Sequence[CandidateResult]) -> None:
     _RANKED[:] = ranked
 
 
-def _render(task: tuple[int, Path]) -> Path:
-    """Draw plot number `kind` of PLOTS and save it as `path` (runs in a worker too)."""
+def _render(task: tuple[str, Path]) -> Path:
+    """Draw plot `kind` (one of KINDS) and save it as `path` (runs in a worker too)."""
     kind, path = task
-    fig = (_jct_cdf, _queue_by_partition, _utilization, _span_hist)[kind](_RANKED)
+    draw = {"jct_cdf": _jct_cdf, "queue_by_partition": _queue_by_partition, "utilization": _utilization,
+            "span_hist": _span_hist}[kind]  # fmt: skip
+    fig = draw(_RANKED)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
@@ -108,7 +115,7 @@ def _style(i: int) -> dict[str, str]:
 
 
 def _jct_cdf(ranked: Sequence[CandidateResult]) -> Figure:
-    fig, ax = _figure(PLOTS[0][1], "JCT (s, log scale)", "fraction of jobs")
+    fig, ax = _figure("Job completion time, CDF per candidate", "JCT (s, log scale)", "fraction of jobs")
     for i, result in enumerate(ranked):
         if result.jcts:
             jcts = np.sort(np.maximum(np.asarray(result.jcts, dtype=float), 1e-3))
@@ -124,8 +131,8 @@ def _jct_cdf(ranked: Sequence[CandidateResult]) -> Figure:
 
 
 def _queue_by_partition(ranked: Sequence[CandidateResult]) -> Figure:
-    fig, ax = _figure(PLOTS[1][1], "partition", "average queueing delay (s)")
-    partitions = sorted({p for r in ranked for p in r.summary.partitions})
+    fig, ax = _figure("Average queueing delay per partition", "partition", "average queueing delay (s)")
+    partitions = queued_partitions(ranked)
     width = 0.8 / max(len(ranked), 1)
     for i, result in enumerate(ranked):
         measured = result.summary.partitions
@@ -138,19 +145,48 @@ def _queue_by_partition(ranked: Sequence[CandidateResult]) -> Figure:
 
 
 def _utilization(ranked: Sequence[CandidateResult]) -> Figure:
-    fig, ax = _figure(PLOTS[2][1], "virtual time (h)", "busy GPU fraction")
-    for i, result in enumerate(ranked):
-        series = result.summary.utilization_series
-        if series:
-            ax.plot([t / 3600 for t, _ in series], [u for _, u in series],
-                    marker="o", markersize=3, label=result.candidate.name, **_style(i))  # fmt: skip
-    ax.set_ylim(0, 1.05)
-    _legend(ax, len(ranked))
+    """One small panel per candidate (the first UTILIZATION_PANELS), shared axes, the best in grey."""
+    shown = list(ranked[:UTILIZATION_PANELS])
+    cols = min(len(shown), 3)
+    rows = math.ceil(len(shown) / cols)
+    height = 0.6 + 2.2 * rows
+    fig, axes = plt.subplots(rows, cols, figsize=(11, height), sharex=True, sharey=True, squeeze=False)
+    # Fixed margins (in inches) rather than the constrained layout: a second less for 12 panels.
+    fig.subplots_adjust(left=0.07, right=0.99, top=1 - 0.75 / height, bottom=0.5 / height, hspace=0.35,
+                        wspace=0.06)  # fmt: skip
+    fig.suptitle("GPU utilisation over time, one panel per candidate")
+    best = _hours(ranked[0])
+    # Shared y axis up to the highest value drawn (in tens), not 100 %: a cluster busy at 20-40 %
+    # would otherwise show its candidates' differences as one flat line each.
+    peak = max((u for r in shown for u in _hours(r)[1]), default=10.0)
+    top = min(105.0, 10 * math.ceil(peak / 10) + 5)
+    for i, ax in enumerate(axes.flat):
+        if i >= len(shown):
+            ax.set_visible(False)
+            continue
+        if i > 0:
+            ax.plot(*best, color="0.6", linewidth=1.5)
+        xs, ys = _hours(shown[i])
+        ax.plot(xs, ys, color="C0", linewidth=2)
+        ax.fill_between(xs, ys, color="C0", alpha=0.15)
+        ax.set_title(f"{shown[i].candidate.name}: {100 * shown[i].summary.gpu_utilization:.1f} %", fontsize="medium")
+        ax.set_ylim(0, top)
+        ax.grid(True, alpha=0.3)
+        if i + cols >= len(shown):  # the lowest panel of its column: the time axis goes here
+            ax.xaxis.set_tick_params(labelbottom=True)
+            ax.set_xlabel("virtual time (h)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("busy GPUs (%)")
     return fig
 
 
+def _hours(result: CandidateResult) -> tuple[list[float], list[float]]:
+    series = result.summary.utilization_series
+    return [t / 3600 for t, _ in series], [100 * u for _, u in series]
+
+
 def _span_hist(ranked: Sequence[CandidateResult]) -> Figure:
-    fig, ax = _figure(PLOTS[3][1], "leaf switches spanned", "jobs")
+    fig, ax = _figure("Leaf switches spanned per job", "leaf switches spanned", "jobs (log scale)")
     spans = sorted({s for r in ranked for s in r.spans})
     width = 0.8 / max(len(ranked), 1)
     for i, result in enumerate(ranked):
@@ -164,26 +200,3 @@ def _span_hist(ranked: Sequence[CandidateResult]) -> Figure:
     return fig
 
 
-def _html(comparison: Comparison, pngs: Sequence[Path]) -> str:
-    rows = comparison.to_json()["candidates"]
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in ("#", "candidate", *TABLE_METRICS))
-    body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(row[k]))}</td>" for k in ("rank", "candidate", *TABLE_METRICS))
-        + "</tr>"
-        for row in rows
-    )
-    notes = "".join(f"<li>{html.escape(n)}</li>" for n in comparison.skipped)
-    images = "".join(
-        f'<figure><img alt="{html.escape(title)}" src="data:image/png;base64,'
-        f'{base64.b64encode(path.read_bytes()).decode("ascii")}"><figcaption>{html.escape(title)}</figcaption></figure>'
-        for path, (_, title) in zip(pngs, PLOTS)
-    )
-    return (
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>gputwin compare</title>"
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:right}img{max-width:100%}</style>"
-        f"</head><body><h1>gputwin compare</h1><p>Ranked by average JCT, best first.</p>"
-        f"<table><tr>{head}</tr>{body}</table>"
-        + (f"<h2>Skipped</h2><ul>{notes}</ul>" if notes else "")
-        + f"{images}</body></html>\n"
-    )
