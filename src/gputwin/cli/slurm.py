@@ -154,7 +154,13 @@ def _render(
     cluster_path: Path, version: str, history: tuple[Path | None, str, bool, str | None, str],
     model: Path | None = None,
 ) -> RenderedConfig:
+    """`model`: a saved learned model's folder for the estimate table; default: the one a used
+    SchedulingPolicy names (`estimator.model`), found in $GPUTWIN_MODEL_DIR."""
+    from gputwin.adapters.slurm.render_tables import policy_model
+    from gputwin.estimators.modeldir import model_dir
+
     cluster = load_cluster(cluster_path)
+    model = model or policy_model(cluster_path, model_dir())
     tables = _tables(cluster, *history, model)
     try:
         return render(cluster, version=version, tables=tables)
@@ -182,11 +188,8 @@ def render_cmd(cluster_path: Path, out_dir: Path | None, version: str, history_p
                history_format: str, from_sacct: bool, start: str | None, end: str,
                model_path: Path | None) -> None:  # fmt: skip
     """Compile the cluster's policy into topology.conf, the two includes and job_submit.lua."""
-    from gputwin.adapters.slurm.render_tables import policy_model
-    from gputwin.estimators.modeldir import model_dir
-
-    model = model_path or policy_model(cluster_path, model_dir())
-    rendered = _render(cluster_path, version, (history_path, history_format, from_sacct, start, end), model)
+    history = (history_path, history_format, from_sacct, start, end)
+    rendered = _render(cluster_path, version, history, model_path)
     if out_dir is None:
         for name in rendered:
             click.echo(f"==> {name} <==")
