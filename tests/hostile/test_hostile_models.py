@@ -87,6 +87,8 @@ MODEL_CASES = [
     pytest.param(lambda f: (f / "model.json").unlink(), "model.json", "missing", id="json-missing"),
     pytest.param(lambda f: ((f / "model.json").unlink(), os.mkfifo(f / "model.json")), "model.json",
                  "not a regular file", id="json-a-fifo"),
+    pytest.param(lambda f: ((f / "model.txt").rename(f / "real.txt"), (f / "model.txt").symlink_to("real.txt")),
+                 "model.txt", "a symlink; want the file itself", id="txt-a-symlink"),
 ]  # fmt: skip
 
 
@@ -96,7 +98,7 @@ def test_a_broken_model_folder_is_one_line(tmp_path: Path, good: Path, trace: Pa
     folder = copy_model(good, tmp_path / "model")
     breaks(folder)
     status, stderr, seconds = render("--cluster", str(TWO_LEAF), "--history", str(trace), "--model", str(folder))
-    if field in ("missing", "not a regular file"):  # the file check's own wording: FILE: reason
+    if field in ("missing", "not a regular file", "a symlink; want the file itself"):  # the file check's own wording: FILE: reason
         assert status == 2 and stderr == f"error: {folder / file}: {field}\n", stderr
     else:
         assert_one_line_error(status, stderr, str(folder / file), field)
@@ -186,3 +188,24 @@ def test_a_model_folder_setting_that_is_a_file_is_refused(tmp_path: Path, trace:
     status, stderr, _ = render("--cluster", str(cluster), "--history", str(trace),
                                env={"GPUTWIN_MODEL_DIR": str(trace)})  # fmt: skip
     assert status == 2 and stderr.startswith("error: GPUTWIN_MODEL_DIR=") and "not a folder" in stderr, stderr
+
+
+def test_a_file_swapped_for_a_symlink_after_the_check_is_not_followed(tmp_path: Path, good: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """`check_file` passed, then model.json became a symlink to a file outside: the read refuses it."""
+    from gputwin.estimators import saved
+
+    folder = copy_model(good, tmp_path / "model")
+    outside = tmp_path / "outside.json"
+    outside.write_text((folder / "model.json").read_text())
+    real_check = saved.check_file
+
+    def check_then_swap(path: Path, root: Path | None, what: str) -> None:
+        real_check(path, root, what)
+        if path.name == "model.json":
+            path.unlink()
+            path.symlink_to(outside)
+
+    monkeypatch.setattr(saved, "check_file", check_then_swap)
+    with pytest.raises(saved.SavedModelError, match="model.json: not a regular file"):
+        saved.read(folder)

@@ -8,8 +8,11 @@ because a model is read only when all of these hold (tests/hostile/test_hostile_
 - an admin set `GPUTWIN_MODEL_DIR` (unset: learned policies are refused, nothing is read);
 - NAME is a plain name: `[A-Za-z0-9][A-Za-z0-9_.-]{0,62}` without `..` (no `/`, so no absolute
   path and no walking up);
-- NAME, and each of the two files, resolve (symlinks followed) to a place inside the model folder;
-- both files are regular files (no FIFO or device can block the read) of at most MAX_MODEL_BYTES.
+- NAME resolves (symlinks followed) to a folder inside the model folder, and neither file is a
+  symlink (one leading outside is named as such);
+- both files are regular files (no FIFO or device can block the read) of at most MAX_MODEL_BYTES;
+  `read_bytes` checks that again on the descriptor it reads (opened O_NOFOLLOW | O_NONBLOCK), so a
+  file swapped for a symlink or a FIFO after the check is refused too.
 
 Errors name the field and never quote the file's contents.
 """
@@ -78,10 +81,31 @@ def check_file(path: Path, root: Path | None, what: str) -> None:
     if root is not None and not resolved.is_relative_to(root):
         raise ModelRefused(f"{what}: leads outside {MODEL_DIR_ENV}")
     try:
-        info = os.stat(resolved)
+        info = os.lstat(path)
     except FileNotFoundError:
         raise ModelRefused(f"{what}: missing") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise ModelRefused(f"{what}: a symlink; want the file itself")
     if not stat.S_ISREG(info.st_mode):
         raise ModelRefused(f"{what}: not a regular file")
     if info.st_size > MAX_MODEL_BYTES:
         raise ModelRefused(f"{what}: {info.st_size} bytes, more than {MAX_MODEL_BYTES}")
+
+
+def read_bytes(path: Path, what: str) -> bytes:
+    """The bytes of the regular file `path` (in a resolved folder), at most MAX_MODEL_BYTES, checked
+    on the open descriptor (a symlink or FIFO swapped in after `check_file` is refused, never followed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ModelRefused(f"{what}: missing") from None
+    except OSError:
+        raise ModelRefused(f"{what}: not a regular file") from None
+    with os.fdopen(fd, "rb") as stream:
+        info = os.fstat(stream.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ModelRefused(f"{what}: not a regular file")
+        data = stream.read(MAX_MODEL_BYTES + 1)
+    if len(data) > MAX_MODEL_BYTES:
+        raise ModelRefused(f"{what}: more than {MAX_MODEL_BYTES} bytes")
+    return data

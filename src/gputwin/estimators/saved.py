@@ -20,7 +20,7 @@ from gputwin.core.model import JobSpec
 from gputwin.errors import InputError
 from gputwin.estimators.features import CATEGORICAL, FEATURES, FeatureState
 from gputwin.estimators.model import FORMAT, META, MODEL, TrainError
-from gputwin.estimators.modeldir import check_file
+from gputwin.estimators.modeldir import check_file, read_bytes
 from gputwin.estimators.online import LearnedConfig, LearnedEstimator
 
 
@@ -66,7 +66,8 @@ class SavedModel:
 
 
 def read(folder: Path) -> SavedModel:
-    """The model in `folder` (model.txt + model.json), every field checked."""
+    """The model in `folder` (model.txt + model.json, not symlinks), every field checked."""
+    folder = folder.resolve()
     for name in (META, MODEL):
         try:
             check_file(folder / name, None, str(folder / name))
@@ -74,7 +75,7 @@ def read(folder: Path) -> SavedModel:
             raise SavedModelError(str(exc)) from None
     meta_path = folder / META
     try:
-        metadata = json.loads(meta_path.read_text(encoding="utf-8"))
+        metadata = json.loads(_read(meta_path).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         line = f":{exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
         raise SavedModelError(f"{meta_path}{line}: model.json: not JSON") from None
@@ -145,12 +146,19 @@ def _booster(path: Path) -> Any:
     import lightgbm
 
     try:
-        booster = lightgbm.Booster(model_str=path.read_text(encoding="utf-8"))
+        booster = lightgbm.Booster(model_str=_read(path).decode("utf-8"))
     except (UnicodeDecodeError, lightgbm.basic.LightGBMError, ValueError):
         raise SavedModelError(f"{path}: model.txt: not a LightGBM model") from None
     if booster.num_feature() != len(FEATURES):
         raise SavedModelError(f"{path}: model.txt: {booster.num_feature()} features, want {len(FEATURES)}")
     return booster
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return read_bytes(path, str(path))
+    except InputError as exc:
+        raise SavedModelError(str(exc)) from None
 
 
 def _finite(value: Any) -> bool:
