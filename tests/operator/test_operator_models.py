@@ -85,3 +85,25 @@ def test_an_unusable_model_blocks_the_cluster_with_a_reason(models: Path, model:
         write_model(models / "absent")
     controller.reconcile(T0 + 1)
     assert controller.scheduler is not None and backend.starts == ["default/j"]
+
+
+def test_the_emulator_reads_the_model_folder_setting(tmp_path: Path, models: Path) -> None:
+    """`gputwin apply` / `run` (the embedded emulator) take GPUTWIN_MODEL_DIR as the operator does."""
+    import yaml
+    from click.testing import CliRunner
+
+    from gputwin.cli.main import cli
+
+    docs = [*learned_cluster(), job("a", 8, 50, user="slow", jobName="x"), job("b", 8, 50, user="fast", jobName="x")]
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    off = CliRunner(env={"GPUTWIN_MODEL_DIR": ""})
+    assert off.invoke(cli, ["apply", "-f", str(path), "--state", str(tmp_path / "off")]).exit_code == 0
+    shown = off.invoke(cli, ["get", "gpujobs", "a", "--state", str(tmp_path / "off"), "-o", "json"])
+    assert "learned models are off: the setting GPUTWIN_MODEL_DIR" in shown.stdout, shown.stdout
+    on = CliRunner(env={"GPUTWIN_MODEL_DIR": str(models)})
+    assert on.invoke(cli, ["apply", "-f", str(path), "--state", str(tmp_path / "on")]).exit_code == 0
+    ran = on.invoke(cli, ["run", "--state", str(tmp_path / "on")])
+    assert ran.exit_code == 0 and "GPUJobs 2 succeeded" in ran.stdout, ran.output
+    bad = CliRunner(env={"GPUTWIN_MODEL_DIR": str(path)}).invoke(cli, ["run", "--state", str(tmp_path / "on")])
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: GPUTWIN_MODEL_DIR="), bad.stderr
