@@ -143,7 +143,9 @@ def _codes(raw: Any, bad: Any) -> list[tuple[int, str, float]]:
 
 
 def _booster(path: Path) -> Any:
-    import lightgbm
+    from gputwin.estimators.trees import lightgbm_module
+
+    lightgbm = lightgbm_module()
 
     try:
         booster = lightgbm.Booster(model_str=_read(path).decode("utf-8"))
