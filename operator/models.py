@@ -18,8 +18,8 @@ from typing import Any
 from gputwin.api.estimator import cluster_model
 from gputwin.api.v1alpha1 import GPUPartition, SchedulingPolicy
 from gputwin.core.scheduler import SchedulerOptions
-from gputwin.estimators.modeldir import FILES, locate
 from gputwin.errors import InputError
+from gputwin.estimators.modeldir import FILES, locate
 
 _CACHE: dict[tuple[Path, tuple[tuple[int, int], ...]], Any] = {}
 
@@ -28,7 +28,9 @@ class ModelUnusable(InputError):
     """Why the named model cannot drive the scheduler (the cluster's blocker)."""
 
 
-def estimator_options(models: Iterable[object], base: Path | None, options: SchedulerOptions) -> SchedulerOptions:
+def estimator_options(
+    models: Iterable[object], base: Path | None, options: SchedulerOptions
+) -> SchedulerOptions:
     """`options` with the estimator the used policies among `models` (parsed cluster objects) name."""
     models = list(models)
     used = {m.spec.policy for m in models if isinstance(m, GPUPartition)}

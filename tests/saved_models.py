@@ -26,7 +26,9 @@ def history(count: int = 2000, user: str | None = None) -> list[JobSpec]:
     for i in range(count):
         speed = ("slow", "fast")[i % 2]
         duration = USERS[speed] * (1 + (i % 7) / 10)
-        jobs.append(JobSpec(f"j{i}", 60.0 * i, duration, 2 ** (i % 4), "infer", user or speed, f"{speed}-job", seq=i))
+        jobs.append(
+            JobSpec(f"j{i}", 60.0 * i, duration, 2 ** (i % 4), "infer", user or speed, f"{speed}-job", seq=i)
+        )
     return jobs
 
 

@@ -14,6 +14,7 @@ from gputwin.core.sizing import HistorySizing
 
 from .checks import NAME
 
+
 def sizing_table(cluster: ClusterSpec, history: JobHistory) -> dict[tuple[str, str, int], int]:
     """The `history` sizing rule evaluated per (partition, task type, requested GPUs) with evidence."""
     gpus_of = {n.name: n.gpus for n in cluster.topology.nodes}

@@ -15,7 +15,9 @@ from gputwin.api.v1alpha1 import SchedulingPolicySpec
     ("given", "expected"),
     [
         pytest.param({}, ("history", None), id="default-history"),
-        pytest.param({"type": "learned", "model": "philly-2026.v1"}, ("learned", "philly-2026.v1"), id="learned"),
+        pytest.param(
+            {"type": "learned", "model": "philly-2026.v1"}, ("learned", "philly-2026.v1"), id="learned"
+        ),
     ],
 )
 def test_accepted(given: dict[str, Any], expected: tuple[str, str | None]) -> None:
@@ -44,5 +46,7 @@ def test_one_model_per_cluster() -> None:
     learned = EstimatorSpec(type="learned", model="a")
     assert cluster_model([("p", EstimatorSpec()), ("q", learned), ("r", learned)]) == ("q", "a")
     assert cluster_model([("p", EstimatorSpec())]) is None
-    with pytest.raises(ValueError, match="SchedulingPolicy/r: spec.estimator.model: 'b' but SchedulingPolicy/q"):
+    with pytest.raises(
+        ValueError, match="SchedulingPolicy/r: spec.estimator.model: 'b' but SchedulingPolicy/q"
+    ):
         cluster_model([("q", learned), ("r", EstimatorSpec(type="learned", model="b"))])

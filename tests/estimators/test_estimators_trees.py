@@ -20,5 +20,7 @@ def test_lightgbm_loads_without_its_integrations_which_still_import_afterwards()
         "    import sklearn  # the hiding entries are gone\n"
         "print('ok')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

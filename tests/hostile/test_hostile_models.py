@@ -56,6 +56,7 @@ def edit_meta(change: Callable[[dict[str, Any]], object]) -> Callable[[Path], No
         meta = json.loads((folder / "model.json").read_text())
         change(meta)
         (folder / "model.json").write_text(json.dumps(meta))
+
     return apply
 
 
@@ -97,8 +98,14 @@ def test_a_broken_model_folder_is_one_line(tmp_path: Path, good: Path, trace: Pa
                                            file: str, field: str) -> None:  # fmt: skip
     folder = copy_model(good, tmp_path / "model")
     breaks(folder)
-    status, stderr, seconds = render("--cluster", str(TWO_LEAF), "--history", str(trace), "--model", str(folder))
-    if field in ("missing", "not a regular file", "a symlink; want the file itself"):  # the file check's own wording: FILE: reason
+    status, stderr, seconds = render(
+        "--cluster", str(TWO_LEAF), "--history", str(trace), "--model", str(folder)
+    )
+    if field in (
+        "missing",
+        "not a regular file",
+        "a symlink; want the file itself",
+    ):  # the file check's own wording: FILE: reason
         assert status == 2 and stderr == f"error: {folder / file}: {field}\n", stderr
     else:
         assert_one_line_error(status, stderr, str(folder / file), field)
@@ -167,18 +174,24 @@ def test_a_policy_model_outside_the_model_folder_is_refused(tmp_path: Path, good
     ids=["dot-dot-slash", "absolute", "slash", "inner-dot-dot", "dot-dot", "leading-dot", "empty", "64-chars",
          "tab"],
 )  # fmt: skip
-def test_a_model_name_that_is_not_a_plain_name_is_refused_by_the_api(tmp_path: Path, trace: Path, name: str) -> None:
+def test_a_model_name_that_is_not_a_plain_name_is_refused_by_the_api(
+    tmp_path: Path, trace: Path, name: str
+) -> None:
     base = tmp_path / "models"
     base.mkdir()
     cluster = learned_policy_cluster(tmp_path, name)
-    status, stderr, _ = render("--cluster", str(cluster), "--history", str(trace), env={"GPUTWIN_MODEL_DIR": str(base)})
+    status, stderr, _ = render(
+        "--cluster", str(cluster), "--history", str(trace), env={"GPUTWIN_MODEL_DIR": str(base)}
+    )
     assert status == 2 and "Traceback" not in stderr, stderr
     assert stderr.startswith(f"error: {cluster}:") and "spec.estimator.model" in stderr, stderr
 
 
 def test_no_model_folder_setting_refuses_a_learned_policy(tmp_path: Path, trace: Path) -> None:
     cluster = learned_policy_cluster(tmp_path, "philly")
-    status, stderr, _ = render("--cluster", str(cluster), "--history", str(trace), env={"GPUTWIN_MODEL_DIR": ""})
+    status, stderr, _ = render(
+        "--cluster", str(cluster), "--history", str(trace), env={"GPUTWIN_MODEL_DIR": ""}
+    )
     assert_one_line_error(status, stderr, str(cluster), WHERE)
     assert "learned models are off" in stderr
 

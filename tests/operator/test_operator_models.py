@@ -15,6 +15,7 @@ from gputwin.core.model import JobSpec
 from gputwin.estimators.online import LearnedEstimator
 from gputwin.estimators.saved import read
 
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("models")
@@ -45,12 +46,14 @@ def test_qssf_orders_by_the_named_model(models: Path) -> None:
     long, short = "slow", "fast"
     assert start_order(models, learned_cluster(), long, short) == ["blocker", "filler", "b-short", "a-long"]
     # The same jobs under history: nothing has finished, both get the prior, submit order holds.
-    history = with_change(manifests(TWO_LEAF), "SchedulingPolicy", "fifo-consolidate", queue={"policy": "qssf"})
+    history = with_change(
+        manifests(TWO_LEAF), "SchedulingPolicy", "fifo-consolidate", queue={"policy": "qssf"}
+    )
     assert start_order(models, history, long, short) == ["blocker", "filler", "a-long", "b-short"]
 
 
 def test_the_scheduler_estimator_starts_from_the_saved_booster(models: Path) -> None:
-    store, _, controller = setup(cluster=learned_cluster())
+    _, _, controller = setup(cluster=learned_cluster())
     controller.models = models
     controller.reconcile(T0)
     assert controller.scheduler is not None
@@ -64,7 +67,9 @@ def test_the_scheduler_estimator_starts_from_the_saved_booster(models: Path) -> 
 @pytest.mark.parametrize(
     ("model", "base", "reason"),
     [
-        pytest.param("philly", None, "learned models are off: the setting GPUTWIN_MODEL_DIR", id="no-model-dir"),
+        pytest.param(
+            "philly", None, "learned models are off: the setting GPUTWIN_MODEL_DIR", id="no-model-dir"
+        ),
         pytest.param("absent", "models", "no model 'absent' in GPUTWIN_MODEL_DIR", id="unknown-model"),
     ],
 )
@@ -94,7 +99,11 @@ def test_the_emulator_reads_the_model_folder_setting(tmp_path: Path, models: Pat
 
     from gputwin.cli.main import cli
 
-    docs = [*learned_cluster(), job("a", 8, 50, user="slow", jobName="x"), job("b", 8, 50, user="fast", jobName="x")]
+    docs = [
+        *learned_cluster(),
+        job("a", 8, 50, user="slow", jobName="x"),
+        job("b", 8, 50, user="fast", jobName="x"),
+    ]
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump_all(docs))
     off = CliRunner(env={"GPUTWIN_MODEL_DIR": ""})
@@ -105,5 +114,7 @@ def test_the_emulator_reads_the_model_folder_setting(tmp_path: Path, models: Pat
     assert on.invoke(cli, ["apply", "-f", str(path), "--state", str(tmp_path / "on")]).exit_code == 0
     ran = on.invoke(cli, ["run", "--state", str(tmp_path / "on")])
     assert ran.exit_code == 0 and "GPUJobs 2 succeeded" in ran.stdout, ran.output
-    bad = CliRunner(env={"GPUTWIN_MODEL_DIR": str(path)}).invoke(cli, ["run", "--state", str(tmp_path / "on")])
+    bad = CliRunner(env={"GPUTWIN_MODEL_DIR": str(path)}).invoke(
+        cli, ["run", "--state", str(tmp_path / "on")]
+    )
     assert bad.exit_code == 2 and bad.stderr.startswith("error: GPUTWIN_MODEL_DIR="), bad.stderr

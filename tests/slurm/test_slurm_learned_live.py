@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from gputwin.adapters.slurm.render import PRIORITY_MAX
 from saved_models import history, write_trace
 from slurm_testcluster import Cluster
 
-from gputwin.adapters.slurm.render import PRIORITY_MAX
 from gputwin.cli.main import cli
 from gputwin.estimators.saved import read
 
@@ -44,7 +44,9 @@ def learned(tmp_path: Path) -> tuple[Path, Path, Path]:
     trace = write_trace(tmp_path / "history.csv", user="root")
     models = tmp_path / "models"
     models.mkdir()
-    out = CliRunner().invoke(cli, ["estimator", "train", "--trace", str(trace), "--out", str(models / "root-history")])
+    out = CliRunner().invoke(
+        cli, ["estimator", "train", "--trace", str(trace), "--out", str(models / "root-history")]
+    )
     assert out.exit_code == 0, out.output
     text = TWO_LEAF.read_text().replace("  policy: fifo-consolidate\n  priorityTier: 1",
                                         "  policy: qssf-learned\n  priorityTier: 1")  # fmt: skip

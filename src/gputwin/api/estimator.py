@@ -20,7 +20,9 @@ from gputwin.estimators.modeldir import MODEL_DIR_ENV, MODEL_NAME, MODEL_NAME_RU
 
 def _no_dots(name: str) -> str:
     if MODEL_NAME.fullmatch(name) is None or ".." in name:
-        raise PydanticCustomError("model_name", "{name} is not {rule}", {"name": repr(name[:80]), "rule": MODEL_NAME_RULE})
+        raise PydanticCustomError(
+            "model_name", "{name} is not {rule}", {"name": repr(name[:80]), "rule": MODEL_NAME_RULE}
+        )
     return name
 
 

@@ -83,7 +83,9 @@ def read(folder: Path) -> SavedModel:
     return SavedModel(folder, _booster(folder / MODEL), *fields)
 
 
-def _fields(path: Path, meta: Any) -> tuple[LearnedConfig, tuple[float, float], float, list[tuple[int, str, float]]]:
+def _fields(
+    path: Path, meta: Any
+) -> tuple[LearnedConfig, tuple[float, float], float, list[tuple[int, str, float]]]:
     def bad(field: str, reason: str) -> SavedModelError:
         return SavedModelError(f"{path}: {field}: {reason}")
 
