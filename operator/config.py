@@ -3,7 +3,9 @@
 The kopf handlers (issue: declarative API) read one `OperatorConfig` at start-up. Every setting
 has an environment variable so the Deployment in manifests/ can set it without flags.
 `trace_access` reads the TraceReplay file sandbox's two (`GPUTWIN_TRACE_DIR`,
-`GPUTWIN_TRACE_MAX_BYTES`; see gputwin.operator.trace_files), which the emulator reads too.
+`GPUTWIN_TRACE_MAX_BYTES`; see gputwin.operator.trace_files), which the emulator reads too, and
+`models` the learned-model folder (`GPUTWIN_MODEL_DIR`; see gputwin.estimators.modeldir): unset, a
+SchedulingPolicy with `estimator: {type: learned}` blocks the cluster with a reason.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from gputwin.estimators.modeldir import ModelRefused, model_dir
 from gputwin.operator.trace_files import DEFAULT_MAX_BYTES, TRACE_DIR_ENV, TRACE_MAX_ENV, TraceAccess
 from gputwin.runtime.capabilities import ConfigError as ConfigError  # backends raise it too: it lives below them
 
@@ -29,6 +32,7 @@ class OperatorConfig:
     health_port: int = 8080
     pass_duty: float = PASS_DUTY
     traces: TraceAccess = field(default_factory=TraceAccess)  # no file source until an admin sets one
+    models: Path | None = None  # GPUTWIN_MODEL_DIR: no learned model until an admin sets one
 
     @staticmethod
     def from_env(env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -40,7 +44,15 @@ class OperatorConfig:
         if not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(f"GPUTWIN_HEALTH_PORT: {port!r} is not a TCP port")
         namespace = env.get("GPUTWIN_NAMESPACE", "")
-        return OperatorConfig(backend, namespace, int(port), pass_duty(env), trace_access(env))
+        return OperatorConfig(backend, namespace, int(port), pass_duty(env), trace_access(env), models_dir(env))
+
+
+def models_dir(env: Mapping[str, str] | None = None) -> Path | None:
+    """`GPUTWIN_MODEL_DIR` (an existing folder; empty or unset: None), as a ConfigError when wrong."""
+    try:
+        return model_dir(env)
+    except ModelRefused as exc:
+        raise ConfigError(str(exc)) from None
 
 
 _SIZE = re.compile(r"(\d{1,15})(Ki|Mi|Gi)?")

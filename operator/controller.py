@@ -17,6 +17,9 @@ change builds a fresh scheduler and carries every live job over (see `JobControl
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 from pydantic import ValidationError
 
 from gputwin.api.bodies import Body, Obj
@@ -28,6 +31,7 @@ from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.operator.backends import Backend, occupancy_of
 from gputwin.operator.cluster import ClusterView, read_cluster, write_cluster_statuses
 from gputwin.operator.jobs import JobControl
+from gputwin.operator.models import ModelUnusable, estimator_options
 from gputwin.operator.replay import ReplayCluster, ReplayResult, Trace, replay_cluster, run_replay, trace_source
 from gputwin.operator.statuses import StatusBook, condition, updated
 from gputwin.operator.store import Store, name_of, namespace_of
@@ -48,6 +52,7 @@ class Controller:
         options: SchedulerOptions | None = None,
         deployer: Deployer | None = None,
         traces: TraceAccess | None = None,
+        models: Path | None = None,
     ) -> None:
         self.store, self.backend, self.deployer = store, backend, deployer
         self.traces = traces or TraceAccess()  # where TraceReplay files may come from: by default nowhere
@@ -55,6 +60,9 @@ class Controller:
         self.jobs = JobControl(store, backend)
         self.cluster: ClusterSpec | None = None
         self.view: ClusterView | None = None
+        self.models = models  # GPUTWIN_MODEL_DIR: where a policy's learned model may come from (None: nowhere)
+        self._read: ClusterView | None = None  # the view as read, before a model problem blocks it
+        self._model: object = None  # the installed scheduler's learned model (None: history)
         self.deployed: DeployOutcome | None = None  # the deployer's last outcome, for the policies' statuses
 
     @property
@@ -77,13 +85,19 @@ class Controller:
 
     def reconcile_cluster(self, now: float) -> None:
         """Validate the cluster objects, write their statuses, rebuild the scheduler on a valid change."""
-        self.view = read_cluster(self.store, self.view)
+        self._read = read_cluster(self.store, self._read)
+        self.view, options = self._read, self.options
         spec, installed = self.view.spec, False
-        if spec is not None and spec != self.cluster:
-            self.cluster, installed = spec, True
+        if spec is not None:  # the policies' learned model (cached; re-read when its files change)
+            try:
+                options = estimator_options((d.model for d in self.view.declared), self.models, options)
+            except ModelUnusable as exc:
+                self.view, spec = dataclasses.replace(self.view, spec=None, blocker=str(exc)), None
+        if spec is not None and (spec, options.estimator) != (self.cluster, self._model):
+            self.cluster, self._model, installed = spec, options.estimator, True
             if self.deployer is not None:  # once per valid change; a failure waits for the next edit
                 self.deployed = self.deployer.deploy(spec)
-            self.jobs.install(Scheduler(spec, self.options), now)
+            self.jobs.install(Scheduler(spec, options), now)
         self._cluster_statuses(now, installed)
 
     def _cluster_statuses(self, now: float, installed: bool = False) -> None:

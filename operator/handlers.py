@@ -140,7 +140,7 @@ def make_controller(config: OperatorConfig, objects: SharedObjects | None = None
     writer = objects.status_writer() if objects else None
     store = KubeStore.connect(config.namespace or None, cache=cache, writer=writer)
     return Controller(store, build_backend(config.backend), deployer=build_deployer(config.backend),
-                      traces=config.traces)  # fmt: skip
+                      traces=config.traces, models=config.models)  # fmt: skip
 
 
 @kopf.on.startup()

@@ -3,7 +3,8 @@
 `history_tables(cluster, jobs)` turns finished jobs (a trace file, or `sacct` on the live cluster)
 into `LuaTables` for `render`:
 
-- estimates: mean run time per (user, job name) of the jobs (`render.estimate_table`);
+- estimates: mean run time per (user, job name) of the jobs (`render.estimate_table`), or with
+  `model` (a folder `gputwin estimator train` wrote) that model's predictions for them;
 - GPU sizes: the `history` sizing rule (`render.sizing_table`) evaluated on a `JobHistory` of run
   times and queueing delays per (partition, task type, GPU count). A trace carries submit and
   run times but not the waits the sizing rule weighs (sacct's Start is folded into the run time
@@ -32,6 +33,7 @@ from gputwin.sim.run import Overrides, run
 
 from .history import TimeBound, sacct_history
 from .render import LuaTables, estimate_table, sizing_table
+from .render_tables import learned_estimate_table
 
 FINISHED = "COMPLETED"
 
@@ -55,26 +57,31 @@ class HistoryTables:
         }
 
 
-def tables_from_trace(cluster: ClusterSpec, path: Path, fmt: str = "auto") -> HistoryTables:
+def tables_from_trace(cluster: ClusterSpec, path: Path, fmt: str = "auto", model: Path | None = None) -> HistoryTables:
     """Tables from a trace file (any format `gputwin.adapters.traces.read_trace` reads)."""
-    return history_tables(cluster, read_trace(path, fmt).jobs)
+    trace = read_trace(path, fmt)
+    return history_tables(cluster, trace.jobs, model, trace.origin)
 
 
 def tables_from_sacct(cluster: ClusterSpec, start: TimeBound, end: TimeBound = "now",
-                      transport: str = "cli") -> HistoryTables:  # fmt: skip
+                      transport: str = "cli", model: Path | None = None) -> HistoryTables:  # fmt: skip
     """Tables from the live cluster's accounting: finished jobs of the window, all partitions."""
-    return history_tables(cluster, sacct_history(start, end, None, [FINISHED], transport).jobs)
+    found = sacct_history(start, end, None, [FINISHED], transport)
+    return history_tables(cluster, found.jobs, model, found.origin)
 
 
-def history_tables(cluster: ClusterSpec, jobs: Iterable[JobSpec]) -> HistoryTables:
-    """Estimates and GPU sizes from finished jobs, as job_submit.lua's tables."""
+def history_tables(cluster: ClusterSpec, jobs: Iterable[JobSpec], model: Path | None = None,
+                   origin: float = 0.0) -> HistoryTables:  # fmt: skip
+    """Estimates and GPU sizes from finished jobs, as job_submit.lua's tables; with `model`, the
+    estimates are that saved model's predictions (`origin`: the epoch of the jobs' time 0)."""
     all_jobs = list(jobs)
     placed, skipped = _assign(cluster, all_jobs)
     finished = [job for job in placed if job.state == FINISHED]
     skipped["not finished"] = len(placed) - len(finished)
     tables = LuaTables(
         gpu_sizes=sizing_table(cluster, _replayed_history(cluster, finished)) if finished else {},
-        estimates=estimate_table(finished),
+        estimates=estimate_table(finished) if model is None else learned_estimate_table(
+            [job for job in all_jobs if job.state == FINISHED], finished, model, origin),  # each job once
     )
     return HistoryTables(tables, len(all_jobs), len(finished), {k: v for k, v in skipped.items() if v})
 

@@ -34,6 +34,7 @@ from gputwin.api.meta import (
     SlurmObjectMeta,
     count_hostlist,
 )
+from gputwin.api.estimator import EstimatorSpec
 from gputwin.api.status import GPUPartitionStatus, SchedulingPolicyStatus, SwitchTopologyStatus
 from gputwin.api.workloads import (
     Candidate,
@@ -374,6 +375,7 @@ class SchedulingPolicySpec(ApiModel):
     preemption: PreemptionSpec = Field(default_factory=PreemptionSpec, description="Preemption cost.")
     placement: PlacementSpec = Field(default_factory=PlacementSpec, description="GPU placement.")
     sizing: SizingSpec = Field(default_factory=SizingSpec, description="GPU-count sizing.")
+    estimator: EstimatorSpec = Field(default_factory=EstimatorSpec, description="Run-time estimator (qssf, srtf).")
     params: dict[str, Scalar] = Field(
         default_factory=dict,
         description="Policy-specific knobs (strings of at most 256 characters, numbers or booleans), "
@@ -432,6 +434,7 @@ __all__ = [
     "PARAMS",
     "Candidate",
     "CommOverhead",
+    "EstimatorSpec",
     "ConfigMapRef",
     "GPUJob",
     "GPUJobSpec",

@@ -40,7 +40,7 @@ from gputwin.cli.manifests import (
     resource,
 )
 from gputwin.operator.backends import SimBackend
-from gputwin.operator.config import ConfigError, trace_access
+from gputwin.operator.config import ConfigError, models_dir, trace_access
 from gputwin.operator.controller import Controller
 from gputwin.operator.trace_files import MANIFEST_FOLDER, TraceAccess
 from gputwin.runtime.clock import run_steps
@@ -69,7 +69,11 @@ def _traces() -> TraceAccess:
 
 def _reconcile(store: FileStore, traces: TraceAccess) -> Controller:
     """A fresh controller (state is in the files), settled at the current virtual time."""
-    controller = Controller(store, SimBackend(), traces=traces)
+    try:  # $GPUTWIN_MODEL_DIR: where a SchedulingPolicy's learned model comes from
+        models = models_dir()
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
+    controller = Controller(store, SimBackend(), traces=traces, models=models)
     settle(controller, store.now)
     return controller
 

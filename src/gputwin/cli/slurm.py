@@ -30,8 +30,9 @@ from gputwin.api.loader import load_cluster
 from gputwin.api.problems import ClusterError, Problem
 from gputwin.core.model import ClusterSpec
 from gputwin.cli.errors import report
+from gputwin.errors import InputError
 
-USER_ERRORS = (SlurmError, TraceError, OSError, ClusterError)
+USER_ERRORS = (SlurmError, TraceError, OSError, ClusterError, InputError)
 
 
 class SlurmGroup(click.Group):
@@ -129,7 +130,7 @@ def _history_options(func: Any) -> Any:
 
 
 def _tables(cluster: ClusterSpec, history_path: Path | None, history_format: str, from_sacct: bool,
-            start: str | None, end: str) -> LuaTables | None:  # fmt: skip
+            start: str | None, end: str, model: Path | None = None) -> LuaTables | None:  # fmt: skip
     """The history tables the options ask for (summary on stderr), or None for empty tables."""
     if history_path is not None and from_sacct:
         raise SlurmInputError("--history and --from-sacct: give one source of history, not both")
@@ -138,9 +139,11 @@ def _tables(cluster: ClusterSpec, history_path: Path | None, history_format: str
     if start and not from_sacct:
         raise SlurmInputError("--start is for --from-sacct")
     if history_path is not None:
-        found = tables_from_trace(cluster, history_path, history_format)
+        found = tables_from_trace(cluster, history_path, history_format, model=model)
     elif from_sacct:
-        found = tables_from_sacct(cluster, start or "", end)
+        found = tables_from_sacct(cluster, start or "", end, model=model)
+    elif model is not None:
+        raise SlurmInputError("a learned model predicts from job history: give --history or --from-sacct")
     else:
         return None
     click.echo(f"history: {json.dumps(found.summary(), sort_keys=True)}", err=True)
@@ -148,10 +151,17 @@ def _tables(cluster: ClusterSpec, history_path: Path | None, history_format: str
 
 
 def _render(
-    cluster_path: Path, version: str, history: tuple[Path | None, str, bool, str | None, str]
+    cluster_path: Path, version: str, history: tuple[Path | None, str, bool, str | None, str],
+    model: Path | None = None,
 ) -> RenderedConfig:
+    """`model`: a saved learned model's folder for the estimate table; default: the one a used
+    SchedulingPolicy names (`estimator.model`), found in $GPUTWIN_MODEL_DIR."""
+    from gputwin.adapters.slurm.render_tables import policy_model
+    from gputwin.estimators.modeldir import model_dir
+
     cluster = load_cluster(cluster_path)
-    tables = _tables(cluster, *history)
+    model = model or policy_model(cluster_path, model_dir())
+    tables = _tables(cluster, *history, model)
     try:
         return render(cluster, version=version, tables=tables)
     except SlurmInputError as exc:  # the API model accepts only what renders; if not, name the file
@@ -170,10 +180,16 @@ def _live_version() -> str:
 @click.option("--slurm-version", "version", type=click.Choice(SUPPORTED_VERSIONS), default="22.05",
               show_default=True, help="SLURM release to render for (25.05 adds topology.yaml).")  # fmt: skip
 @_history_options
+@click.option("--model", "model_path", type=click.Path(path_type=Path, file_okay=False, exists=True),
+              help="Fill the estimate table with this saved model's predictions (a folder `gputwin estimator "
+                   "train` wrote) instead of the mean run time; default: the model a used SchedulingPolicy "
+                   "names (estimator.type learned), found in $GPUTWIN_MODEL_DIR.")  # fmt: skip
 def render_cmd(cluster_path: Path, out_dir: Path | None, version: str, history_path: Path | None,
-               history_format: str, from_sacct: bool, start: str | None, end: str) -> None:  # fmt: skip
+               history_format: str, from_sacct: bool, start: str | None, end: str,
+               model_path: Path | None) -> None:  # fmt: skip
     """Compile the cluster's policy into topology.conf, the two includes and job_submit.lua."""
-    rendered = _render(cluster_path, version, (history_path, history_format, from_sacct, start, end))
+    history = (history_path, history_format, from_sacct, start, end)
+    rendered = _render(cluster_path, version, history, model_path)
     if out_dir is None:
         for name in rendered:
             click.echo(f"==> {name} <==")

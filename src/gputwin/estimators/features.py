@@ -62,6 +62,15 @@ class FeatureState:
     # once each (names are often unique, so only the name's own group is looked up per job).
     _shared_groups: dict[tuple[str, str, str], tuple[_Recent, ...]] = field(default_factory=dict)
 
+    def codes(self) -> list[tuple[int, str, float]]:
+        """The category codes given so far, (column, value, code): a saved model needs the codes it
+        was trained with, since they are handed out in first-seen order."""
+        return [(column, value, code) for (column, value), code in self._codes.items()]
+
+    def restore_codes(self, codes: list[tuple[int, str, float]]) -> None:
+        """Start from a saved model's codes (`codes`); values it never saw get new ones after them."""
+        self._codes = {(column, value): code for column, value, code in codes}
+
     def _group(self, key: tuple[str, ...]) -> _Recent:
         group = self._groups.get(key)
         if group is None:
@@ -71,6 +80,7 @@ class FeatureState:
     def _code(self, column: int, value: str) -> float:
         code = self._codes.get((column, value))
         if code is None:
+            # Past every restored code, so a value first seen live never shares a trained one's code.
             code = self._codes[(column, value)] = float(len(self._codes))
         return code
 

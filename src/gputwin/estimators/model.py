@@ -16,7 +16,7 @@ import json
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +40,10 @@ class Trained:
     metadata: dict[str, Any]
 
 
-def rows_of(jobs: Sequence[JobSpec], origin: float = 0.0) -> list[list[float]]:
+def rows_of(jobs: Sequence[JobSpec], origin: float = 0.0, state: FeatureState | None = None) -> list[list[float]]:
     """Each job's features at its submission, with the jobs ended (submit + run) by then observed."""
-    state, rows = FeatureState(origin=origin), []
+    state = FeatureState(origin=origin) if state is None else state
+    rows: list[list[float]] = []
     ended: list[tuple[float, int, JobSpec]] = []
     for job in jobs:
         while ended and ended[0][0] <= job.submit:
@@ -58,7 +59,8 @@ def train(jobs: Sequence[JobSpec], config: LearnedConfig = LearnedConfig(), orig
     """Fit on every job of `jobs` (sorted by submit); score the last `holdout` share first."""
     if len(jobs) < 2 * config.min_train:
         raise TrainError(f"jobs: {len(jobs)} in the history; training needs at least {2 * config.min_train}")
-    rows, targets = rows_of(jobs, origin), [log_seconds(j.duration) for j in jobs]
+    state = FeatureState(origin=origin)
+    rows, targets = rows_of(jobs, origin, state), [log_seconds(j.duration) for j in jobs]
     cut = int(len(jobs) * (1 - holdout))
     known = [i for i in range(cut) if jobs[i].submit + jobs[i].duration <= jobs[cut].submit]
     scored = _score(
@@ -69,7 +71,8 @@ def train(jobs: Sequence[JobSpec], config: LearnedConfig = LearnedConfig(), orig
         "format": FORMAT, "features": list(FEATURES), "config": asdict(config), "jobs": len(jobs),
         "window": {"first_submit": jobs[0].submit + origin, "last_submit": jobs[-1].submit + origin},
         "holdout": {"jobs": len(jobs) - cut, "trained_on": len(known), **scored["metrics"]},
-        "offsets": scored["offsets"], "smear": scored["smear"],
+        "offsets": scored["offsets"], "smear": scored["smear"], "origin": origin,
+        "codes": [list(c) for c in state.codes()],  # the category codes the trees split on
     }  # fmt: skip
     return Trained(booster, metadata)
 
@@ -102,14 +105,7 @@ def save(trained: Trained, folder: Path) -> None:
 
 
 def load(folder: Path, upcoming: Sequence[JobSpec] = (), origin: float = 0.0) -> LearnedEstimator:
-    """A LearnedEstimator starting from the model `save` wrote in `folder`."""
-    import lightgbm
+    """A LearnedEstimator starting from the model `save` wrote in `folder` (checked by `saved.read`)."""
+    from gputwin.estimators.saved import read
 
-    metadata = json.loads((folder / META).read_text())
-    if metadata.get("format") != FORMAT:
-        raise TrainError(f"{folder / META}: format: expected {FORMAT!r}, got {metadata.get('format')!r}")
-    config = replace(LearnedConfig(), **metadata["config"])
-    estimator = LearnedEstimator(config, upcoming=upcoming, origin=origin)
-    booster = lightgbm.Booster(model_str=(folder / MODEL).read_text())
-    estimator.start_from(booster, (metadata["offsets"][0], metadata["offsets"][1]), metadata["smear"])
-    return estimator
+    return read(folder).estimator(upcoming, origin)
