@@ -78,6 +78,9 @@ def policy_spec(policy: SchedulingPolicy | None) -> PolicySpec:
         backfill=spec.queue.backfill,
         checkpoint_seconds=spec.preemption.checkpoint_seconds,
         params=params,
+        fairness=spec.fairness.policy,
+        half_life=spec.fairness.half_life_seconds,
+        weights=dict(spec.fairness.weights),
     )
 
 
@@ -168,6 +171,9 @@ def policy_document(policy: PolicySpec) -> dict[str, Any]:
     }
     if policy.checkpoint_seconds is not None:
         spec["preemption"] = {"checkpointSeconds": policy.checkpoint_seconds}
+    if policy.fairness != "none":
+        spec["fairness"] = {"policy": policy.fairness, "halfLifeSeconds": policy.half_life,
+                            "weights": dict(policy.weights)}  # fmt: skip
     spec["params"] = {k: v for k, v in params.items() if k not in RESERVED_PARAMS}
     return spec
 

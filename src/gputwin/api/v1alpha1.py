@@ -54,6 +54,7 @@ from gputwin.core.bounds import (
     MAX_TENANTS,
     MAX_TEXT,
 )
+from gputwin.core.fairness import DEFAULT_HALF_LIFE, MAX_WEIGHT
 from gputwin.core.plugins import PARAMS, TYPED_PARAMS, check_params
 
 # Task types one partition may serve, GPU counts history sizing may choose from: far more than any
@@ -364,6 +365,31 @@ class SizingSpec(ApiModel):
     )
 
 
+class FairnessSpec(ApiModel):
+    """Order among tenants, ahead of the queue policy's order within each (docs/tenancy.md)."""
+
+    policy: Literal["none", "drf", "fairshare"] = Field(
+        default="none",
+        description="none: the queue policy alone; drf: fewest GPUs held over weight first (dominant "
+        "resource fairness on GPUs, the only resource jobs carry); fairshare: least usage (GPU-seconds "
+        "decayed with halfLifeSeconds) over weight first, as SLURM's classic fair-share factor orders. "
+        "Tenants are the partition's quota accounts, or each user where it declares no quotas.",
+    )
+    half_life_seconds: float = Field(
+        default=DEFAULT_HALF_LIFE,
+        gt=0.0,
+        le=MAX_DURATION_SECONDS,
+        description="fairshare only: seconds after which usage counts half (SLURM's PriorityDecayHalfLife; "
+        f"default 7 days); at most {MAX_DURATION_SECONDS} (a year).",
+    )
+    weights: dict[str, Annotated[float, Field(gt=0.0, le=MAX_WEIGHT)]] = Field(
+        default_factory=dict,
+        max_length=MAX_TENANTS,
+        description=f"Weight (fair-share shares) per tenant, > 0 and at most {MAX_WEIGHT:.0f}; a tenant not "
+        f"named weighs 1; at most {MAX_TENANTS} entries.",
+    )
+
+
 RESERVED_PARAMS = TYPED_PARAMS  # set by the typed fields; the core reads them from params
 
 
@@ -374,6 +400,7 @@ class SchedulingPolicySpec(ApiModel):
     preemption: PreemptionSpec = Field(default_factory=PreemptionSpec, description="Preemption cost.")
     placement: PlacementSpec = Field(default_factory=PlacementSpec, description="GPU placement.")
     sizing: SizingSpec = Field(default_factory=SizingSpec, description="GPU-count sizing.")
+    fairness: FairnessSpec = Field(default_factory=FairnessSpec, description="Order among tenants.")
     params: dict[str, Scalar] = Field(
         default_factory=dict,
         description="Policy-specific knobs (strings of at most 256 characters, numbers or booleans), "
@@ -433,6 +460,7 @@ __all__ = [
     "Candidate",
     "CommOverhead",
     "ConfigMapRef",
+    "FairnessSpec",
     "GPUJob",
     "GPUJobSpec",
     "GPUPartition",

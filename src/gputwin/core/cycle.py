@@ -74,6 +74,8 @@ class Cycle:
         out = DecisionBuilder()
         for name in sorted(self._dirty) if len(self._dirty) > 1 else self._dirty:
             part = self.partitions[name]
+            if part.fair is not None:
+                part.fair.at(now)  # tenants' keys are read at the cycle's instant
             if part.policy.preemptive:
                 self._preemptive(part, now, out)
             else:
@@ -113,7 +115,7 @@ class Cycle:
         before = self._order  # jobs preempted this cycle queue again with later orders
         for borrowing in (False, True):
             waiting: set[str] = set()
-            for job in _queued(part):
+            for job in _queued(part, waiting):
                 tenant = quota.tenant_of(job)
                 if tenant in waiting:
                     continue
@@ -337,6 +339,8 @@ class Cycle:
         part.running[job_id] = job
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=job.gpus)
+        if part.fair is not None:
+            part.fair.change(now, job, job.gpus)
         out.starts.append(Start(job_id, job.partition, slots, run, fraction, leaves, tiers, generation))
 
     def _preempt(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> None:
@@ -350,19 +354,22 @@ class Cycle:
         part.ledger.release(job.slots)
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus)
+        if part.fair is not None:
+            part.fair.change(now, job, -job.gpus)
         job.slots = ()
         part.enqueue(job, self._next_order(), now)
         out.preempts.append(Preempt(job.spec.job_id, part.name, cost))
 
 
-def _queued(part: PartitionState, first: int = 32) -> Iterator[JobState]:
+def _queued(part: PartitionState, skip: set[str], first: int = 32) -> Iterator[JobState]:
     """The queued jobs in queue order, for a caller that starts and preempts jobs meanwhile and
-    usually stops within the first few: those `first` as a copy, then the rest as queued then."""
+    usually stops within the first few: those `first` as a copy, then the rest as queued then
+    (less, under fairness, the jobs of the tenants in `skip` by then: the caller skips them)."""
     head = part.queued_jobs(first)
     yield from head
     if len(head) == first:
         seen = {job.order for job in head}
-        yield from (job for job in part.queued_jobs() if job.order not in seen)
+        yield from (job for job in part.queued_jobs(skip=skip) if job.order not in seen)
 
 
 def _unborrowed(quota: PartitionQuota, job: JobState) -> bool:

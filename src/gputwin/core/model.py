@@ -92,6 +92,8 @@ class PolicySpec:
 
     `params` carries policy-specific knobs (for example `las_thresholds`, `qssf_prior`,
     `max_wait` of topology-aware); each plugin documents and validates the keys it reads.
+    `fairness` (none, drf, fairshare) orders tenants ahead of the queue key, fairshare's usage
+    decaying with `half_life` seconds; `weights` per tenant, 1 if not named (gputwin.core.fairness).
     """
 
     queue: str = "fifo"
@@ -100,6 +102,9 @@ class PolicySpec:
     backfill: bool = False
     checkpoint_seconds: float | None = None
     params: Mapping[str, object] = field(default_factory=dict)
+    fairness: str = "none"
+    half_life: float = 7 * 24 * 3600.0
+    weights: Mapping[str, float] = field(default_factory=dict)
 
 
 def policy_label(queue: str, placement: str, sizing: str | None = None, backfill: bool | None = False) -> str:

@@ -22,6 +22,7 @@ from typing import Iterable, Mapping
 from gputwin.core.compat import HeliosQssf
 from gputwin.core.cycle import Cycle
 from gputwin.core.cycle import SchedulerOptions as SchedulerOptions
+from gputwin.core.fairness import Fairness, fair_among
 from gputwin.core.decision import EMPTY, Decision, Reject, Resize
 from gputwin.core.history import Estimator, HistoryEstimator, JobHistory
 from gputwin.core.ledger import Ledger
@@ -64,9 +65,10 @@ class Scheduler(Cycle):
     def _partition(self, spec: PartitionSpec) -> PartitionState:
         nodes = [self.topology.node_index[n] for n in spec.nodes]
         policy = spec.policy
-        return PartitionState(
+        ledger = Ledger(self.topology, nodes)
+        part = PartitionState(
             spec=spec,
-            ledger=Ledger(self.topology, nodes),
+            ledger=ledger,
             policy=HeliosQssf() if self.options.compat == "helios" and policy.queue == "qssf"
             else make_policy(policy.queue, dict(policy.params)),
             # Each partition draws from its own stream, still fixed by the one seed.
@@ -76,6 +78,9 @@ class Scheduler(Cycle):
             sizer=make_sizer(policy.sizing, policy.params),
             quota=PartitionQuota(spec.name, spec.quotas) if spec.quotas else None,
         )
+        if policy.fairness != "none":
+            fair_among(part, Fairness(policy.fairness, ledger.total_gpus, policy.half_life, policy.weights))
+        return part
 
     def tenant_usage(self, now: float) -> tuple[TenantUsage, ...]:
         """Every tenant's service up to `now`, by partition then tenant (none without quotas)."""
@@ -143,6 +148,8 @@ class Scheduler(Cycle):
         self.jobs[spec.job_id] = job
         if part.quota is not None:
             part.quota.change(started, part.quota.tenant_of(job), used=job.gpus, demand=job.gpus)
+        if part.fair is not None:
+            part.fair.change(started, job, job.gpus)
         self._dirty.add(name)
         return job
 
@@ -162,6 +169,8 @@ class Scheduler(Cycle):
         job.phase, job.end, job.work_left = Phase.DONE, now, 0.0
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus, demand=-job.gpus)
+        if part.fair is not None:
+            part.fair.change(now, job, -job.gpus)
         if self._sizes:
             self.history.record(job.partition, job.spec, job.gpus, job.duration, job.wait)
         if self._predicts:
@@ -177,6 +186,8 @@ class Scheduler(Cycle):
         part.ledger.release(job.slots)
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus)
+        if part.fair is not None:
+            part.fair.change(now, job, -job.gpus)
         job.slots = ()
         job.generation += 1
         part.enqueue(job, self._next_order(), now)
@@ -194,6 +205,8 @@ class Scheduler(Cycle):
             del part.running[job_id]
             part.ledger.release(job.slots)
             job.slots = ()
+            if part.fair is not None:
+                part.fair.change(now, job, -job.gpus)
         else:
             part.dequeue(job)
         if part.quota is not None:
