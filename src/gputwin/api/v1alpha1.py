@@ -61,6 +61,9 @@ from gputwin.core.plugins import PARAMS, TYPED_PARAMS, check_params
 # real cluster declares, and a bound on how much one resource may ask the scheduler to track.
 MAX_TASK_TYPES = 256
 MAX_ALLOWED_GPUS = 64
+MAX_SPEED = 100.0  # a GPU model at most this many times as fast as speed 1
+# As traces and SLURM's typed GRES write models (V100M32, a100): case kept, no spaces or ':'.
+GpuModel = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=63)]
 
 # --- SwitchTopology -------------------------------------------------------------------------------
 
@@ -90,6 +93,11 @@ class NodeGroup(ApiModel):
     labels: dict[str, str] = Field(
         default_factory=dict,
         description="Labels of every node in the group; GPUPartition nodeSelectors match them.",
+    )
+    model: GpuModel | None = Field(
+        default=None,
+        description="GPU model of the group's nodes (letters, digits, '.', '_', '-'; at most 63), e.g. a100 (SLURM's typed GRES gres/gpu:a100, a Kueue "
+        "ResourceFlavor); jobs asking for a model run on its nodes only; unset = not declared.",
     )
 
 
@@ -128,6 +136,22 @@ class SwitchTopologySpec(ApiModel):
         default_factory=CommOverhead,
         description="Communication-overhead model for jobs spanning nodes or switches.",
     )
+    model_speeds: dict[str, Annotated[float, Field(gt=0.0, le=MAX_SPEED)]] = Field(
+        default_factory=dict,
+        max_length=MAX_TASK_TYPES,
+        description="How fast each GPU model runs a job relative to speed 1, the speed trace durations are "
+        f"taken at: a job runs duration / speed on it (2 = twice as fast), the slowest model of its GPUs "
+        f"setting the pace; above 0 and at most {MAX_SPEED:.0f}; a model not named runs at 1.",
+    )
+
+    @model_validator(mode="after")
+    def _speeds_of_declared_models(self) -> Self:
+        declared = {g.model for g in self.node_groups if g.model}
+        unknown = sorted(set(self.model_speeds) - declared)
+        if unknown:
+            raise PydanticCustomError("model_speeds", "modelSpeeds names {models}, which no node group has",
+                                      {"models": ", ".join(unknown)})  # fmt: skip
+        return self
 
     @field_validator("node_groups", mode="before")
     @classmethod

@@ -19,7 +19,8 @@ class JobSpec:
     """One GPU job as submitted: from a trace record, a GPUJob resource or a SLURM job.
 
     `seq` is the job's position in its source (file order); it is the final tie-break of every
-    ordering, so equal keys always resolve the same way.
+    ordering, so equal keys always resolve the same way. `model` is the GPU model it asks for
+    ("": any); `duration` is its run time on GPUs of speed 1 (`TopologySpec.speeds`).
     """
 
     job_id: str
@@ -33,6 +34,7 @@ class JobSpec:
     priority: int = 0
     num_nodes: int = 0
     seq: int = 0
+    model: str = ""
 
 
 # --- topology -------------------------------------------------------------------------------------
@@ -48,12 +50,13 @@ class SwitchSpec:
 
 @dataclass(frozen=True, slots=True)
 class NodeSpec:
-    """A GPU node hanging off one leaf switch."""
+    """A GPU node hanging off one leaf switch; `model` is its GPUs' model ("": not declared)."""
 
     name: str
     gpus: int
     switch: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    model: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +78,16 @@ class OverheadModel:
 
 @dataclass(frozen=True, slots=True)
 class TopologySpec:
-    """The switch tree and the nodes under its leaves, as declared by a SwitchTopology."""
+    """The switch tree and the nodes under its leaves, as declared by a SwitchTopology.
+
+    `speeds`: how fast each GPU model runs a job relative to speed 1 (a model not named: 1). A job
+    runs `duration / speed` on them, the slowest model of its placement setting the pace."""
 
     name: str
     switches: tuple[SwitchSpec, ...]
     nodes: tuple[NodeSpec, ...]
     overhead: OverheadModel = OverheadModel()
+    speeds: Mapping[str, float] = field(default_factory=dict)
 
 
 # --- policies and partitions ----------------------------------------------------------------------

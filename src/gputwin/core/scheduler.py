@@ -27,7 +27,7 @@ from gputwin.core.decision import EMPTY, Decision, Reject, Resize
 from gputwin.core.history import Estimator, HistoryEstimator, JobHistory
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec
-from gputwin.core.placement import Slots
+from gputwin.core.placement import Slots, model_pools
 from gputwin.core.plugins import make_placer, make_sizer
 from gputwin.core.policies import make_policy
 from gputwin.core.quota import PartitionQuota, TenantUsage, quota_problem
@@ -47,6 +47,8 @@ class Scheduler(Cycle):
         self.cluster = cluster
         self.options = options
         self.topology = Topology(cluster.topology)
+        speeds = cluster.topology.speeds
+        self._speeds = [speeds.get(n.model, 1.0) for n in cluster.topology.nodes] if speeds else None
         if estimator is None and options.estimator is not None:
             estimator = options.estimator()
         estimator = estimator or options.estimates
@@ -77,6 +79,7 @@ class Scheduler(Cycle):
             ),
             sizer=make_sizer(policy.sizing, policy.params),
             quota=PartitionQuota(spec.name, spec.quotas) if spec.quotas else None,
+            models=model_pools(nodes, [n.model for n in self.cluster.topology.nodes], dict(enumerate(self.topology.node_gpus))),
         )
         if policy.fairness != "none":
             fair_among(part, Fairness(policy.fairness, ledger.total_gpus, policy.half_life, policy.weights))
@@ -101,6 +104,8 @@ class Scheduler(Cycle):
         problem = _admission_problem(spec, part)
         if problem is None and part.quota is not None:
             problem = quota_problem(part.quota, spec.user, spec.gpus)
+        if problem is None and spec.model and part.models is not None:
+            problem = part.models.problem(spec.model, spec.gpus, name)
         if problem is None and spec.job_id in self.jobs:
             problem = self._duplicate(spec)
         if problem:
@@ -136,7 +141,7 @@ class Scheduler(Cycle):
         part.ledger.allocate(slots)
         span, fraction = self._span(slots)
         job.slots, job.leaves, job.tiers = slots, span.leaves, span.tiers
-        job.slowdown = 1.0 + fraction
+        job.slowdown = (1.0 + fraction) / self._speed(slots)
         job.overhead = fraction
         job.wait = started - spec.submit
         job.first_start = job.seg_start = started

@@ -21,7 +21,7 @@ from sortedcontainers import SortedList
 from gputwin.core.fairness import Fairness, FairQueue
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import JobSpec, PartitionSpec
-from gputwin.core.placement import Placer
+from gputwin.core.placement import ModelPools, Placer
 from gputwin.core.policies import Key, QueuePolicy
 from gputwin.core.quota import PartitionQuota
 from gputwin.core.sizing import Sizer
@@ -106,6 +106,7 @@ class PartitionState:
     running: dict[str, JobState] = field(default_factory=dict)
     quota: PartitionQuota | None = None  # tenants' quotas of its GPUs, if it declares any
     fair: Fairness | None = None  # its policy's fairness among tenants, unless none
+    models: ModelPools | None = None  # its nodes by GPU model, if they declare models
 
     @property
     def name(self) -> str:
