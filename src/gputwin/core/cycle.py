@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 from gputwin.core.compat import HeliosQssf, helios_checkpoint_cost
 from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
-from gputwin.core.placement import Slots, place_on
+from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
 from gputwin.core.history import Estimator, TableEstimator
@@ -60,7 +60,6 @@ class Cycle:
     partitions: dict[str, PartitionState]
     _dirty: set[str]
     _order: int
-    _speeds: list[float] | None  # per node: its GPU model's speed, when any model has one
 
     def _next_order(self) -> int:
         self._order += 1
@@ -75,8 +74,6 @@ class Cycle:
         out = DecisionBuilder()
         for name in sorted(self._dirty) if len(self._dirty) > 1 else self._dirty:
             part = self.partitions[name]
-            if part.fair is not None:
-                part.fair.at(now)  # tenants' keys are read at the cycle's instant
             if part.policy.preemptive:
                 self._preemptive(part, now, out)
             else:
@@ -296,10 +293,7 @@ class Cycle:
         """The placer's choice for `job` now, or None (then ask to be woken if the placer waits)."""
         if job.gpus > part.ledger.free_gpus:
             return None
-        if part.models is not None and job.spec.model:
-            slots = place_on(part.placer, part.ledger, job.gpus, now - job.queued_since, part.models.nodes[job.spec.model])
-        else:
-            slots = part.placer.place(part.ledger, job.gpus, now - job.queued_since)
+        slots = place_model(part.placer, part.ledger, job.gpus, now - job.queued_since, part.models, job.spec.model)
         if slots is None:
             max_wait = getattr(part.placer, "max_wait", None)
             if max_wait is not None:
@@ -313,11 +307,6 @@ class Cycle:
         span = self.topology.span([n for n, _ in slots])
         return span, self.topology.spec.overhead.fraction(len(slots), span.tiers)
 
-    def _speed(self, slots: Slots) -> float:
-        """How fast a job runs on these slots: its slowest GPU model's speed (1 when none declared)."""
-        speeds = self._speeds
-        return 1.0 if speeds is None else min(speeds[n] for n, _ in slots)
-
     def _commit(self, part: PartitionState, job: JobState, slots: Slots, now: float, out: DecisionBuilder) -> None:
         part.dequeue(job)
         part.ledger.allocate(slots)
@@ -329,7 +318,7 @@ class Cycle:
             span, fraction = self._span(slots)
             leaves, tiers = span.leaves, span.tiers
         job.slots, job.leaves, job.tiers = slots, leaves, tiers
-        job.slowdown = slowdown = 1.0 + fraction if self._speeds is None else (1.0 + fraction) / self._speed(slots)
+        job.slowdown = slowdown = 1.0 + fraction if part.models is None else (1.0 + fraction) / part.models.speed(slots)
         if fraction > job.overhead:
             job.overhead = fraction
         job.wait += now - job.queued_since
@@ -372,8 +361,8 @@ class Cycle:
 
 def _queued(part: PartitionState, skip: set[str], first: int = 32) -> Iterator[JobState]:
     """The queued jobs in queue order, for a caller that starts and preempts jobs meanwhile and
-    usually stops within the first few: those `first` as a copy, then the rest as queued then
-    (less, under fairness, the jobs of the tenants in `skip` by then: the caller skips them)."""
+    usually stops within the first few: those `first` as a copy, then the rest as queued then (less,
+    under fairness, those of the tenants in `skip` by then: the caller would skip them)."""
     head = part.queued_jobs(first)
     yield from head
     if len(head) == first:

@@ -47,8 +47,6 @@ class Scheduler(Cycle):
         self.cluster = cluster
         self.options = options
         self.topology = Topology(cluster.topology)
-        speeds = cluster.topology.speeds
-        self._speeds = [speeds.get(n.model, 1.0) for n in cluster.topology.nodes] if speeds else None
         if estimator is None and options.estimator is not None:
             estimator = options.estimator()
         estimator = estimator or options.estimates
@@ -63,6 +61,7 @@ class Scheduler(Cycle):
         self._sizes = any(p.sizing != "as-requested" for p in policies)
         self._order = 0
         self._dirty = set()
+        self._fairness = [p.fair for p in self.partitions.values() if p.fair is not None]
 
     def _partition(self, spec: PartitionSpec) -> PartitionState:
         nodes = [self.topology.node_index[n] for n in spec.nodes]
@@ -79,11 +78,17 @@ class Scheduler(Cycle):
             ),
             sizer=make_sizer(policy.sizing, policy.params),
             quota=PartitionQuota(spec.name, spec.quotas) if spec.quotas else None,
-            models=model_pools(nodes, [n.model for n in self.cluster.topology.nodes], dict(enumerate(self.topology.node_gpus))),
+            models=model_pools(nodes, [n.model for n in self.cluster.topology.nodes],
+                               dict(enumerate(self.topology.node_gpus)), self.cluster.topology.speeds),
         )
         if policy.fairness != "none":
             fair_among(part, Fairness(policy.fairness, ledger.total_gpus, policy.half_life, policy.weights))
         return part
+
+    def run_cycle(self, now: float) -> Decision:
+        for fair in self._fairness:
+            fair.at(now)  # tenants' keys are read at the cycle's instant
+        return super().run_cycle(now)
 
     def tenant_usage(self, now: float) -> tuple[TenantUsage, ...]:
         """Every tenant's service up to `now`, by partition then tenant (none without quotas)."""
@@ -141,7 +146,7 @@ class Scheduler(Cycle):
         part.ledger.allocate(slots)
         span, fraction = self._span(slots)
         job.slots, job.leaves, job.tiers = slots, span.leaves, span.tiers
-        job.slowdown = (1.0 + fraction) / self._speed(slots)
+        job.slowdown = (1.0 + fraction) / (1.0 if part.models is None else part.models.speed(slots))
         job.overhead = fraction
         job.wait = started - spec.submit
         job.first_start = job.seg_start = started
