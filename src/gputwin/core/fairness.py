@@ -67,6 +67,11 @@ class Fairness:
         # fairshare, per tenant: [decayed usage at `since`, since]; GPUs held are `held`.
         self._usage: dict[str, list[float]] = {}
         self.now = 0.0
+        # Keys read at `now`, reused until it moves: the queue head is asked for once per start,
+        # each time over every tenant. Usage is continuous, so a change at `now` leaves a fairshare
+        # key at `now` as it was; a drf key moves with the GPUs held, so a change drops it.
+        self._keys: dict[str, float] = {}
+        self._keys_at = 0.0
 
     def at(self, now: float) -> None:
         self.now = now
@@ -78,6 +83,7 @@ class Fairness:
             self._usage[tenant] = [self.usage(tenant, now), now]
         self.held[tenant] = self.held.get(tenant, 0) + gpus
         self.now = max(self.now, now)
+        self._keys.pop(tenant, None)
 
     def usage(self, tenant: str, now: float) -> float:
         """Decayed GPU-seconds of `tenant` at `now`: U' = g - rate * U between changes."""
@@ -91,10 +97,18 @@ class Fairness:
 
     def key(self, tenant: str) -> float:
         """The tenant's fairness key now: lower goes first."""
-        weight = self.weights.get(tenant, 1.0)
-        if self.mode == "drf":
-            return self.held.get(tenant, 0) / self.total / weight
-        return self.usage(tenant, self.now) / weight
+        if self._keys_at != self.now:
+            self._keys.clear()
+            self._keys_at = self.now
+        key = self._keys.get(tenant)
+        if key is None:
+            weight = self.weights.get(tenant, 1.0)
+            if self.mode == "drf":
+                key = self.held.get(tenant, 0) / self.total / weight
+            else:
+                key = self.usage(tenant, self.now) / weight
+            self._keys[tenant] = key
+        return key
 
 
 class FairQueue:
@@ -125,10 +139,11 @@ class FairQueue:
 
     def _head(self) -> Entry:
         key = self.fairness.key
-        best = min((((key(t),) + q[0][0], q[0][1]) for t, q in self._queues.items()), default=None)
+        # (tenant key, head entry) orders as (tenant key + policy key, order): no tuple per tenant
+        best = min(((key(t), q[0]) for t, q in self._queues.items()), default=None)
         if best is None:
             raise IndexError("queue is empty")
-        return best
+        return (best[0],) + best[1][0], best[1][1]
 
     @overload
     def __getitem__(self, index: int) -> Entry: ...
