@@ -64,7 +64,8 @@ def job_spec(job_id: str, job: GPUJob, submit: float) -> JobSpec:
     """The core's view of a GPUJob; without durationSeconds a simulated run lasts 0 s."""
     s = job.spec
     return JobSpec(job_id=job_id, submit=submit, duration=s.duration_seconds or 0.0, gpus=s.gpus,
-                   task_type=s.task_type, user=s.user, name=s.job_name, priority=s.priority)  # fmt: skip
+                   task_type=s.task_type, user=s.user, name=s.job_name, priority=s.priority,
+                   model=s.gpu_model)  # fmt: skip
 
 
 class JobControl(JobEvents):

@@ -14,7 +14,8 @@ whole-GPU scheduler replaying a Kubernetes trace:
 - no `deletion_time`, or `deletion_time <= scheduled_time`: skipped, "no run time".
 - `pod_phase == Running`: kept with the duration cut off at the snapshot end, counted under
   "cut off at snapshot" (dropping them would drop most long jobs).
-- task_type = `gpu_spec` when given, else "default"; user = `qos`; job_id = pod `name`;
+- task_type = `gpu_spec` when given, else "default"; model = `gpu_spec` (the GPU model it must
+  run on where nodes declare models; "" = any); user = `qos`; job_id = pod `name`;
   state: Succeeded -> COMPLETED, Failed -> FAILED, Running -> RUNNING; a pod is one node.
 """
 
@@ -84,6 +85,7 @@ def _converter(ctx: ReadContext, table: Table) -> Converter:
             state=_STATES.get(phase, phase.upper() or "COMPLETED"),
             num_nodes=1,
             seq=seq,
+            model=table.get(row, "gpu_spec").strip(),
         )
 
     return convert

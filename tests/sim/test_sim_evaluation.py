@@ -18,7 +18,7 @@ from gputwin.sim.evaluation import METRICS, OBJECTIVES, JobMetrics, PartitionMet
 from gputwin.sim.run import run, run_summary
 
 DEMO_KEYS = {*JobMetrics().to_json(), "makespan", "gpu_utilization", "partitions", "wall_seconds", "rejected",
-             "resized", "policies", "compat", "utilization_series"}  # fmt: skip
+             "resized", "policies", "compat", "utilization_series", "fragmented_gpus"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

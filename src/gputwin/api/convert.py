@@ -44,7 +44,8 @@ def topology_spec(topology: SwitchTopology) -> TopologySpec:
     """The switch tree with every node group's hostlist expanded onto its leaf."""
     spec = topology.spec
     nodes = tuple(
-        NodeSpec(name=name, gpus=group.gpus_per_node, switch=group.switch, labels=dict(group.labels))
+        NodeSpec(name=name, gpus=group.gpus_per_node, switch=group.switch, labels=dict(group.labels),
+                 model=group.model or "")
         for group in spec.node_groups
         for name in expand_hostlist(group.nodes)
     )
@@ -55,6 +56,7 @@ def topology_spec(topology: SwitchTopology) -> TopologySpec:
         overhead=OverheadModel(
             per_tier=spec.comm_overhead.per_tier, cross_node=spec.comm_overhead.cross_node
         ),
+        speeds=dict(spec.model_speeds),
     )
 
 
@@ -78,6 +80,9 @@ def policy_spec(policy: SchedulingPolicy | None) -> PolicySpec:
         backfill=spec.queue.backfill,
         checkpoint_seconds=spec.preemption.checkpoint_seconds,
         params=params,
+        fairness=spec.fairness.policy,
+        half_life=spec.fairness.half_life_seconds,
+        weights=dict(spec.fairness.weights),
     )
 
 
@@ -168,6 +173,9 @@ def policy_document(policy: PolicySpec) -> dict[str, Any]:
     }
     if policy.checkpoint_seconds is not None:
         spec["preemption"] = {"checkpointSeconds": policy.checkpoint_seconds}
+    if policy.fairness != "none":
+        spec["fairness"] = {"policy": policy.fairness, "halfLifeSeconds": policy.half_life,
+                            "weights": dict(policy.weights)}  # fmt: skip
     spec["params"] = {k: v for k, v in params.items() if k not in RESERVED_PARAMS}
     return spec
 
@@ -178,11 +186,12 @@ def cluster_documents(cluster: ClusterSpec) -> list[dict[str, Any]]:
     emulator. Nodes keep their order (node indices, hence placements, are the same)."""
     topo = cluster.topology
     overhead = {"perTier": topo.overhead.per_tier, "crossNode": topo.overhead.cross_node}
-    groups = [{"switch": n.switch, "nodes": n.name, "gpusPerNode": n.gpus, "labels": dict(n.labels)}
-              for n in topo.nodes]  # fmt: skip
+    groups = [{"switch": n.switch, "nodes": n.name, "gpusPerNode": n.gpus, "labels": dict(n.labels),
+               **({"model": n.model} if n.model else {})} for n in topo.nodes]  # fmt: skip
     switches = [{"name": s.name, **({"parent": s.parent} if s.parent else {})} for s in topo.switches]
     docs: list[dict[str, Any]] = [
-        _document("SwitchTopology", topo.name, {"switches": switches, "nodeGroups": groups, "commOverhead": overhead})
+        _document("SwitchTopology", topo.name, {"switches": switches, "nodeGroups": groups, "commOverhead": overhead,
+                                                **({"modelSpeeds": dict(topo.speeds)} if topo.speeds else {})})
     ]
     for part in cluster.partitions:
         policy = f"{part.name}-policy"

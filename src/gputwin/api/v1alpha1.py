@@ -55,12 +55,16 @@ from gputwin.core.bounds import (
     MAX_TENANTS,
     MAX_TEXT,
 )
+from gputwin.core.fairness import DEFAULT_HALF_LIFE, MAX_WEIGHT
 from gputwin.core.plugins import PARAMS, TYPED_PARAMS, check_params
 
 # Task types one partition may serve, GPU counts history sizing may choose from: far more than any
 # real cluster declares, and a bound on how much one resource may ask the scheduler to track.
 MAX_TASK_TYPES = 256
 MAX_ALLOWED_GPUS = 64
+MAX_SPEED = 100.0  # a GPU model at most this many times as fast as speed 1
+# As traces and SLURM's typed GRES write models (V100M32, a100): case kept, no spaces or ':'.
+GpuModel = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=63)]
 
 # --- SwitchTopology -------------------------------------------------------------------------------
 
@@ -90,6 +94,11 @@ class NodeGroup(ApiModel):
     labels: dict[str, str] = Field(
         default_factory=dict,
         description="Labels of every node in the group; GPUPartition nodeSelectors match them.",
+    )
+    model: GpuModel | None = Field(
+        default=None,
+        description="GPU model of the group's nodes (letters, digits, '.', '_', '-'; at most 63), e.g. a100 (SLURM's typed GRES gres/gpu:a100, a Kueue "
+        "ResourceFlavor); jobs asking for a model run on its nodes only; unset = not declared.",
     )
 
 
@@ -128,6 +137,22 @@ class SwitchTopologySpec(ApiModel):
         default_factory=CommOverhead,
         description="Communication-overhead model for jobs spanning nodes or switches.",
     )
+    model_speeds: dict[str, Annotated[float, Field(gt=0.0, le=MAX_SPEED)]] = Field(
+        default_factory=dict,
+        max_length=MAX_TASK_TYPES,
+        description="How fast each GPU model runs a job relative to speed 1, the speed trace durations are "
+        f"taken at: a job runs duration / speed on it (2 = twice as fast), the slowest model of its GPUs "
+        f"setting the pace; above 0 and at most {MAX_SPEED:.0f}; a model not named runs at 1.",
+    )
+
+    @model_validator(mode="after")
+    def _speeds_of_declared_models(self) -> Self:
+        declared = {g.model for g in self.node_groups if g.model}
+        unknown = sorted(set(self.model_speeds) - declared)
+        if unknown:
+            raise PydanticCustomError("model_speeds", "modelSpeeds names {models}, which no node group has",
+                                      {"models": ", ".join(unknown)})  # fmt: skip
+        return self
 
     @field_validator("node_groups", mode="before")
     @classmethod
@@ -365,6 +390,31 @@ class SizingSpec(ApiModel):
     )
 
 
+class FairnessSpec(ApiModel):
+    """Order among tenants, ahead of the queue policy's order within each (docs/tenancy.md)."""
+
+    policy: Literal["none", "drf", "fairshare"] = Field(
+        default="none",
+        description="none: the queue policy alone; drf: fewest GPUs held over weight first (dominant "
+        "resource fairness on GPUs, the only resource jobs carry); fairshare: least usage (GPU-seconds "
+        "decayed with halfLifeSeconds) over weight first, as SLURM's classic fair-share factor orders. "
+        "Tenants are the partition's quota accounts, or each user where it declares no quotas.",
+    )
+    half_life_seconds: float = Field(
+        default=DEFAULT_HALF_LIFE,
+        gt=0.0,
+        le=MAX_DURATION_SECONDS,
+        description="fairshare only: seconds after which usage counts half (SLURM's PriorityDecayHalfLife; "
+        f"default 7 days); at most {MAX_DURATION_SECONDS} (a year).",
+    )
+    weights: dict[str, Annotated[float, Field(gt=0.0, le=MAX_WEIGHT)]] = Field(
+        default_factory=dict,
+        max_length=MAX_TENANTS,
+        description=f"Weight (fair-share shares) per tenant, > 0 and at most {MAX_WEIGHT:.0f}; a tenant not "
+        f"named weighs 1; at most {MAX_TENANTS} entries.",
+    )
+
+
 RESERVED_PARAMS = TYPED_PARAMS  # set by the typed fields; the core reads them from params
 
 
@@ -376,6 +426,7 @@ class SchedulingPolicySpec(ApiModel):
     placement: PlacementSpec = Field(default_factory=PlacementSpec, description="GPU placement.")
     sizing: SizingSpec = Field(default_factory=SizingSpec, description="GPU-count sizing.")
     estimator: EstimatorSpec = Field(default_factory=EstimatorSpec, description="Run-time estimator (qssf, srtf).")
+    fairness: FairnessSpec = Field(default_factory=FairnessSpec, description="Order among tenants.")
     params: dict[str, Scalar] = Field(
         default_factory=dict,
         description="Policy-specific knobs (strings of at most 256 characters, numbers or booleans), "
@@ -436,6 +487,7 @@ __all__ = [
     "CommOverhead",
     "EstimatorSpec",
     "ConfigMapRef",
+    "FairnessSpec",
     "GPUJob",
     "GPUJobSpec",
     "GPUPartition",

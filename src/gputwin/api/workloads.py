@@ -56,6 +56,12 @@ class GPUJobSpec(ApiModel):
         description="Simulated runs only: how long the job runs on its requested GPUs; at most "
         f"{MAX_DURATION_SECONDS} s (a year).",
     )
+    gpu_model: str = Field(
+        default="",
+        max_length=MAX_TEXT,
+        description="GPU model the job must run on, e.g. a100 (a node group's model); empty = any. "
+        "Ignored by partitions whose nodes declare no models.",
+    )
     priority: int = Field(
         default=0,
         ge=-MAX_PRIORITY,

@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 from gputwin.core.compat import HeliosQssf, helios_checkpoint_cost
 from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
-from gputwin.core.placement import Slots
+from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
 from gputwin.core.history import Estimator, TableEstimator
@@ -113,7 +113,7 @@ class Cycle:
         before = self._order  # jobs preempted this cycle queue again with later orders
         for borrowing in (False, True):
             waiting: set[str] = set()
-            for job in _queued(part):
+            for job in _queued(part, waiting):
                 tenant = quota.tenant_of(job)
                 if tenant in waiting:
                     continue
@@ -293,7 +293,7 @@ class Cycle:
         """The placer's choice for `job` now, or None (then ask to be woken if the placer waits)."""
         if job.gpus > part.ledger.free_gpus:
             return None
-        slots = part.placer.place(part.ledger, job.gpus, now - job.queued_since)
+        slots = place_model(part.placer, part.ledger, job.gpus, now - job.queued_since, part.models, job.spec.model)
         if slots is None:
             max_wait = getattr(part.placer, "max_wait", None)
             if max_wait is not None:
@@ -318,7 +318,7 @@ class Cycle:
             span, fraction = self._span(slots)
             leaves, tiers = span.leaves, span.tiers
         job.slots, job.leaves, job.tiers = slots, leaves, tiers
-        job.slowdown = slowdown = 1.0 + fraction
+        job.slowdown = slowdown = 1.0 + fraction if part.models is None else (1.0 + fraction) / part.models.speed(slots)
         if fraction > job.overhead:
             job.overhead = fraction
         job.wait += now - job.queued_since
@@ -337,6 +337,8 @@ class Cycle:
         part.running[job_id] = job
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=job.gpus)
+        if part.fair is not None:
+            part.fair.change(now, job, job.gpus)
         out.starts.append(Start(job_id, job.partition, slots, run, fraction, leaves, tiers, generation))
 
     def _preempt(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> None:
@@ -350,19 +352,22 @@ class Cycle:
         part.ledger.release(job.slots)
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus)
+        if part.fair is not None:
+            part.fair.change(now, job, -job.gpus)
         job.slots = ()
         part.enqueue(job, self._next_order(), now)
         out.preempts.append(Preempt(job.spec.job_id, part.name, cost))
 
 
-def _queued(part: PartitionState, first: int = 32) -> Iterator[JobState]:
+def _queued(part: PartitionState, skip: set[str], first: int = 32) -> Iterator[JobState]:
     """The queued jobs in queue order, for a caller that starts and preempts jobs meanwhile and
-    usually stops within the first few: those `first` as a copy, then the rest as queued then."""
+    usually stops within the first few: those `first` as a copy, then the rest as queued then (less,
+    under fairness, those of the tenants in `skip` by then: the caller would skip them)."""
     head = part.queued_jobs(first)
     yield from head
     if len(head) == first:
         seen = {job.order for job in head}
-        yield from (job for job in part.queued_jobs() if job.order not in seen)
+        yield from (job for job in part.queued_jobs(skip=skip) if job.order not in seen)
 
 
 def _unborrowed(quota: PartitionQuota, job: JobState) -> bool:

@@ -155,6 +155,16 @@ class Ledger:
         held_out = sum(self.capacity[i] - self._free[i] for i in _bits(self._out))
         return self.free_gpus + self.held_gpus - held_out
 
+    def fragmented(self, gpus: int) -> int:
+        """Free GPUs (as placers see them) a job of `gpus` GPUs could not use: those on nodes with
+        fewer free than it asks for, or, for a job larger than any node (taken in whole nodes), those
+        on nodes not wholly free ("Beware of Fragmentation"'s measure, per waiting job)."""
+        by_free = self._by_free
+        if gpus <= self.max_node_gpus:
+            return sum(f * by_free[f].bit_count() for f in range(1, gpus))
+        partly = ~self._idle
+        return sum(f * (by_free[f] & partly).bit_count() for f in range(1, self.max_node_gpus + 1))
+
     def mask_of(self, nodes: Iterable[int]) -> int:
         """A bitset of these (global) nodes, for `best_fit_node(exclude=...)`."""
         return sum(1 << self._local[n] for n in set(nodes))

@@ -19,7 +19,8 @@ class JobSpec:
     """One GPU job as submitted: from a trace record, a GPUJob resource or a SLURM job.
 
     `seq` is the job's position in its source (file order); it is the final tie-break of every
-    ordering, so equal keys always resolve the same way.
+    ordering, so equal keys always resolve the same way. `model` is the GPU model it asks for
+    ("": any); `duration` is its run time on GPUs of speed 1 (`TopologySpec.speeds`).
     """
 
     job_id: str
@@ -33,6 +34,7 @@ class JobSpec:
     priority: int = 0
     num_nodes: int = 0
     seq: int = 0
+    model: str = ""
 
 
 # --- topology -------------------------------------------------------------------------------------
@@ -48,12 +50,13 @@ class SwitchSpec:
 
 @dataclass(frozen=True, slots=True)
 class NodeSpec:
-    """A GPU node hanging off one leaf switch."""
+    """A GPU node hanging off one leaf switch; `model` is its GPUs' model ("": not declared)."""
 
     name: str
     gpus: int
     switch: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    model: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +78,16 @@ class OverheadModel:
 
 @dataclass(frozen=True, slots=True)
 class TopologySpec:
-    """The switch tree and the nodes under its leaves, as declared by a SwitchTopology."""
+    """The switch tree and the nodes under its leaves, as declared by a SwitchTopology.
+
+    `speeds`: how fast each GPU model runs a job relative to speed 1 (a model not named: 1). A job
+    runs `duration / speed` on them, the slowest model of its placement setting the pace."""
 
     name: str
     switches: tuple[SwitchSpec, ...]
     nodes: tuple[NodeSpec, ...]
     overhead: OverheadModel = OverheadModel()
+    speeds: Mapping[str, float] = field(default_factory=dict)
 
 
 # --- policies and partitions ----------------------------------------------------------------------
@@ -92,6 +99,8 @@ class PolicySpec:
 
     `params` carries policy-specific knobs (for example `las_thresholds`, `qssf_prior`,
     `max_wait` of topology-aware); each plugin documents and validates the keys it reads.
+    `fairness` (none, drf, fairshare) orders tenants ahead of the queue key, fairshare's usage
+    decaying with `half_life` seconds; `weights` per tenant, 1 if not named (gputwin.core.fairness).
     """
 
     queue: str = "fifo"
@@ -100,6 +109,9 @@ class PolicySpec:
     backfill: bool = False
     checkpoint_seconds: float | None = None
     params: Mapping[str, object] = field(default_factory=dict)
+    fairness: str = "none"
+    half_life: float = 7 * 24 * 3600.0
+    weights: Mapping[str, float] = field(default_factory=dict)
 
 
 def policy_label(queue: str, placement: str, sizing: str | None = None, backfill: bool | None = False) -> str:

@@ -18,7 +18,7 @@ scheduler commits the choice. Every choice is deterministic: ties go to the lowe
 from __future__ import annotations
 
 import random
-from typing import Protocol
+from typing import Mapping, Protocol
 
 from gputwin.core.ledger import Ledger
 
@@ -177,3 +177,62 @@ def _leaves_needed(ledger: Ledger, leaves: list[int], gpus: int) -> int:
         if total >= gpus:
             return count
     return len(leaves) + 1
+
+
+# --- GPU models -----------------------------------------------------------------------------------
+
+
+class ModelPools:
+    """A partition's nodes by GPU model, for partitions whose nodes declare models (docs/tenancy.md).
+
+    A job asking for a model is placed on that model's nodes only (`place_on`): the others are
+    hidden from the placer for that one call, as nodes out of service are, so every placer
+    filters the same way. A job asking for any model may get any nodes."""
+
+    def __init__(self, models: dict[str, list[int]], gpus_of: dict[int, int], speeds: dict[str, float]) -> None:
+        self.nodes = {m: frozenset(ns) for m, ns in models.items()}
+        self.gpus = {m: sum(gpus_of[n] for n in ns) for m, ns in models.items()}
+        self.speeds = {n: speeds.get(m, 1.0) for m, ns in models.items() for n in ns}
+
+    def speed(self, slots: Slots) -> float:
+        """How fast a job runs on these slots: its slowest GPU model's speed."""
+        speeds = self.speeds
+        return min(speeds[n] for n, _ in slots)
+
+    def problem(self, model: str, gpus: int, partition: str) -> str | None:
+        """Why a job asking for `gpus` GPUs of `model` can never run here, or None."""
+        if model not in self.nodes:
+            return f"asks for GPU model {model!r}; partition {partition!r} has {', '.join(sorted(self.nodes))}"
+        if gpus > self.gpus[model]:
+            return f"asks for {gpus} GPUs of model {model!r}; partition {partition!r} has {self.gpus[model]}"
+        return None
+
+
+def place_on(placer: Placer, ledger: Ledger, gpus: int, waited: float, nodes: frozenset[int]) -> Slots | None:
+    """`placer`'s choice among `nodes` only (global indexes): the ledger's other nodes are out of
+    service for the call, and exactly the ones that were before are again after it."""
+    before = ledger.out_of_service()
+    ledger.set_out_of_service([*before, *(n for n in ledger.nodes if n not in nodes)])
+    try:
+        return placer.place(ledger, gpus, waited)
+    finally:
+        ledger.set_out_of_service(before)
+
+
+def place_model(placer: Placer, ledger: Ledger, gpus: int, waited: float, pools: ModelPools | None, model: str
+                ) -> Slots | None:  # fmt: skip
+    """`placer`'s choice, on the nodes of `model` if the job asks for one and the partition has models."""
+    if pools is None or not model:
+        return placer.place(ledger, gpus, waited)
+    return place_on(placer, ledger, gpus, waited, pools.nodes[model])
+
+
+def model_pools(nodes: list[int], model_of: list[str], gpus_of: dict[int, int], speeds: Mapping[str, float]
+                ) -> ModelPools | None:  # fmt: skip
+    """The pools of these (global) nodes, or None when none of them declares a model."""
+    if not any(model_of[n] for n in nodes):
+        return None
+    models: dict[str, list[int]] = {}
+    for n in nodes:
+        models.setdefault(model_of[n], []).append(n)
+    return ModelPools(models, gpus_of, dict(speeds))

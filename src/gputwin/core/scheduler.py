@@ -22,11 +22,12 @@ from typing import Iterable, Mapping
 from gputwin.core.compat import HeliosQssf
 from gputwin.core.cycle import Cycle
 from gputwin.core.cycle import SchedulerOptions as SchedulerOptions
+from gputwin.core.fairness import Fairness, fair_among
 from gputwin.core.decision import EMPTY, Decision, Reject, Resize
 from gputwin.core.history import Estimator, HistoryEstimator, JobHistory
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec
-from gputwin.core.placement import Slots
+from gputwin.core.placement import Slots, model_pools
 from gputwin.core.plugins import make_placer, make_sizer
 from gputwin.core.policies import make_policy
 from gputwin.core.quota import PartitionQuota, TenantUsage, quota_problem
@@ -60,13 +61,15 @@ class Scheduler(Cycle):
         self._sizes = any(p.sizing != "as-requested" for p in policies)
         self._order = 0
         self._dirty = set()
+        self._fairness = [p.fair for p in self.partitions.values() if p.fair is not None]
 
     def _partition(self, spec: PartitionSpec) -> PartitionState:
         nodes = [self.topology.node_index[n] for n in spec.nodes]
         policy = spec.policy
-        return PartitionState(
+        ledger = Ledger(self.topology, nodes)
+        part = PartitionState(
             spec=spec,
-            ledger=Ledger(self.topology, nodes),
+            ledger=ledger,
             policy=HeliosQssf() if self.options.compat == "helios" and policy.queue == "qssf"
             else make_policy(policy.queue, dict(policy.params)),
             # Each partition draws from its own stream, still fixed by the one seed.
@@ -75,7 +78,17 @@ class Scheduler(Cycle):
             ),
             sizer=make_sizer(policy.sizing, policy.params),
             quota=PartitionQuota(spec.name, spec.quotas) if spec.quotas else None,
+            models=model_pools(nodes, [n.model for n in self.cluster.topology.nodes],
+                               dict(enumerate(self.topology.node_gpus)), self.cluster.topology.speeds),
         )
+        if policy.fairness != "none":
+            fair_among(part, Fairness(policy.fairness, ledger.total_gpus, policy.half_life, policy.weights))
+        return part
+
+    def run_cycle(self, now: float) -> Decision:
+        for fair in self._fairness:
+            fair.at(now)  # tenants' keys are read at the cycle's instant
+        return super().run_cycle(now)
 
     def tenant_usage(self, now: float) -> tuple[TenantUsage, ...]:
         """Every tenant's service up to `now`, by partition then tenant (none without quotas)."""
@@ -96,6 +109,8 @@ class Scheduler(Cycle):
         problem = _admission_problem(spec, part)
         if problem is None and part.quota is not None:
             problem = quota_problem(part.quota, spec.user, spec.gpus)
+        if problem is None and spec.model and part.models is not None:
+            problem = part.models.problem(spec.model, spec.gpus, name)
         if problem is None and spec.job_id in self.jobs:
             problem = self._duplicate(spec)
         if problem:
@@ -131,7 +146,7 @@ class Scheduler(Cycle):
         part.ledger.allocate(slots)
         span, fraction = self._span(slots)
         job.slots, job.leaves, job.tiers = slots, span.leaves, span.tiers
-        job.slowdown = 1.0 + fraction
+        job.slowdown = (1.0 + fraction) / (1.0 if part.models is None else part.models.speed(slots))
         job.overhead = fraction
         job.wait = started - spec.submit
         job.first_start = job.seg_start = started
@@ -143,6 +158,8 @@ class Scheduler(Cycle):
         self.jobs[spec.job_id] = job
         if part.quota is not None:
             part.quota.change(started, part.quota.tenant_of(job), used=job.gpus, demand=job.gpus)
+        if part.fair is not None:
+            part.fair.change(started, job, job.gpus)
         self._dirty.add(name)
         return job
 
@@ -162,6 +179,8 @@ class Scheduler(Cycle):
         job.phase, job.end, job.work_left = Phase.DONE, now, 0.0
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus, demand=-job.gpus)
+        if part.fair is not None:
+            part.fair.change(now, job, -job.gpus)
         if self._sizes:
             self.history.record(job.partition, job.spec, job.gpus, job.duration, job.wait)
         if self._predicts:
@@ -177,6 +196,8 @@ class Scheduler(Cycle):
         part.ledger.release(job.slots)
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus)
+        if part.fair is not None:
+            part.fair.change(now, job, -job.gpus)
         job.slots = ()
         job.generation += 1
         part.enqueue(job, self._next_order(), now)
@@ -194,6 +215,8 @@ class Scheduler(Cycle):
             del part.running[job_id]
             part.ledger.release(job.slots)
             job.slots = ()
+            if part.fair is not None:
+                part.fair.change(now, job, -job.gpus)
         else:
             part.dequeue(job)
         if part.quota is not None:

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Collection
 
 from sortedcontainers import SortedList
 
+from gputwin.core.fairness import Fairness, FairQueue
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import JobSpec, PartitionSpec
-from gputwin.core.placement import Placer
+from gputwin.core.placement import ModelPools, Placer
 from gputwin.core.policies import Key, QueuePolicy
 from gputwin.core.quota import PartitionQuota
 from gputwin.core.sizing import Sizer
@@ -97,10 +99,14 @@ class PartitionState:
     # The queue is kept sorted by (key, order): the head is at [0] and the first k jobs in queue
     # order are a slice, so backfill, which looks at the first few hundred every cycle, costs
     # O(k) rather than a pass over the whole queue. Keys of queued jobs never change.
-    order: SortedList[tuple[Key, int]] = field(default_factory=SortedList)
+    # Under fairness (`gputwin.core.fairness`) a FairQueue: read the same way, sorted by
+    # (tenant key, key) then order, tenant keys being read when the queue is.
+    order: SortedList[tuple[Key, int]] | FairQueue = field(default_factory=SortedList)
     queued: dict[int, JobState] = field(default_factory=dict)  # order -> job
     running: dict[str, JobState] = field(default_factory=dict)
     quota: PartitionQuota | None = None  # tenants' quotas of its GPUs, if it declares any
+    fair: Fairness | None = None  # its policy's fairness among tenants, unless none
+    models: ModelPools | None = None  # its nodes by GPU model, if they declare models
 
     @property
     def name(self) -> str:
@@ -111,8 +117,8 @@ class PartitionState:
         job.order = order
         job.queued_since = now
         job.key = self.policy.key(job, now)
+        self.queued[order] = job  # first: a FairQueue finds the entry's tenant from its job
         self.order.add((job.key, order))
-        self.queued[order] = job
 
     def dequeue(self, job: JobState) -> None:
         del self.queued[job.order]
@@ -124,7 +130,10 @@ class PartitionState:
         # the strict loop asks for the head once or twice per job started.
         return self.queued[self.order[0][1]] if self.queued else None
 
-    def queued_jobs(self, limit: int | None = None) -> list[JobState]:
-        """Queued jobs in queue order (the first `limit` of them)."""
+    def queued_jobs(self, limit: int | None = None, skip: Collection[str] = ()) -> list[JobState]:
+        """Queued jobs in queue order (the first `limit` of them); under fairness, those of the
+        tenants in `skip` may be left out (elsewhere they are not: a caller skips them itself)."""
+        if skip and limit is None and isinstance(self.order, FairQueue):
+            return [self.queued[order] for _, order in self.order.without(skip)]
         entries = self.order if limit is None else self.order[:limit]
         return [self.queued[order] for _, order in entries]

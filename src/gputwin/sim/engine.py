@@ -20,7 +20,7 @@ from gputwin.core.state import JobState
 from gputwin.runtime.clock import VirtualClock, drive
 from gputwin.runtime.loop import Runtime
 from gputwin.runtime.virtual import VirtualRuns
-from gputwin.sim.metrics import BusyTracker
+from gputwin.sim.metrics import BusyTracker, FragmentTracker
 
 
 @dataclass
@@ -33,6 +33,7 @@ class SimOutcome:
     busy: BusyTracker
     events: int
     partitions: dict[str, int] = field(default_factory=dict)  # name -> total GPUs
+    fragmented: float | None = None  # integral of fragmented GPUs (None: not measured)
 
 
 class Recorder:
@@ -43,19 +44,27 @@ class Recorder:
         self.finished: list[JobState] = []
         self.rejects: list[Reject] = []
         self.resizes = 0
+        self.frag: FragmentTracker | None = None  # set when fragmentation is measured
 
     def started(self, start: Start, now: float) -> None:
         self.busy.change(start.partition, now, self.jobs[start.job_id].gpus)
+        if self.frag is not None:
+            self.frag.change(start.partition, now)
 
     def preempted(self, preempt: Preempt, now: float) -> None:
         self.busy.change(preempt.partition, now, -self.jobs[preempt.job_id].gpus)
+        if self.frag is not None:
+            self.frag.change(preempt.partition, now)
 
     def completed(self, state: JobState, end: float, now: float) -> None:
         self.busy.change(state.partition, end, -state.gpus)
         self.finished.append(state)
+        if self.frag is not None:
+            self.frag.change(state.partition, now)
 
     def submitted(self, spec: JobSpec, now: float) -> None:
-        pass
+        if self.frag is not None and (job := self.jobs.get(spec.job_id)) is not None:
+            self.frag.change(job.partition, now)
 
     def start_failed(self, start: Start, error: Exception, now: float) -> None:
         pass  # a virtual run always starts
@@ -87,10 +96,13 @@ class Simulator:
         self.runtime = Runtime(self.scheduler, self.runs, self.recorder)
 
     def run(self, jobs: Sequence[JobSpec], progress: Callable[[int], None] | None = None) -> SimOutcome:
-        drive(self.runtime, jobs, VirtualClock(), progress)
         rec = self.recorder
+        if any(job.gpus > 1 for job in jobs):  # 1-GPU jobs fit any free GPU: nothing to measure
+            rec.frag = FragmentTracker(self.scheduler.partitions)
+        drive(self.runtime, jobs, VirtualClock(), progress)
         events = self.runs.popped + self.runtime.wakes_fired
-        return SimOutcome(rec.finished, rec.rejects, rec.resizes, self.busy, events, dict(self.busy.totals))
+        return SimOutcome(rec.finished, rec.rejects, rec.resizes, self.busy, events, dict(self.busy.totals),
+                          None if rec.frag is None else rec.frag.area)  # fmt: skip
 
 
 def simulate(

@@ -103,6 +103,7 @@ class Summary(JobMetrics):
     utilization_series: tuple[tuple[float, float], ...] = ()  # (t, busy fraction) per interval
     tenants: Mapping[str, TenantMetrics] = field(default_factory=dict)  # by name; empty without quotas
     jain: float | None = None  # Jain's fairness index over tenants with a guarantee
+    fragmented_gpus: float | None = None  # time-averaged (gputwin.sim.metrics); None: not measured
 
     def to_json(self) -> dict[str, Any]:
         """The summary object of `gputwin simulate --json` (plus `utilization_series`)."""
@@ -114,6 +115,8 @@ class Summary(JobMetrics):
                    policies=dict(self.policies), compat=self.compat, utilization_series=series)  # fmt: skip
         if self.tenants:  # a cluster without quotas prints what it always did
             out.update(tenants={name: m.to_json() for name, m in self.tenants.items()}, jain=self.jain)
+        if self.fragmented_gpus is not None:  # 1-GPU-only traces print what they always did
+            out["fragmented_gpus"] = self.fragmented_gpus
         return out
 
     @classmethod
@@ -127,7 +130,8 @@ class Summary(JobMetrics):
         return cls(**metrics, partitions=partitions,
                    wall_seconds=data["wall_seconds"], rejected=dict(data["rejected"]),
                    resized=data.get("resized", 0), policies=dict(data["policies"]), compat=data.get("compat"),
-                   utilization_series=series, tenants=tenants, jain=data.get("jain"))  # fmt: skip
+                   utilization_series=series, tenants=tenants, jain=data.get("jain"),
+                   fragmented_gpus=data.get("fragmented_gpus"))  # fmt: skip
 
     def scores(self, names: Iterable[str] = METRICS) -> Scores:
         """The named overall metrics."""

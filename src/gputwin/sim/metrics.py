@@ -11,6 +11,12 @@ Definitions (the same as the reference simulator's, so compat numbers compare):
   min(usage, guarantee) over that of min(demand, guarantee) (1.0 when it never wanted its
   guarantee); Jain's index (sum x)^2 / (n sum x^2) of x = GPU-hours per guaranteed GPU, over the
   tenants with a guarantee (None if there are none).
+* Fragmentation (`fragmented_gpus`): the time average, over the makespan, of the free GPUs that
+  cannot host the next waiting job, summed over partitions: per partition with a job queued, the
+  free GPUs on nodes with fewer free than its queue head asks for (a head larger than a node:
+  those on nodes not wholly free), as "Beware of Fragmentation" (Weng et al., ATC '23) counts a
+  node's GPUs fragmented for a task that cannot fit there; 0 while nothing waits. Only measured
+  when some job asks for more than one GPU (a 1-GPU job fits any free GPU: it would be 0).
 * Memory does not grow with how long jobs run: the series has at most `MAX_BUCKETS` buckets.
   When the busy time seen so far would span more, the bucket width doubles (neighbouring
   buckets merge) until it fits, so a trace spanning years (or one job of 1e13 s) gets a coarser
@@ -21,10 +27,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from gputwin.core.quota import TenantUsage
-from gputwin.core.state import JobState
+from gputwin.core.state import JobState, PartitionState
 from gputwin.sim.evaluation import JobMetrics, PartitionMetrics, Summary, TenantMetrics
 
 # Buckets in a utilisation series: 2.3 years of hours; beyond that the width doubles.
@@ -92,6 +98,32 @@ class BusyTracker:
             self.buckets[name] = merged
         if self._span is not None:
             self._span = (self._span[0] // 2, self._span[1] // 2)
+
+
+class FragmentTracker:
+    """Integrates the fragmented GPUs of every partition over virtual time (see the module doc).
+
+    Told of every transition with its partition; the count is taken from the state after it, so
+    the last transition of an instant leaves the count that holds until the next one."""
+
+    def __init__(self, partitions: Mapping[str, PartitionState]) -> None:
+        self.partitions = partitions
+        self.by_part = {name: 0 for name in partitions}
+        self.current = 0
+        self.since: float | None = None
+        self.area = 0.0
+
+    def change(self, partition: str, now: float) -> None:
+        since = self.since
+        if since is None or now > since:
+            if since is not None:
+                self.area += self.current * (now - since)
+            self.since = now
+        part = self.partitions[partition]
+        head = part.head()
+        count = 0 if head is None else part.ledger.fragmented(head.gpus)
+        self.current += count - self.by_part[partition]
+        self.by_part[partition] = count
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:

@@ -128,6 +128,8 @@ def run_summary(
     )  # fmt: skip
     if any(part.quotas for part in cluster.partitions):
         summary = _with_tenants(summary, outcome, scheduler)
+    if outcome.fragmented is not None and summary.makespan > 0:
+        summary = dataclasses.replace(summary, fragmented_gpus=round(outcome.fragmented / summary.makespan, 3))
     return summary, outcome
 
 

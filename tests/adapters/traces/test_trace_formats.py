@@ -183,6 +183,7 @@ def test_alibaba_decisions(tmp_path: Path) -> None:
         ("p2", 6.0, 94.0, 2, "V100M32", "RUNNING"),
     ]
     assert result.jobs[0].user == "BE"
+    assert [job.model for job in result.jobs] == ["", "V100M32"]  # gpu_spec is the model it asks for
     assert dict(result.skipped) == {
         "zero GPUs": 1,
         "fractional GPU rounded up": 1,

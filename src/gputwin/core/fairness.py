@@ -1,0 +1,221 @@
+"""Fairness among tenants: the leading sort key of a partition's queue (docs/tenancy.md).
+
+A SchedulingPolicy's `fairness` orders tenants; the queue policy's key orders the jobs of one
+tenant (and of tenants whose fairness keys tie), and the job's order breaks ties, so a job's
+full key is `(tenant key, *policy key)` then its order. Tenant keys move with usage and time, so
+`FairQueue` keeps one sorted queue per tenant and merges them by tenant key when read (the
+project's loops read it like the one sorted queue they always read); `FairPolicy` prefixes a
+running job's key the same way for the preemptive loop.
+
+* `fairshare`: decayed usage over weight, U_t / w_t. U_t is the GPU-seconds t's jobs ran, each
+  second weighed 2^(-age / half-life) (SLURM's PriorityDecayHalfLife). SLURM's classic factor is
+  F = 2^(-(U_t / U_all) / (w_t / w_all)); at one instant U_all and w_all are common to every
+  tenant, so F orders tenants exactly as U_t / w_t does (lower goes first), without the totals.
+* `drf`: dominant share over weight. Jobs carry GPUs only (JobSpec has no CPUs), so a tenant's
+  dominant share is the GPUs it holds over the partition's GPUs: weighted max-min on GPUs.
+
+Pure: time is always an argument (`at(now)` sets the instant keys are read at).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Mapping, Sequence, overload
+
+from sortedcontainers import SortedList
+
+from gputwin.core.bounds import MAX_DURATION_SECONDS
+
+if TYPE_CHECKING:
+    from gputwin.core.policies import Key, QueuePolicy, RunningEntry
+    from gputwin.core.state import JobState, PartitionState
+
+FAIRNESS = ("none", "drf", "fairshare")
+DEFAULT_HALF_LIFE = 7 * 24 * 3600.0  # SLURM's PriorityDecayHalfLife default, 7-0
+MAX_WEIGHT = 1e6
+Entry = tuple["Key", int]
+
+
+def fairness_problem(mode: str, half_life: float, weights: Mapping[str, float]) -> str | None:
+    """Why these fairness settings are not usable (FIELD: reason), or None."""
+    if mode not in FAIRNESS:
+        return f"fairness: expected one of {', '.join(FAIRNESS)}, got {mode!r}"
+    if not (math.isfinite(half_life) and 0.0 < half_life <= MAX_DURATION_SECONDS):
+        return f"halfLifeSeconds: expected a number of seconds > 0 and at most {MAX_DURATION_SECONDS}, got {half_life}"
+    for tenant, weight in sorted(weights.items()):
+        if not (math.isfinite(weight) and 0.0 < weight <= MAX_WEIGHT):
+            return f"weights.{tenant}: expected a number > 0 and at most {MAX_WEIGHT:.0f}, got {weight}"
+    return None
+
+
+class Fairness:
+    """Each tenant's usage in one partition, and its fairness key at the current instant."""
+
+    def __init__(self, mode: str, total_gpus: int, half_life: float = DEFAULT_HALF_LIFE,
+                 weights: Mapping[str, float] | None = None,
+                 tenant_of: Callable[[JobState], str] | None = None) -> None:  # fmt: skip
+        problem = fairness_problem(mode, half_life, weights or {})
+        if problem or mode == "none":
+            raise ValueError(problem or "fairness none needs no Fairness")
+        self.mode = mode
+        self.total = max(total_gpus, 1)
+        self.rate = math.log(2.0) / half_life  # decay per second
+        self.weights = dict(weights or {})
+        self.tenant_of: Callable[[JobState], str] = tenant_of or (lambda job: job.spec.user)
+        self.held: dict[str, int] = {}
+        # fairshare, per tenant: [decayed usage at `since`, since]; GPUs held are `held`.
+        self._usage: dict[str, list[float]] = {}
+        self.now = 0.0
+        # Keys read at `now`, reused until it moves: the queue head is asked for once per start,
+        # each time over every tenant. Usage is continuous, so a change at `now` leaves a fairshare
+        # key at `now` as it was; a drf key moves with the GPUs held, so a change drops it.
+        self._keys: dict[str, float] = {}
+        self._keys_at = 0.0
+
+    def at(self, now: float) -> None:
+        self.now = now
+
+    def change(self, now: float, job: JobState, gpus: int) -> None:
+        """`job`'s tenant holds `gpus` more GPUs (fewer if negative) from `now` on."""
+        tenant = self.tenant_of(job)
+        if self.mode == "fairshare":
+            self._usage[tenant] = [self.usage(tenant, now), now]
+        self.held[tenant] = self.held.get(tenant, 0) + gpus
+        self.now = max(self.now, now)
+        self._keys.pop(tenant, None)
+
+    def usage(self, tenant: str, now: float) -> float:
+        """Decayed GPU-seconds of `tenant` at `now`: U' = g - rate * U between changes."""
+        state = self._usage.get(tenant)
+        if state is None:
+            return 0.0
+        value, since = state
+        held = self.held.get(tenant, 0)
+        keep = math.exp(-self.rate * max(0.0, now - since))
+        return value * keep + held * (1.0 - keep) / self.rate
+
+    def key(self, tenant: str) -> float:
+        """The tenant's fairness key now: lower goes first."""
+        if self._keys_at != self.now:
+            self._keys.clear()
+            self._keys_at = self.now
+        key = self._keys.get(tenant)
+        if key is None:
+            weight = self.weights.get(tenant, 1.0)
+            if self.mode == "drf":
+                key = self.held.get(tenant, 0) / self.total / weight
+            else:
+                key = self.usage(tenant, self.now) / weight
+            self._keys[tenant] = key
+        return key
+
+
+class FairQueue:
+    """A partition's queued (policy key, order) entries, one sorted list per tenant, read as one
+    queue sorted by (tenant key, *policy key) then order: the SortedList interface `PartitionState`
+    and the cycle use (add, remove, [0], [:k], iteration, len)."""
+
+    def __init__(self, fairness: Fairness, jobs: Mapping[int, JobState]) -> None:
+        self.fairness = fairness
+        self._jobs = jobs  # order -> queued job: an entry's tenant is its job's
+        self._queues: dict[str, SortedList[Entry]] = {}
+        self._tenant: dict[int, str] = {}
+
+    def add(self, entry: Entry) -> None:
+        tenant = self.fairness.tenant_of(self._jobs[entry[1]])
+        self._tenant[entry[1]] = tenant
+        self._queues.setdefault(tenant, SortedList()).add(entry)
+
+    def remove(self, entry: Entry) -> None:
+        tenant = self._tenant.pop(entry[1])
+        queue = self._queues[tenant]
+        queue.remove(entry)
+        if not queue:
+            del self._queues[tenant]
+
+    def __len__(self) -> int:
+        return len(self._tenant)
+
+    def _head(self) -> Entry:
+        key = self.fairness.key
+        # (tenant key, head entry) orders as (tenant key + policy key, order): no tuple per tenant
+        best = min(((key(t), q[0]) for t, q in self._queues.items()), default=None)
+        if best is None:
+            raise IndexError("queue is empty")
+        return (best[0],) + best[1][0], best[1][1]
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Entry]: ...
+    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
+        if isinstance(index, slice):
+            if index.start or index.step or index.stop is None or index.stop < 0:
+                return list(self)[index]
+            return [entry for entry, _ in zip(self, range(index.stop))]
+        if index == 0:
+            return self._head()  # the head: the cycle asks for it once per job started
+        return list(self)[index]
+
+    def __iter__(self) -> Iterator[Entry]:
+        """Entries in (tenant key, *policy key, order) order: tenants by key, tied tenants merged."""
+        return self._merged(self._queues)
+
+    def without(self, tenants: Collection[str]) -> list[Entry]:
+        """The entries of every tenant but `tenants`, in queue order (a walk that skips waiting
+        tenants' jobs would otherwise pass each of their jobs, which here come in blocks)."""
+        return list(self._merged([t for t in self._queues if t not in tenants]))
+
+    def _merged(self, tenants: Iterable[str]) -> Iterator[Entry]:
+        key = self.fairness.key
+        ranked = sorted((key(t), t) for t in tenants)
+        i = 0
+        while i < len(ranked):
+            j = i
+            while j < len(ranked) and ranked[j][0] == ranked[i][0]:
+                j += 1
+            prefix = (ranked[i][0],)
+            group: Sequence[Iterable[Entry]] = [self._queues[t] for _, t in ranked[i:j]]
+            for policy_key, order in group[0] if len(group) == 1 else heapq.merge(*group):
+                yield prefix + policy_key, order
+            i = j
+
+
+class FairPolicy:
+    """A queue policy whose running jobs' keys lead with their tenant's fairness key (the
+    preemptive loop compares them with the FairQueue's entries). Queued keys stay the inner
+    policy's: the FairQueue adds the prefix when read."""
+
+    def __init__(self, inner: QueuePolicy, fairness: Fairness) -> None:
+        self.inner = inner
+        self.fairness = fairness
+        self.name = inner.name
+        self.preemptive = inner.preemptive
+        self.timed = inner.timed
+
+    def key(self, job: JobState, now: float) -> Key:
+        return self.inner.key(job, now)
+
+    def next_change(self, job: JobState, now: float) -> float | None:
+        return self.inner.next_change(job, now)
+
+    def running_entries(self, jobs: Iterable[JobState], now: float) -> list[RunningEntry]:
+        fair = self.fairness
+        fair.at(now)
+        return [((fair.key(fair.tenant_of(job)),) + key, order, job, change)
+                for key, order, job, change in self.inner.running_entries(jobs, now)]  # fmt: skip
+
+    def soonest_change(self, entries: Sequence[RunningEntry], now: float) -> float:
+        return self.inner.soonest_change(entries, now)
+
+
+def fair_among(part: PartitionState, fairness: Fairness) -> None:
+    """Make `part` order its queue with `fairness` among its tenants: its quotas' accounts, or
+    each user where it declares no quotas. Call before anything is queued."""
+    assert not part.queued, "fairness is set up before any job is queued"
+    if part.quota is not None:
+        fairness.tenant_of = part.quota.tenant_of
+    part.fair = fairness
+    part.order = FairQueue(fairness, part.queued)
+    part.policy = FairPolicy(part.policy, fairness)
