@@ -69,8 +69,9 @@ def whatif(from_slurm: bool, snapshot_path: Path | None, cluster_path: Path | No
     forked, forked_cluster = fork(snap, cluster, change)
     estimator = _estimator(estimator_name, history_path, model_path, forked, seed)
     began = time.perf_counter()
-    runs = outcomes([with_overrides(forked_cluster, c) for c in candidates], forked, estimator,
-                    samples=samples, seed=seed, horizon=horizon)  # fmt: skip
+    # The current policy is the cluster as it is (partitions may differ); each proposal overrides all.
+    clusters = [forked_cluster] + [with_overrides(forked_cluster, c) for c in candidates[1:]]
+    runs = outcomes(clusters, forked, estimator, samples=samples, seed=seed, horizon=horizon)
     wall = (time.perf_counter() - began) / len(candidates)
     results = [CandidateResult(c, _summary(forked, run.samples, horizon, wall, c.name))
                for c, run in zip(candidates, runs)]  # fmt: skip
@@ -85,7 +86,7 @@ def whatif(from_slurm: bool, snapshot_path: Path | None, cluster_path: Path | No
 
 
 def _candidates(cluster: Any, policies: tuple[str, ...]) -> list[Any]:
-    """The current policy (the first partition's) first, then each proposed one not equal to it."""
+    """The current policy (named by the first partition's) first, then each proposed one not equal to it."""
     from gputwin.core.model import Candidate
     from gputwin.sim.compare import grid
 
