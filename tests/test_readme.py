@@ -135,6 +135,13 @@ def check_forecast(result: Result, cwd: Path) -> None:
     assert len(doc["jobs"]) == 474 and [p["pending"] for p in doc["partitions"]] == [114, 360]
 
 
+def check_whatif(result: Result, cwd: Path) -> None:
+    doc = json.loads(result.stdout.splitlines()[-1])
+    assert len(doc["candidates"]) == int(readme_phrase(r"here (\d+) candidates"))
+    assert doc["changes"] == "add 103959:2x8" and doc["samples"] == 4 and doc["snapshot"]["pending"] == 474
+    assert [c["rank"] for c in doc["candidates"]] == [1, 2, 3]
+
+
 def check_compare(result: Result, cwd: Path) -> None:
     out = cwd / "out" / "cmp"
     for name in ("summary.json", "summary.csv", "jct_cdf.png", "queue_by_partition.png",
@@ -249,6 +256,8 @@ RUN: dict[str, Check] = {
     "gputwin run": check_run,
     "gputwin forecast --snapshot tests/twin/data/philly-mix1-2vc.snapshot.json --samples 8 --horizon 12h --json":
         check_forecast,
+    "gputwin whatif --snapshot tests/twin/data/philly-mix1-2vc.snapshot.json --policy sjf --policy qssf "
+    "--add-nodes 103959:2x8 --samples 4 --horizon 1d --json": check_whatif,
     "gputwin get gpujobs": check_get_gpujobs,
     "gputwin get gputwin -o yaml": check_get_yaml,
     "gputwin events": check_events,

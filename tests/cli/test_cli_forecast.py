@@ -62,3 +62,33 @@ def test_a_declared_cluster_missing_a_partition_is_refused(tmp_path: Path) -> No
 def test_usage_errors_exit_2(args: tuple[str, ...], message: str) -> None:
     status, _, err = forecast(*args)
     assert status == 2 and message in err
+
+
+TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces" / "philly_mix1"
+needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"shared traces not found at {TRACES}")
+
+
+@needs_traces
+def test_estimator_learned_from_a_history(tmp_path: Path) -> None:
+    """History: the first 3,000 jobs of ../shared/traces/philly_mix1/jobs.csv."""
+    history = tmp_path / "philly-3000.csv"
+    history.write_text("".join((TRACES / "jobs.csv").read_text().splitlines(keepends=True)[:3001]))
+    args = ("--snapshot", SNAPSHOT, "--samples", "2", "--horizon", "1d", "--json", "--history", str(history))
+    docs = []
+    for estimator in ("history", "learned", "learned"):
+        status, out, err = forecast(*args, "--estimator", estimator)
+        assert status == 0, err
+        docs.append([j["start_p50_s"] for j in json.loads(out.splitlines()[-1])["jobs"]])
+    assert docs[1] == docs[2] and docs[1] != docs[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(("--model", "m"), "Error: --model needs --estimator learned"),
+     (("--estimator", "learned"), "Error: --estimator learned needs --history TRACE or --model DIR"),
+     (("--estimator", "learned", "--model", "nowhere"), "error: nowhere/model.json: model: not found")],
+    ids=["model-without-learned", "learned-without-input", "missing-model"],
+)  # fmt: skip
+def test_estimator_errors_exit_2(args: tuple[str, ...], message: str) -> None:
+    status, _, err = forecast("--snapshot", SNAPSHOT, *args)
+    assert status == 2 and message in err and "Traceback" not in err

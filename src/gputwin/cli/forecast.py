@@ -4,7 +4,9 @@ The present comes from the live SLURM cluster (`--slurm`, `gputwin.adapters.slur
 from a snapshot file (`--snapshot FILE`, written by `--save FILE`); the cluster is the one the
 snapshot implies (its nodes and partitions, SLURM's priority order with backfill) unless
 `--cluster FILE` declares one. Unknown run times are drawn around the estimator's point
-(`gputwin.twin.sampling`; `--history TRACE` teaches the history estimator first), `--samples`
+(`gputwin.twin.sampling`; `--history TRACE` teaches the estimator first; `--estimator learned`
+draws from the LightGBM model's p10/p50/p90, trained on the history or loaded with `--model DIR`,
+`gputwin.twin.learned`), `--samples`
 replays are summarised at p50/p90 (`gputwin.twin.forecast`). Times print relative to the
 snapshot; `--json` prints one object with both relative seconds and the snapshot's clock.
 """
@@ -40,6 +42,10 @@ def horizon_seconds(ctx: click.Context, param: click.Parameter, value: str) -> f
               help="Declared cluster (YAML); default: the snapshot's nodes and partitions, priority+backfill.")
 @click.option("--history", "history_path", type=click.Path(path_type=Path),
               help="A trace of finished jobs the run-time estimator learns from first.")
+@click.option("--estimator", "estimator_name", type=click.Choice(("history", "learned")), default="history",
+              show_default=True, help="Run times: the history's running mean, or the learned model's p10/p50/p90.")
+@click.option("--model", "model_path", type=click.Path(path_type=Path),
+              help="With --estimator learned: a model saved by `gputwin estimator train --out DIR`.")
 @click.option("--horizon", default="7d", show_default=True, callback=horizon_seconds,
               help="How far ahead to replay (seconds, or with a unit: 90m, 12h, 7d).")
 @click.option("--samples", default=32, show_default=True, type=click.IntRange(1, 4096), help="Seeded replays.")
@@ -48,7 +54,7 @@ def horizon_seconds(ctx: click.Context, param: click.Parameter, value: str) -> f
 @click.option("--save", "save_path", type=click.Path(path_type=Path), help="Also write the snapshot to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the forecast as one JSON object on stdout.")
 def forecast(from_slurm: bool, snapshot_path: Path | None, cluster_path: Path | None, history_path: Path | None,
-             horizon: float, samples: int, seed: int, workers: int | None, save_path: Path | None,
+             estimator_name: str, model_path: Path | None, horizon: float, samples: int, seed: int, workers: int | None, save_path: Path | None,
              as_json: bool) -> None:  # fmt: skip
     """Forecast when each pending job starts (p50/p90) and ends, and when each partition's queue drains."""
     from gputwin.twin.forecast import forecast as run_forecast
@@ -56,9 +62,11 @@ def forecast(from_slurm: bool, snapshot_path: Path | None, cluster_path: Path | 
 
     if from_slurm == (snapshot_path is not None):
         raise click.UsageError("give exactly one of --slurm and --snapshot FILE")
+    if model_path is not None and estimator_name != "learned":
+        raise click.UsageError("--model needs --estimator learned")
     snap = _snapshot(from_slurm, snapshot_path)
     cluster = _cluster(snap, cluster_path)
-    estimator = _estimator(history_path)
+    estimator = _estimator(estimator_name, history_path, model_path, snap, seed)
     if save_path is not None:
         save_snapshot(snap, save_path)
     result = run_forecast(cluster, snap, estimator, samples=samples, seed=seed, horizon=horizon, workers=workers)
@@ -96,16 +104,29 @@ def _cluster(snap: Any, path: Path | None) -> Any:
     return cluster
 
 
-def _estimator(path: Path | None) -> Any:
+def _estimator(name: str, history: Path | None, model: Path | None, snap: Any, seed: int) -> Any:
+    """The run-time estimator `name`, taught the finished jobs of `history` first (if given)."""
+    trace = None
+    if history is not None:
+        from gputwin.adapters.traces import read_trace
+
+        trace = read_trace(history)
+    if name == "learned":
+        from gputwin.twin.learned import learned_intervals
+
+        if trace is None and model is None:
+            raise click.UsageError("--estimator learned needs --history TRACE or --model DIR")
+        jobs, origin = (trace.jobs, trace.origin) if trace is not None else ((), 0.0)
+        try:
+            return learned_intervals(snap, jobs, origin, model, seed)
+        except InputError as exc:
+            raise InputError(f"{history}: {exc}" if model is None else str(exc)) from None
     from gputwin.core.history import HistoryEstimator
 
     estimator = HistoryEstimator()
-    if path is not None:
-        from gputwin.adapters.traces import read_trace
-
-        for job in read_trace(path).jobs:
-            if job.state == "COMPLETED" and job.duration > 0:
-                estimator.observe(job, job.duration)
+    for job in trace.jobs if trace is not None else ():
+        if job.state == "COMPLETED" and job.duration > 0:
+            estimator.observe(job, job.duration)
     return estimator
 
 

@@ -53,6 +53,8 @@ COMMANDS = {
     "forecast": Lazy("gputwin.cli.forecast:forecast",
                      "Forecast when each pending job starts (p50/p90) and ends, and when each partition's queue "
                      "drains."),
+    "whatif": Lazy("gputwin.cli.whatif:whatif",
+                   "Compare the current policy with proposed ones (and drains, added nodes, submissions) from now on."),
     "slurm": Lazy("gputwin.cli.slurm:slurm",
                   "SLURM (SLURM_CONF selects the cluster): read job history, compile policies, apply them safely."),
     "trace": Lazy("gputwin.cli.trace:trace",

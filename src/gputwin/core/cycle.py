@@ -11,6 +11,7 @@ every other partition runs exactly the loops it always did.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Callable, Iterator
 
 from gputwin.core.compat import HeliosQssf, helios_checkpoint_cost
@@ -150,12 +151,18 @@ class Cycle:
         ledger = part.ledger
         if not ledger.free_gpus:
             return  # nothing can start (the common case on a busy cluster): skip the reservation too
-        shadow, extra = _reservation(part, head, now)
-        for job in part.queued_jobs(1 + self.options.backfill_depth)[1:]:
+        shadow, extra = -1.0, 0  # the reservation is worked out once a job could start now
+        queued = part.queued
+        # The entries are copied (commits remove jobs from the queue), the jobs looked up only
+        # as the walk reaches them: it usually stops long before the depth (no GPU left).
+        for _, order in part.order[1:1 + self.options.backfill_depth]:
+            job = queued[order]
             if job.gpus > ledger.free_gpus:
                 if not ledger.free_gpus:
                     return  # every later job needs a GPU too
                 continue  # `_place` would refuse it as well, before asking the placer
+            if shadow < 0.0:
+                shadow, extra = _reservation(part, head, now)
             if now + job.work_left > shadow and job.gpus > extra:
                 continue  # cannot end in time even without overhead, nor fit beside the head
             quota = part.quota
@@ -387,13 +394,38 @@ def _reservation(part: PartitionState, head: JobState, now: float) -> tuple[floa
     free = part.ledger.free_gpus
     if free >= head.gpus:
         shadow, extra = now, free - head.gpus
-    else:
-        for end, gpus in sorted((j.seg_end, j.gpus) for j in part.running.values()):
-            free += gpus
-            if free >= head.gpus:
-                shadow, extra = end, free - head.gpus
-                break
+    elif part.running:
+        shadow, extra = _first_enough(sorted(part.running.values(), key=_END), free, head.gpus)
     max_wait = getattr(part.placer, "max_wait", None)
     if max_wait is not None:
         shadow = max(shadow, head.queued_since + max_wait)
     return shadow, extra
+
+
+_END = attrgetter("seg_end")
+
+
+def _first_enough(ending: list[JobState], free: int, need: int) -> tuple[float, int]:
+    """The end at which `free` plus the GPUs of the jobs `ending` (in end order) reach `need`,
+    and the GPUs beyond `need` then; (inf, 0) if they never do.
+
+    The jobs come sorted by end alone (a C-level float key: sorting (end, GPUs) pairs built for
+    the purpose was most of a backfill replay's time); among jobs ending at the same moment the
+    walk takes the smaller ones first, exactly as the pairs' order did, so `extra` is unchanged.
+    """
+    group_end, group_free, group_at = -1.0, free, 0
+    for i, job in enumerate(ending):
+        if job.seg_end != group_end:
+            group_end, group_free, group_at = job.seg_end, free, i
+        free += job.gpus
+        if free >= need:
+            stop = i + 1
+            while stop < len(ending) and ending[stop].seg_end == group_end:
+                stop += 1
+            free = group_free
+            for gpus in sorted(j.gpus for j in ending[group_at:stop]):
+                free += gpus
+                if free >= need:
+                    break
+            return group_end, free - need
+    return float("inf"), 0

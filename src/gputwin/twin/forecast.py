@@ -116,6 +116,17 @@ def forecast(
     """Replay `samples` draws of the snapshot on `cluster` and summarise them (see the module)."""
     began = time.perf_counter()
     the_plan = plan(snap, estimator or HistoryEstimator(), sigma)
+    runs, workers = replays(cluster, snap, the_plan, samples=samples, seed=seed, horizon=horizon, options=options,
+                            workers=workers)  # fmt: skip
+    return _summary(snap, runs, horizon, seed, workers, time.perf_counter() - began)
+
+
+def replays(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, *, samples: int, seed: int, horizon: float,
+            options: SchedulerOptions = SchedulerOptions(), workers: int | None = None,
+            ) -> tuple[list[Sample], int]:  # fmt: skip
+    """Each sample of `the_plan` replayed on `cluster` (in sample order), and the processes used.
+    The draws of sample i depend only on (seed, i): two clusters given the same plan and seed
+    replay the same run times (`gputwin.twin.whatif` compares policies so)."""
     if workers is None:
         workers = 2 if samples * len(snap.pending) >= PARALLEL_FROM else 1
     if "fork" not in multiprocessing.get_all_start_methods():
@@ -133,7 +144,7 @@ def forecast(
         finally:
             _FORKED.clear()
     by_sample = sorted(zip((i for share in shares for i in share), (r for res in results for r in res)))
-    return _summary(snap, [run for _, run in by_sample], horizon, seed, workers, time.perf_counter() - began)
+    return [run for _, run in by_sample], workers
 
 
 def _run_forked(samples: tuple[int, ...]) -> list[Sample]:
@@ -199,4 +210,5 @@ def _drains(snap: Snapshot, runs: list[Sample], until: float) -> tuple[DrainFore
     return tuple(out)
 
 
-__all__ = ["DEFAULT_HORIZON", "DrainForecast", "Forecast", "JobForecast", "Points", "forecast", "quantile"]
+__all__ = ["DEFAULT_HORIZON", "DrainForecast", "Forecast", "JobForecast", "Points", "Sample", "forecast", "quantile",
+           "replays"]  # fmt: skip

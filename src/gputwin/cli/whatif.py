@@ -1,0 +1,143 @@
+"""`gputwin whatif`: fork the present, replay the current policy and each proposed one on the same draws.
+
+The present and the cluster come as for `gputwin forecast` (`--slurm` or `--snapshot FILE`,
+`--cluster`, `--history`, `--estimator`); `--drain`, `--add-nodes PARTITION:COUNTxGPUS` and
+`--submit TRACE` (jobs queued now, their trace durations as the users' estimates) change the fork
+every candidate runs on (`gputwin.twin.whatif`). The candidates are the current policy and each
+`--policy QUEUE[/PLACEMENT]`. Each is summarised as compare's `Summary` over the fork's pending
+jobs, mean over the samples: a job not ended by the horizon counts as ending there (censored) and
+not in `jobs`; GPU utilisation, overhead and preemptions are not measured here (0). The table and
+`--json` are compare's, ranked by `gputwin.sim.evaluation.rank` (best average JCT first).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gputwin.cli.forecast import _cluster, _estimator, _snapshot, horizon_seconds
+from gputwin.errors import InputError
+
+
+@click.command()
+@click.option("--slurm", "from_slurm", is_flag=True, help="Snapshot the live SLURM cluster (SLURM_CONF selects it).")
+@click.option("--snapshot", "snapshot_path", type=click.Path(path_type=Path), help="Fork a saved snapshot file.")
+@click.option("--cluster", "cluster_path", type=click.Path(path_type=Path),
+              help="Declared cluster (YAML); default: the snapshot's nodes and partitions, priority+backfill.")
+@click.option("--policy", "policies", multiple=True, metavar="QUEUE[/PLACEMENT]",
+              help="A proposed policy for every partition (repeatable), e.g. qssf or sjf/consolidate.")
+@click.option("--drain", "drain", multiple=True, metavar="NODE", help="Take NODE out of service now (repeatable).")
+@click.option("--add-nodes", "add_nodes", multiple=True, metavar="PARTITION:COUNTxGPUS",
+              help="Add COUNT nodes of GPUS GPUs to PARTITION (repeatable), e.g. gpu:4x8.")
+@click.option("--submit", "submit_path", type=click.Path(path_type=Path),
+              help="A trace of jobs to queue now (their durations as the users' estimates).")
+@click.option("--history", "history_path", type=click.Path(path_type=Path),
+              help="A trace of finished jobs the run-time estimator learns from first.")
+@click.option("--estimator", "estimator_name", type=click.Choice(("history", "learned")), default="history",
+              show_default=True, help="Run times: the history's running mean, or the learned model's p10/p50/p90.")
+@click.option("--model", "model_path", type=click.Path(path_type=Path),
+              help="With --estimator learned: a model saved by `gputwin estimator train --out DIR`.")
+@click.option("--horizon", default="7d", show_default=True, callback=horizon_seconds,
+              help="How far ahead to replay (seconds, or with a unit: 90m, 12h, 7d).")
+@click.option("--samples", default=32, show_default=True, type=click.IntRange(1, 4096), help="Seeded replays.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run-time draws.")
+@click.option("--json", "as_json", is_flag=True, help="Print the ranked list as one JSON object on stdout.")
+def whatif(from_slurm: bool, snapshot_path: Path | None, cluster_path: Path | None, policies: tuple[str, ...],
+           drain: tuple[str, ...], add_nodes: tuple[str, ...], submit_path: Path | None, history_path: Path | None,
+           estimator_name: str, model_path: Path | None, horizon: float, samples: int, seed: int,
+           as_json: bool) -> None:  # fmt: skip
+    """Compare the current policy with proposed ones (and drains, added nodes, submissions) from now on."""
+    from gputwin.cli.output import ranked_table
+    from gputwin.sim.compare import CandidateResult, comparison
+    from gputwin.sim.run import with_overrides
+    from gputwin.twin.whatif import AddNodes, Change, fork, outcomes
+
+    if from_slurm == (snapshot_path is not None):
+        raise click.UsageError("give exactly one of --slurm and --snapshot FILE")
+    if model_path is not None and estimator_name != "learned":
+        raise click.UsageError("--model needs --estimator learned")
+    adds = tuple(AddNodes.parse(spec) for spec in add_nodes)  # refused before any work
+    snap = _snapshot(from_slurm, snapshot_path)
+    cluster = _cluster(snap, cluster_path)
+    candidates = _candidates(cluster, policies)
+    change = Change(tuple(drain), adds, _submitted(submit_path, snap) if submit_path is not None else ())
+    forked, forked_cluster = fork(snap, cluster, change)
+    estimator = _estimator(estimator_name, history_path, model_path, forked, seed)
+    began = time.perf_counter()
+    # The current policy is the cluster as it is (partitions may differ); each proposal overrides all.
+    clusters = [forked_cluster] + [with_overrides(forked_cluster, c) for c in candidates[1:]]
+    runs = outcomes(clusters, forked, estimator, samples=samples, seed=seed, horizon=horizon)
+    wall = (time.perf_counter() - began) / len(candidates)
+    results = [CandidateResult(c, _summary(forked, run.samples, horizon, wall, c.name))
+               for c, run in zip(candidates, runs)]  # fmt: skip
+    report = comparison(results)
+    extra = {"snapshot": {"taken_at": snap.taken_at, "source": snap.source, "pending": len(forked.pending)},
+             "changes": change.label(), "samples": samples, "seed": seed, "horizon_s": horizon}  # fmt: skip
+    if as_json:
+        click.echo(json.dumps({**extra, **report.to_json()}, sort_keys=True))
+        return
+    title = f"gputwin whatif — {len(forked.pending):,} pending jobs, changes: {change.label()}, {samples} samples"
+    ranked_table(report.to_json()["candidates"], report.skipped, title)
+
+
+def _candidates(cluster: Any, policies: tuple[str, ...]) -> list[Any]:
+    """The current policy (named by the first partition's) first, then each proposed one not equal to it."""
+    from gputwin.core.model import Candidate
+    from gputwin.sim.compare import grid
+
+    now = cluster.partitions[0].policy
+    out = [Candidate(now.queue, now.placement, now.sizing, now.backfill)]
+    for name in policies:
+        queue, _, placement = name.partition("/")
+        grid([queue], [placement or now.placement])  # unknown names: one line (RunError)
+        candidate = Candidate(queue, placement or now.placement, now.sizing, now.backfill)
+        if candidate not in out:
+            out.append(candidate)
+    return out
+
+
+def _submitted(path: Path, snap: Any) -> tuple[Any, ...]:
+    from gputwin.adapters.traces import read_trace
+    from gputwin.twin.snapshot import PendingJob
+
+    taken = {j.job_id for j in (*snap.running, *snap.pending)}
+    jobs = []
+    for job in read_trace(path).jobs:
+        if job.job_id in taken:
+            raise InputError(f"{path}: job {job.job_id}: job_id: already in the snapshot")
+        taken.add(job.job_id)
+        jobs.append(PendingJob(job.job_id, job.task_type, snap.taken_at, job.gpus, job.num_nodes, job.priority,
+                               None, job.duration if job.duration > 0 else None, job.user, job.name))  # fmt: skip
+    return tuple(jobs)
+
+
+def _summary(snap: Any, samples: tuple[Any, ...], horizon: float, wall: float, label: str) -> Any:
+    """Compare's `Summary` of one candidate: each metric the mean over samples (see the module)."""
+    from gputwin.sim.evaluation import Summary
+    from gputwin.sim.metrics import percentile
+
+    until = snap.taken_at + horizon
+    submits = [j.submit for j in snap.pending]
+    per: dict[str, list[float]] = {}
+    for starts, ends, _, _ in samples:
+        jct = sorted(min(e, until) - s for e, s in zip(ends, submits))
+        queue = sorted(min(t, until) - s for t, s in zip(starts, submits))
+        figures = {"jobs": sum(e <= until for e in ends), "avg_jct": statistics.fmean(jct) if jct else 0.0,
+                   "p50_jct": percentile(jct, 50), "p95_jct": percentile(jct, 95), "p99_jct": percentile(jct, 99),
+                   "avg_queue": statistics.fmean(queue) if queue else 0.0, "p99_queue": percentile(queue, 99),
+                   "makespan": max((min(e, until) for e in ends), default=snap.taken_at) - snap.taken_at}  # fmt: skip
+        for key, value in figures.items():
+            per.setdefault(key, []).append(float(value))
+    mean = {key: statistics.fmean(values) for key, values in per.items()} if per else {}
+
+    def m(key: str) -> float:
+        return mean.get(key, 0.0)
+
+    return Summary(jobs=round(m("jobs")), avg_jct=m("avg_jct"), avg_queue=m("avg_queue"), p50_jct=m("p50_jct"),
+                   p95_jct=m("p95_jct"), p99_jct=m("p99_jct"), p99_queue=m("p99_queue"), makespan=m("makespan"),
+                   wall_seconds=round(wall, 3), policies={"all": label})  # fmt: skip
