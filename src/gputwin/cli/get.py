@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import click
 import yaml
@@ -148,7 +149,13 @@ def _keeper(kind: str, names: tuple[str, ...], namespace: str | None, wanted: li
     return keep
 
 
-def select(store: FileStore, kinds: list[str], names: tuple[str, ...], namespace: str | None) -> list[Obj]:
+class Lister(Protocol):
+    """What `select` reads: a FileStore, or the live cluster's objects (`gputwin.cli.plugin`)."""
+
+    def list(self, kind: str) -> Sequence[Obj]: ...
+
+
+def select(store: Lister, kinds: list[str], names: tuple[str, ...], namespace: str | None) -> list[Obj]:
     """The stored objects of these kinds (in this namespace, if namespaced), these names if given;
     UserError naming every name not found."""
     found: list[Obj] = []
