@@ -242,6 +242,17 @@ def check_wide(result: Result, cwd: Path) -> None:
                                       "PREEMPTIONS", "REASON"]  # fmt: skip
     assert "gpupartition.gputwin.io/train" in tables[1] and "TASK-TYPES" in tables[1]
 
+def check_slurm_dry_run(result: Result, cwd: Path) -> None:
+    assert readme_phrase(r"prints `(dry run: 0 file\(s\)\s+would change; nothing written)`").split() == \
+        result.stdout.split()  # fmt: skip
+
+
+def check_render_json(result: Result, cwd: Path) -> None:
+    data = json.loads(result.stdout)
+    assert set(data) == {"slurmVersion", "files", "derived"}
+    assert {name: (cwd / "rendered" / name).read_text() for name in data["files"]} == data["files"]
+
+
 Check = Callable[[Result, Path], None]
 TRACE = "--trace ../shared/traces/philly_mix1/jobs.csv --cluster ../shared/traces/philly_mix1/cluster.csv"
 RUN: dict[str, Check] = {
@@ -264,6 +275,9 @@ RUN: dict[str, Check] = {
     "gputwin delete -f manifests/samples/gpujobs.yaml": check_delete,
     "gputwin slurm render --cluster manifests/samples/two-leaf.yaml --out rendered/": check_render,
     "gputwin apply --dry-run -f manifests/samples/": check_dry_run,
+    "gputwin slurm apply --cluster manifests/samples/two-leaf.yaml --dry-run --conf-dir rendered/":
+        check_slurm_dry_run,
+    "gputwin slurm render --cluster manifests/samples/two-leaf.yaml -o json": check_render_json,
     "gputwin describe gpujob llm-finetune": check_describe,
     "gputwin get gpujobs -l team=nlp": check_selector,
     "gputwin get gpujobs,gpupartitions -o wide": check_wide,
@@ -299,8 +313,8 @@ NOT_RUN: dict[str, str] = {
         "needs sacct and a live slurmdbd (tests/slurm/test_slurm_history.py runs slurm history on the "
         "SLURM test cluster)",
     "gputwin slurm apply --cluster manifests/samples/two-leaf.yaml --dry-run":
-        "needs a reachable slurmctld, as README says (tests/slurm/test_slurm_apply.py runs this command on "
-        "the SLURM test cluster)",
+        "checks against the live cluster's slurmctld (tests/slurm/test_slurm_apply.py runs this command on "
+        "the SLURM test cluster; the --conf-dir dry run after it runs here, offline)",
 }  # fmt: skip
 
 

@@ -6,7 +6,9 @@ Order (`apply`):
    would be needed for (`RenderedConfig.requires`), and the Lua script parses (``luac5.1 -p``:
    SLURM's job_submit/lua links Lua 5.1). This matters more than it looks: on 22.05 an unknown node
    in a partition makes slurmctld *exit* (``fatal: Invalid node names in partition``) on reconfigure.
-2. a unified diff of every managed file; a dry run stops here.
+2. a unified diff of every managed file; a dry run stops here. A dry run needs no live SLURM: where
+   no controller answers (`scontrol` missing or failing), the checks against it are skipped and a
+   note says so; the rendered lines, the Lua script and the diff against the folder still are.
 3. back up the current managed files (in memory and as ``NAME.gputwin-backup`` next to them),
    write each new file atomically (temp file in the same folder, fsync, ``os.replace``).
 4. ``scontrol reconfigure``, then verify: ``scontrol show partition`` lists each partition with
@@ -37,6 +39,7 @@ from .errors import SlurmCommandError, SlurmError, SlurmInputError
 from .render import JOB_SUBMIT, PARTITIONS, SCHEDULING, TOPOLOGY, RenderedConfig
 
 BACKUP_SUFFIX = ".gputwin-backup"
+DEFAULT_SLURM_CONF = Path("/etc/slurm/slurm.conf")  # where Debian's clients look without SLURM_CONF
 LUAC = ("luac5.1", "luac")  # job_submit_lua.so links liblua5.1 on Debian 12 and 13
 _KEY_VALUE = re.compile(r"([A-Za-z]+)=(\S+)", re.ASCII)
 
@@ -77,11 +80,18 @@ def default_conf_dir() -> Path:
     return Path(conf).parent
 
 
+def client_config() -> Path | None:
+    """The slurm.conf SLURM's clients would read, or None when it does not exist: they would then
+    retry for 60 s before failing, so a dry run does not ask them (it goes offline at once)."""
+    conf = Path(os.environ.get("SLURM_CONF") or DEFAULT_SLURM_CONF)
+    return conf if conf.is_file() else None
+
+
 def apply(rendered: RenderedConfig, conf_dir: Path | None = None, *, dry_run: bool = False,
           after_write: AfterWrite | None = None) -> ApplyResult:  # fmt: skip
     """Validate, diff, write atomically, reconfigure and verify; roll back on any failure."""
     conf_dir = Path(conf_dir) if conf_dir is not None else default_conf_dir()
-    notes = validate(rendered)
+    notes = validate(rendered, offline_ok=dry_run)
     old = read_current(conf_dir, rendered)
     new = rendered.as_dict()
     changed = tuple(name for name in new if old.get(name) != new[name])
@@ -104,14 +114,33 @@ def apply(rendered: RenderedConfig, conf_dir: Path | None = None, *, dry_run: bo
 # --- validation -----------------------------------------------------------------------------------
 
 
-def validate(rendered: RenderedConfig) -> tuple[str, ...]:
+def validate(rendered: RenderedConfig, *, offline_ok: bool = False) -> tuple[str, ...]:
     """Everything that can be checked without touching the live files; raises `SlurmInputError`.
 
-    Returns notes on checks that could not run (no Lua checker installed).
+    Returns notes on checks that could not run (no Lua checker installed; with `offline_ok`, no
+    controller to ask: a dry run on a machine without SLURM).
     """
     _check_lines(rendered[PARTITIONS], "PartitionName", ("Nodes",))
     _check_lines(rendered[TOPOLOGY], "SwitchName", ("Nodes", "Switches"))
-    live = live_nodes()
+    notes: list[str] = []
+    try:
+        if offline_ok and client_config() is None:
+            raise SlurmCommandError(f"no slurm.conf at {os.environ.get('SLURM_CONF') or DEFAULT_SLURM_CONF}")
+        live = live_nodes()
+    except SlurmCommandError as exc:
+        if not offline_ok:
+            raise
+        notes.append(f"node names and restart-only settings not checked against slurmctld: {exc}")
+    else:
+        _check_live(rendered, live)
+    if lua_checker() is None:
+        return (*notes, "job_submit.lua syntax not checked: no luac5.1 here (Debian package lua5.1)")
+    check_lua(rendered[JOB_SUBMIT])
+    return tuple(notes)
+
+
+def _check_live(rendered: RenderedConfig, live: set[str]) -> None:
+    """Every partition's and switch's nodes are known to slurmctld; it has the restart-only settings."""
     wanted = [(f"partition {name}", nodes) for name, nodes in rendered.partitions]
     wanted += [(f"switch {name}", nodes) for name, nodes in _topology_nodes(rendered[TOPOLOGY])]
     for what, nodes in wanted:
@@ -122,10 +151,6 @@ def validate(rendered: RenderedConfig) -> tuple[str, ...]:
                 "(scontrol show node); nothing was written"
             )
     _check_requires(rendered)
-    if lua_checker() is None:
-        return ("job_submit.lua syntax not checked: no luac5.1 here (Debian package lua5.1)",)
-    check_lua(rendered[JOB_SUBMIT])
-    return ()
 
 
 def _check_lines(data: bytes, head: str, list_keys: tuple[str, ...]) -> None:
@@ -340,6 +365,7 @@ __all__ = [
     "SlurmVerifyError",
     "apply",
     "check_lua",
+    "client_config",
     "default_conf_dir",
     "live_partitions",
     "live_switches",

@@ -75,11 +75,13 @@ def iter_jobs(
 
 
 def read_trace(
-    path: str | Path, fmt: str = "auto", *, skip_invalid: bool = False, procs_per_gpu: int = 1
+    path: str | Path, fmt: str = "auto", *, skip_invalid: bool = False, procs_per_gpu: int = 1,
+    progress: Callable[[int], None] | None = None,
 ) -> TraceResult:
-    """Read a whole trace: jobs sorted by `(submit, seq)`, epoch clocks re-based to `origin`."""
+    """Read a whole trace: jobs sorted by `(submit, seq)`, epoch clocks re-based to `origin`.
+    `progress` is told how many jobs were read every `PROGRESS_EVERY` and at the end."""
     ctx, stream, name = _open(path, fmt, skip_invalid, Counter(), procs_per_gpu)
-    jobs = list(stream)
+    jobs = list(stream) if progress is None else _counted(stream, progress)
     origin = min((job.submit for job in jobs), default=0.0) if ctx.clock.epoch else 0.0
     if origin:
         _rebase(jobs, origin)
@@ -88,6 +90,18 @@ def read_trace(
 
 
 _order = attrgetter("submit", "seq")
+PROGRESS_EVERY = 10_000  # jobs: a call per job would cost a tenth of a 2M-job read
+
+
+def _counted(stream: Iterator[JobSpec], progress: Callable[[int], None]) -> list[JobSpec]:
+    jobs: list[JobSpec] = []
+    append = jobs.append
+    for job in stream:
+        append(job)
+        if len(jobs) % PROGRESS_EVERY == 0:
+            progress(len(jobs))
+    progress(len(jobs))
+    return jobs
 
 
 def _rebase(jobs: list[JobSpec], origin: float) -> None:

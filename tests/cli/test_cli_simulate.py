@@ -156,14 +156,6 @@ def test_compat_qssf_with_the_reference_estimates_prints_the_reference_numbers()
     assert (summary["avg_jct"], summary["avg_queue"]) == (round(reference["avg_jct"], 3), round(reference["avg_queue"], 3))
 
 
-def test_demo_compares_candidates_best_first() -> None:
-    code, out, err = invoke("demo", "--json")
-    assert code == 0, err
-    rows = json.loads(out)
-    assert len(rows) >= 5 and all(r["jobs"] == 3375 for r in rows)
-    assert [r["avg_jct"] for r in rows] == sorted(r["avg_jct"] for r in rows)
-
-
 def test_help_lists_commands_and_options() -> None:
     code, out, _ = invoke("simulate", "--help")
     assert code == 0

@@ -11,7 +11,9 @@ is shown is what the last command left.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import click
 import yaml
@@ -42,18 +44,36 @@ def describe(kind: str, names: tuple[str, ...], namespace: str, all_namespaces: 
     if "/" in kind:
         kind, name = kind.split("/", 1)
         names = (name, *names)
-    kinds = resolve_words(kind)
     store = FileStore(state)
     with store.lock(exclusive=False):
-        found = select(store, kinds, names, None if all_namespaces else namespace)
-        texts = [describe_object(store, obj) for obj in found]
+        show(store, kind, names, namespace, all_namespaces)
+
+
+class Source(Protocol):
+    """What describe reads: the emulator's FileStore, or the live cluster (`gputwin.cli.plugin`)."""
+
+    @property
+    def now(self) -> float: ...
+
+    def list(self, kind: str) -> Sequence[Obj]: ...
+
+    def get(self, kind: str, namespace: str | None, name: str) -> Obj | None: ...
+
+    def events(self) -> Sequence[Obj]: ...
+
+
+def show(store: Source, kind: str, names: tuple[str, ...], namespace: str, all_namespaces: bool) -> None:
+    """Print the describe text of the objects KIND and NAMES select (every one of the kind without names)."""
+    kinds = resolve_words(kind)
+    found = select(store, kinds, names, None if all_namespaces else namespace)
+    texts = [describe_object(store, obj) for obj in found]
     if not texts:
         click.echo(f"No resources found{'' if all_namespaces else f' in {namespace} namespace'}.", err=True)
         return
     click.echo("\n\n".join(texts))
 
 
-def describe_object(store: FileStore, obj: Obj) -> str:
+def describe_object(store: Source, obj: Obj) -> str:
     """The whole `describe` text of one stored object."""
     body = Body(obj)
     lines = [_field("Name", body.name)]
@@ -95,7 +115,7 @@ def _indented(data: object) -> str:
     return "\n".join(f"  {line}" for line in text.splitlines())
 
 
-def _age(store: FileStore, obj: Obj) -> str:
+def _age(store: Source, obj: Obj) -> str:
     created = Body(obj).metadata.get("creationTimestamp")
     return age(store.now - epoch_seconds(str(created))) if created else "<unknown>"
 
@@ -112,7 +132,7 @@ def _conditions(conditions: list[Obj]) -> str:
     return _indent_table(rows)
 
 
-def _events(store: FileStore, obj: Obj) -> str:
+def _events(store: Source, obj: Obj) -> str:
     body = Body(obj)
     mine = [
         e for e in store.events()
@@ -129,7 +149,7 @@ def _indent_table(rows: list[list[str]]) -> str:
     return "\n".join(f"  {line}" for line in format_rows(rows).splitlines())
 
 
-def _queue(store: FileStore, obj: Obj) -> list[str]:
+def _queue(store: Source, obj: Obj) -> list[str]:
     """Position and reason of a waiting job, from the stored jobs, partition and policy."""
     status = obj.get("status") or {}
     part_name = status.get("partition")

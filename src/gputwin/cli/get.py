@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import click
 import yaml
@@ -21,6 +22,7 @@ from gputwin.api.bodies import Body, Obj
 from gputwin.api.v1alpha1 import KINDS
 from gputwin.cli.kubectl import UserError, resolve_words, state_option, table, user_errors
 from gputwin.cli.manifests import plural, resource
+from gputwin.cli.watch import Filter, View, parse_timeout, start
 
 Requirement = tuple[str, str, str]  # (key, operator: = != exists !exists, value)
 LABEL_KEY = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
@@ -81,15 +83,23 @@ def matches(labels: Mapping[str, object], selector: list[Requirement]) -> bool:
     "-n", "--namespace", default="default", show_default=True, help="Namespace of GPUJobs and TraceReplays."
 )
 @click.option("-A", "--all-namespaces", is_flag=True, help="List namespaced kinds across all namespaces.")
+@click.option("-w", "--watch", is_flag=True, help="After listing, print a line per change (Ctrl-C ends).")
+@click.option("--watch-only", is_flag=True, help="Print changes only, without the first listing.")
+@click.option("--output-watch-events", is_flag=True,
+              help="With -w: an EVENT column (ADDED, MODIFIED, DELETED), or {type, object} with -o json|yaml.")
+@click.option("--request-timeout", default="0", show_default=True,
+              help="With -w: stop watching after this long (30s, 5m, 1h30m, seconds; 0: never), exit 0.")
 @state_option
 @user_errors
 def get(kind: str, names: tuple[str, ...], output: str | None, selector: str | None, namespace: str,
-        all_namespaces: bool, state: Path) -> None:  # fmt: skip
+        all_namespaces: bool, watch: bool, watch_only: bool, output_watch_events: bool, request_timeout: str,
+        state: Path) -> None:  # fmt: skip
     """Show objects like `kubectl get`: KIND is a kind, plural, short name (gpuj), `gputwin` for all,
     or a comma-separated list of them.
 
     The table columns are the CRDs' printer columns (`-o wide` adds more); AGE is measured on the
-    virtual clock. `KIND/NAME` works too.
+    virtual clock. `KIND/NAME` works too. `-w` watches the state folder (one kind at a time, as
+    kubectl): it polls it four times a second, and ends on Ctrl-C or --request-timeout.
     """
     if "/" in kind:
         kind, name = kind.split("/", 1)
@@ -98,24 +108,54 @@ def get(kind: str, names: tuple[str, ...], output: str | None, selector: str | N
     wanted = parse_selector(selector) if selector is not None else None
     if wanted is not None and names:
         raise UserError("name objects or select them with -l, not both")
+    watching = watch or watch_only
+    timeout = parse_timeout(request_timeout)
+    if watching and len(kinds) > 1:
+        raise UserError("you may only specify a single resource type")
     store = FileStore(state)
     with store.lock(exclusive=False):
         found = select(store, kinds, names, None if all_namespaces else namespace)
         now = store.now
     if wanted is not None:
         found = [o for o in found if matches(Body(o).metadata.get("labels") or {}, wanted)]
+    if watching:
+        if not found and not watch_only:
+            _none_found(kinds, namespace, all_namespaces)
+        keep = _keeper(kinds[0], names, None if all_namespaces else namespace, wanted)
+        start(state, View(kinds[0], keep, output, all_namespaces, output_watch_events), found, now, watch_only,
+              timeout)  # fmt: skip
+        return
     if not found:
-        where = (
-            ""
-            if all_namespaces or all(KINDS[k].scope == "Cluster" for k in kinds)
-            else f" in {namespace} namespace"
-        )
-        click.echo(f"No resources found{where}.", err=True)
+        _none_found(kinds, namespace, all_namespaces)
         return
     _print(found, output, kinds, now, all_namespaces, single=len(names) == 1)
 
 
-def select(store: FileStore, kinds: list[str], names: tuple[str, ...], namespace: str | None) -> list[Obj]:
+def _none_found(kinds: list[str], namespace: str, all_namespaces: bool) -> None:
+    cluster_scoped = all(KINDS[k].scope == "Cluster" for k in kinds)
+    where = "" if all_namespaces or cluster_scoped else f" in {namespace} namespace"
+    click.echo(f"No resources found{where}.", err=True)
+
+
+def _keeper(kind: str, names: tuple[str, ...], namespace: str | None, wanted: list[Requirement] | None) -> Filter:
+    """What a watch keeps of the kind's objects: `select`'s namespace and names, the -l selector."""
+    everywhere = namespace is None or KINDS[kind].scope == "Cluster"
+
+    def keep(obj: Obj) -> bool:
+        body = Body(obj)
+        return ((everywhere or body.namespace == namespace) and (not names or body.name in names)
+                and (wanted is None or matches(body.metadata.get("labels") or {}, wanted)))  # fmt: skip
+
+    return keep
+
+
+class Lister(Protocol):
+    """What `select` reads: a FileStore, or the live cluster's objects (`gputwin.cli.plugin`)."""
+
+    def list(self, kind: str) -> Sequence[Obj]: ...
+
+
+def select(store: Lister, kinds: list[str], names: tuple[str, ...], namespace: str | None) -> list[Obj]:
     """The stored objects of these kinds (in this namespace, if namespaced), these names if given;
     UserError naming every name not found."""
     found: list[Obj] = []

@@ -39,8 +39,12 @@ def trace_and_cluster(func: F) -> F:
 
 def load_inputs(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int,
                 skip_invalid: bool, procs_per_gpu: int = 1) -> tuple[ClusterSpec, TraceResult]:  # fmt: skip
-    """The cluster, then the trace; their errors (ClusterError, TraceError, OSError) propagate."""
+    """The cluster, then the trace (a jobs-read count on a terminal while it loads, `output.trace_progress`);
+    their errors (ClusterError, TraceError, OSError) propagate."""
     from gputwin.api.loader import load_cluster
+    from gputwin.cli.output import trace_progress
 
     cluster = load_cluster(cluster_path, gpus_per_node=gpus_per_node)
-    return cluster, read_trace(trace_path, fmt, skip_invalid=skip_invalid, procs_per_gpu=procs_per_gpu)
+    with trace_progress(trace_path) as progress:
+        trace = read_trace(trace_path, fmt, skip_invalid=skip_invalid, procs_per_gpu=procs_per_gpu, progress=progress)
+    return cluster, trace

@@ -1,15 +1,25 @@
-"""Terminal output for the CLI: summary tables, comparison tables, the progress bar."""
+"""Terminal output for the CLI: summary tables, comparison tables, progress displays.
+
+Progress goes to stderr, only on a terminal and never under --json or --quiet (`progress_wanted`),
+and only once a run has taken `PROGRESS_AFTER` seconds (`Delayed`): a quick command draws nothing,
+a long one (a 2M-job trace loading, a long replay) shows its count within a few seconds.
+`GPUTWIN_PROGRESS_AFTER=SECONDS` changes the delay (0: at once).
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+import click
 from rich.console import Console
 from rich.measure import Measurement
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import TaskID, TimeRemainingColumn
 from rich.table import Table
 
 from gputwin.sim.evaluation import TABLE_METRICS
@@ -18,8 +28,8 @@ from gputwin.sim.units import FORMATS
 # Headers with units and one fixed format per metric (gputwin.sim.units), as the reports show them.
 METRIC_COLUMNS = tuple((key, FORMATS[key].header) for key in TABLE_METRICS)
 
-# Runs shorter than this finish before a bar would be worth drawing.
-PROGRESS_MIN_JOBS = 50_000
+# Seconds before a progress display appears: shorter runs finish before one is worth drawing.
+PROGRESS_AFTER = 2.0
 
 
 def _console(stderr: bool = False) -> Console:
@@ -74,25 +84,83 @@ def comparison_table(rows: Sequence[dict[str, Any]], title: str = "gputwin demo"
     _print(_console(), table)
 
 
+def progress_wanted() -> bool:
+    """Whether to show progress: stderr is a terminal and the command has no --json or --quiet set."""
+    if not sys.stderr.isatty():
+        return False
+    ctx = click.get_current_context(silent=True)
+    params = ctx.params if ctx is not None else {}
+    return not (params.get("as_json") or params.get("quiet"))
+
+
+def _delay() -> float:
+    try:
+        return max(0.0, float(os.environ.get("GPUTWIN_PROGRESS_AFTER", PROGRESS_AFTER)))
+    except ValueError:
+        return PROGRESS_AFTER
+
+
+class Delayed:
+    """A transient rich Progress on stderr that starts only once `after` seconds have passed since
+    it was made; `update` before that only checks the clock."""
+
+    def __init__(self, columns: Sequence[ProgressColumn], total: int | None, after: float | None = None) -> None:
+        self.columns, self.total = columns, total
+        self.start = time.monotonic() + (_delay() if after is None else after)
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
+
+    def update(self, completed: int) -> None:
+        if self.bar is None:
+            if time.monotonic() < self.start:
+                return
+            self.bar = Progress(*self.columns, console=_console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("", total=self.total)
+        assert self.task is not None
+        self.bar.update(self.task, completed=completed)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
 @contextmanager
 def progress_reporter(total: int) -> Iterator[Callable[[int], None] | None]:
-    """A progress bar on stderr for long runs; None (no bar) when stderr is not a terminal."""
-    if total < PROGRESS_MIN_JOBS or not sys.stderr.isatty():
+    """A jobs-submitted bar with ETA for a replay that runs longer than PROGRESS_AFTER; None (no
+    bar) when `progress_wanted` says no."""
+    if total == 0 or not progress_wanted():
         yield None
         return
     columns = (TextColumn("simulating"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} jobs"),
                TimeRemainingColumn())  # fmt: skip
-    with Progress(*columns, console=_console(stderr=True), transient=True) as bar:
-        task = bar.add_task("simulate", total=total)
-        last = 0
+    bar, last = Delayed(columns, total), 0
 
-        def advance(submitted: int) -> None:
-            nonlocal last
-            if submitted - last >= 1000 or submitted == total:
-                bar.update(task, completed=submitted)
-                last = submitted
+    def advance(submitted: int) -> None:
+        nonlocal last
+        if submitted - last >= 1000 or submitted == total:
+            bar.update(submitted)
+            last = submitted
 
+    try:
         yield advance
+    finally:
+        bar.close()
+
+
+@contextmanager
+def trace_progress(path: Path) -> Iterator[Callable[[int], None] | None]:
+    """`reading PATH: 1,230,000 jobs` with a spinner and the time taken, while a trace loads for
+    longer than PROGRESS_AFTER (the readers stream: the count is jobs read so far, no total)."""
+    if not progress_wanted():
+        yield None
+        return
+    columns = (SpinnerColumn(), TextColumn(f"reading {path.name}: {{task.completed:,}} jobs"), TimeElapsedColumn())
+    bar = Delayed(columns, None)
+    try:
+        yield bar.update
+    finally:
+        bar.close()
 
 
 def ranked_table(rows: Sequence[dict[str, Any]], skipped: Sequence[str], title: str) -> None:

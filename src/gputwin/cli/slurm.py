@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from gputwin.adapters.slurm import (
+    SlurmCommandError,
     SlurmError,
     SlurmInputError,
     pyslurm_status,
@@ -21,7 +22,7 @@ from gputwin.adapters.slurm import (
     slurm_version,
     write_history,
 )
-from gputwin.adapters.slurm.apply import apply
+from gputwin.adapters.slurm.apply import DEFAULT_SLURM_CONF, apply, client_config
 from gputwin.adapters.slurm.render import SUPPORTED_VERSIONS, LuaTables, RenderedConfig, render
 from gputwin.adapters.slurm.rest import ENV as REST_ENV
 from gputwin.adapters.slurm.tables import tables_from_sacct, tables_from_trace
@@ -32,6 +33,7 @@ from gputwin.core.model import ClusterSpec
 from gputwin.cli.errors import report
 from gputwin.errors import InputError
 
+DEFAULT_VERSION = "22.05"
 USER_ERRORS = (SlurmError, TraceError, OSError, ClusterError, InputError)
 
 
@@ -173,23 +175,57 @@ def _live_version() -> str:
     return f"{major}.{minor:02d}"
 
 
+def _apply_version(given: str | None, dry_run: bool) -> str:
+    """The release to render for: --slurm-version, else the live clients'; a dry run without SLURM
+    renders for the default release and says so (it only diffs files). Without a slurm.conf the
+    clients retry for 60 s before failing, so none is asked then: a real apply is refused at once."""
+    conf = client_config()
+    if conf is None and not dry_run:
+        raise SlurmInputError(f"no slurm.conf at {os.environ.get('SLURM_CONF') or DEFAULT_SLURM_CONF}: "
+                              "set SLURM_CONF to the cluster's (a --dry-run needs none)")  # fmt: skip
+    if given is not None:
+        return given
+    try:
+        if conf is None:
+            raise SlurmCommandError("no slurm.conf for sacct to read")
+        return _live_version()
+    except SlurmCommandError as exc:
+        if not dry_run:
+            raise
+        click.echo(f"note: rendered for SLURM {DEFAULT_VERSION} (--slurm-version picks another): {exc}", err=True)
+        return DEFAULT_VERSION
+
+
+def _as_json(rendered: RenderedConfig, out_dir: Path | None) -> str:
+    """`render -o json`: path -> content of each file it writes, and what was derived from the cluster."""
+    files = {str(out_dir / name if out_dir is not None else name): rendered[name].decode("ascii") for name in rendered}
+    derived = {"requires": dict(rendered.requires), "partitions": dict(rendered.partitions),
+               "switches": list(rendered.switches)}  # fmt: skip
+    return json.dumps({"slurmVersion": rendered.version, "files": files, "derived": derived}, indent=2)
+
+
 @slurm.command("render")
 @_cluster_option
 @click.option("--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
               help="Write the files into this folder (created) instead of printing them.")  # fmt: skip
-@click.option("--slurm-version", "version", type=click.Choice(SUPPORTED_VERSIONS), default="22.05",
+@click.option("--slurm-version", "version", type=click.Choice(SUPPORTED_VERSIONS), default=DEFAULT_VERSION,
               show_default=True, help="SLURM release to render for (25.05 adds topology.yaml).")  # fmt: skip
+@click.option("-o", "--output", type=click.Choice(["json"]),
+              help="json: one object, file path -> content, and what was derived (requires, partitions, switches).")
 @_history_options
 @click.option("--model", "model_path", type=click.Path(path_type=Path, file_okay=False, exists=True),
               help="Fill the estimate table with this saved model's predictions (a folder `gputwin estimator "
                    "train` wrote) instead of the mean run time; default: the model a used SchedulingPolicy "
                    "names (estimator.type learned), found in $GPUTWIN_MODEL_DIR.")  # fmt: skip
-def render_cmd(cluster_path: Path, out_dir: Path | None, version: str, history_path: Path | None,
+def render_cmd(cluster_path: Path, out_dir: Path | None, version: str, output: str | None, history_path: Path | None,
                history_format: str, from_sacct: bool, start: str | None, end: str,
                model_path: Path | None) -> None:  # fmt: skip
     """Compile the cluster's policy into topology.conf, the two includes and job_submit.lua."""
     history = (history_path, history_format, from_sacct, start, end)
     rendered = _render(cluster_path, version, history, model_path)
+    if output == "json" and out_dir is None:
+        click.echo(_as_json(rendered, None))
+        return
     if out_dir is None:
         for name in rendered:
             click.echo(f"==> {name} <==")
@@ -198,19 +234,28 @@ def render_cmd(cluster_path: Path, out_dir: Path | None, version: str, history_p
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in rendered:
         (out_dir / name).write_bytes(rendered[name])
-        click.echo(str(out_dir / name))
+        if output is None:
+            click.echo(str(out_dir / name))
+    if output == "json":
+        click.echo(_as_json(rendered, out_dir))
 
 
 @slurm.command("apply")
 @_cluster_option
 @click.option("--conf-dir", type=click.Path(path_type=Path, file_okay=False, exists=True),
               help="Folder of slurm.conf and the managed files (default: that of $SLURM_CONF).")  # fmt: skip
-@click.option("--dry-run", is_flag=True, help="Validate and print the diff; write nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Validate and print the diff; write nothing. Needs no live SLURM (the checks against it are "
+                   "then skipped, with a note).")  # fmt: skip
+@click.option("--slurm-version", "version", type=click.Choice(SUPPORTED_VERSIONS),
+              help=f"SLURM release to render for (default: the live clients'; a dry run without SLURM: {DEFAULT_VERSION}).")
 @_history_options
-def apply_cmd(cluster_path: Path, conf_dir: Path | None, dry_run: bool, history_path: Path | None,
-              history_format: str, from_sacct: bool, start: str | None, end: str) -> None:  # fmt: skip
+def apply_cmd(cluster_path: Path, conf_dir: Path | None, dry_run: bool, version: str | None,
+              history_path: Path | None, history_format: str, from_sacct: bool, start: str | None,
+              end: str) -> None:  # fmt: skip
     """Validate, diff, write, `scontrol reconfigure` and verify; roll back on any failure."""
-    rendered = _render(cluster_path, _live_version(), (history_path, history_format, from_sacct, start, end))
+    version = _apply_version(version, dry_run)
+    rendered = _render(cluster_path, version, (history_path, history_format, from_sacct, start, end))
     result = apply(rendered, conf_dir, dry_run=dry_run)  # SlurmApplyError says it rolled back
     click.echo(result.diff, nl=False)
     for note in result.notes:
