@@ -16,6 +16,7 @@ from typing import Callable, Iterator
 
 from gputwin.core.compat import HeliosQssf, helios_checkpoint_cost
 from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
+from gputwin.core.fairness import Fairness
 from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
@@ -61,6 +62,7 @@ class Cycle:
     partitions: dict[str, PartitionState]
     _dirty: set[str]
     _order: int
+    _fairness: list[Fairness]  # the partitions' that have one
 
     def _next_order(self) -> int:
         self._order += 1
@@ -70,6 +72,8 @@ class Cycle:
 
     def run_cycle(self, now: float) -> Decision:
         """Decide starts and preemptions for every partition that changed since the last cycle."""
+        for fair in self._fairness:
+            fair.at(now)  # tenants' keys are read at the cycle's instant
         if not self._dirty:
             return EMPTY
         out = DecisionBuilder()
@@ -300,7 +304,11 @@ class Cycle:
         """The placer's choice for `job` now, or None (then ask to be woken if the placer waits)."""
         if job.gpus > part.ledger.free_gpus:
             return None
-        slots = place_model(part.placer, part.ledger, job.gpus, now - job.queued_since, part.models, job.spec.model)
+        if part.models is None:  # the usual case: no GPU models declared, no filter (`place_model`)
+            slots = part.placer.place(part.ledger, job.gpus, now - job.queued_since)
+        else:
+            slots = place_model(part.placer, part.ledger, job.gpus, now - job.queued_since, part.models,
+                                job.spec.model)  # fmt: skip
         if slots is None:
             max_wait = getattr(part.placer, "max_wait", None)
             if max_wait is not None:

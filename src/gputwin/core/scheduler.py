@@ -85,11 +85,6 @@ class Scheduler(Cycle):
             fair_among(part, Fairness(policy.fairness, ledger.total_gpus, policy.half_life, policy.weights))
         return part
 
-    def run_cycle(self, now: float) -> Decision:
-        for fair in self._fairness:
-            fair.at(now)  # tenants' keys are read at the cycle's instant
-        return super().run_cycle(now)
-
     def tenant_usage(self, now: float) -> tuple[TenantUsage, ...]:
         """Every tenant's service up to `now`, by partition then tenant (none without quotas)."""
         return tuple(u for name in sorted(self.partitions) if (q := self.partitions[name].quota) for u in q.report(now))

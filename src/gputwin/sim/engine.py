@@ -17,7 +17,7 @@ from gputwin.core.decision import Preempt, Reject, Resize, Start
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.core.state import JobState
-from gputwin.runtime.clock import VirtualClock, drive
+from gputwin.runtime.clock import Replay, VirtualClock, run_steps
 from gputwin.runtime.loop import Runtime
 from gputwin.runtime.virtual import VirtualRuns
 from gputwin.sim.metrics import BusyTracker, FragmentTracker
@@ -49,22 +49,22 @@ class Recorder:
     def started(self, start: Start, now: float) -> None:
         self.busy.change(start.partition, now, self.jobs[start.job_id].gpus)
         if self.frag is not None:
-            self.frag.change(start.partition, now)
+            self.frag.touched.add(start.partition)
 
     def preempted(self, preempt: Preempt, now: float) -> None:
         self.busy.change(preempt.partition, now, -self.jobs[preempt.job_id].gpus)
         if self.frag is not None:
-            self.frag.change(preempt.partition, now)
+            self.frag.touched.add(preempt.partition)
 
     def completed(self, state: JobState, end: float, now: float) -> None:
         self.busy.change(state.partition, end, -state.gpus)
         self.finished.append(state)
         if self.frag is not None:
-            self.frag.change(state.partition, now)
+            self.frag.touched.add(state.partition)
 
     def submitted(self, spec: JobSpec, now: float) -> None:
         if self.frag is not None and (job := self.jobs.get(spec.job_id)) is not None:
-            self.frag.change(job.partition, now)
+            self.frag.touched.add(job.partition)
 
     def start_failed(self, start: Start, error: Exception, now: float) -> None:
         pass  # a virtual run always starts
@@ -97,12 +97,30 @@ class Simulator:
 
     def run(self, jobs: Sequence[JobSpec], progress: Callable[[int], None] | None = None) -> SimOutcome:
         rec = self.recorder
+        replay = Replay(self.runtime, jobs, progress)
         if any(job.gpus > 1 for job in jobs):  # 1-GPU jobs fit any free GPU: nothing to measure
             rec.frag = FragmentTracker(self.scheduler.partitions)
-        drive(self.runtime, jobs, VirtualClock(), progress)
+            run_steps(_Sampled(replay, rec.frag), VirtualClock())
+        else:
+            run_steps(replay, VirtualClock())
         events = self.runs.popped + self.runtime.wakes_fired
         return SimOutcome(rec.finished, rec.rejects, rec.resizes, self.busy, events, dict(self.busy.totals),
                           None if rec.frag is None else rec.frag.area)  # fmt: skip
+
+
+class _Sampled:
+    """A replay whose fragmentation is counted after each instant, once per partition touched (the
+    count depends on the state an instant leaves, not on each transition within it)."""
+
+    def __init__(self, replay: Replay, frag: FragmentTracker) -> None:
+        self.replay, self.frag = replay, frag
+
+    def next_event(self) -> float | None:
+        return self.replay.next_event()
+
+    def step(self, now: float) -> None:
+        self.replay.step(now)
+        self.frag.sample(now)
 
 
 def simulate(

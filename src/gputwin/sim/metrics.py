@@ -103,27 +103,34 @@ class BusyTracker:
 class FragmentTracker:
     """Integrates the fragmented GPUs of every partition over virtual time (see the module doc).
 
-    Told of every transition with its partition; the count is taken from the state after it, so
-    the last transition of an instant leaves the count that holds until the next one."""
+    The driver adds the partitions a transition touched to `touched` and calls `sample` after
+    each instant: the count those partitions are left with holds until the next instant that
+    touches one (the others' state, hence their count, did not change)."""
 
     def __init__(self, partitions: Mapping[str, PartitionState]) -> None:
         self.partitions = partitions
         self.by_part = {name: 0 for name in partitions}
+        self.touched: set[str] = set()
         self.current = 0
         self.since: float | None = None
         self.area = 0.0
 
-    def change(self, partition: str, now: float) -> None:
-        since = self.since
-        if since is None or now > since:
-            if since is not None:
-                self.area += self.current * (now - since)
-            self.since = now
-        part = self.partitions[partition]
-        head = part.head()
-        count = 0 if head is None else part.ledger.fragmented(head.gpus)
-        self.current += count - self.by_part[partition]
-        self.by_part[partition] = count
+    def sample(self, now: float) -> None:
+        touched = self.touched
+        if not touched:
+            return
+        if self.since is not None:
+            self.area += self.current * (now - self.since)
+        self.since = now
+        partitions, by_part = self.partitions, self.by_part
+        for name in touched:
+            part = partitions[name]
+            # Nothing waits, or the head takes one GPU (any free GPU hosts it): none fragmented.
+            head = part.head() if part.queued else None
+            count = 0 if head is None or head.gpus == 1 else part.ledger.fragmented(head.gpus)
+            self.current += count - by_part[name]
+            by_part[name] = count
+        touched.clear()
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
