@@ -1,4 +1,4 @@
-"""`_reservation`'s walk (`_first_enough`) against the plain definition it replaced: running jobs
+"""`reservation`'s walk (`_first_enough`) against the plain definition it replaced: running jobs
 sorted by (end, GPUs), GPUs added until the head's need is met. Ends are drawn from a few values
 so that ties - where the order among jobs ending together decides the GPUs to spare - are common."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from gputwin.core.cycle import _END, _first_enough
+from gputwin.core.reservation import _END, _first_enough
 from gputwin.core.model import JobSpec
 from gputwin.core.state import JobState
 

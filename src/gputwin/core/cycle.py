@@ -11,7 +11,6 @@ every other partition runs exactly the loops it always did.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Callable, Iterator
 
 from gputwin.core.compat import HeliosQssf, helios_checkpoint_cost
@@ -20,6 +19,7 @@ from gputwin.core.fairness import Fairness
 from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
+from gputwin.core.reservation import reservation
 from gputwin.core.history import Estimator, TableEstimator
 from gputwin.core.state import JobState, PartitionState, Phase
 from gputwin.core.topology import Span, Topology
@@ -166,7 +166,7 @@ class Cycle:
                     return  # every later job needs a GPU too
                 continue  # `_place` would refuse it as well, before asking the placer
             if shadow < 0.0:
-                shadow, extra = _reservation(part, head, now)
+                shadow, extra = reservation(part, head, now)
             if now + job.work_left > shadow and job.gpus > extra:
                 continue  # cannot end in time even without overhead, nor fit beside the head
             quota = part.quota
@@ -389,51 +389,3 @@ def _unborrowed(quota: PartitionQuota, job: JobState) -> bool:
     """May `job` start now within its tenant's own guarantee (no borrowing)?"""
     tenant = quota.tenant_of(job)
     return quota.within_guarantee(tenant, job.gpus) and quota.fits(tenant, job.gpus)
-
-
-def _reservation(part: PartitionState, head: JobState, now: float) -> tuple[float, int]:
-    """When the head job will start at the latest (shadow time), and GPUs to spare then.
-
-    Counted in GPUs, as EASY does: enough GPUs free up when running jobs end in order. A placer
-    that holds the head back for a better slot (topology-aware `max_wait`) pushes the shadow to
-    that deadline. Fragmentation is not modelled, so under consolidate the shadow is a lower bound.
-    """
-    shadow, extra = float("inf"), 0
-    free = part.ledger.free_gpus
-    if free >= head.gpus:
-        shadow, extra = now, free - head.gpus
-    elif part.running:
-        shadow, extra = _first_enough(sorted(part.running.values(), key=_END), free, head.gpus)
-    max_wait = getattr(part.placer, "max_wait", None)
-    if max_wait is not None:
-        shadow = max(shadow, head.queued_since + max_wait)
-    return shadow, extra
-
-
-_END = attrgetter("seg_end")
-
-
-def _first_enough(ending: list[JobState], free: int, need: int) -> tuple[float, int]:
-    """The end at which `free` plus the GPUs of the jobs `ending` (in end order) reach `need`,
-    and the GPUs beyond `need` then; (inf, 0) if they never do.
-
-    The jobs come sorted by end alone (a C-level float key: sorting (end, GPUs) pairs built for
-    the purpose was most of a backfill replay's time); among jobs ending at the same moment the
-    walk takes the smaller ones first, exactly as the pairs' order did, so `extra` is unchanged.
-    """
-    group_end, group_free, group_at = -1.0, free, 0
-    for i, job in enumerate(ending):
-        if job.seg_end != group_end:
-            group_end, group_free, group_at = job.seg_end, free, i
-        free += job.gpus
-        if free >= need:
-            stop = i + 1
-            while stop < len(ending) and ending[stop].seg_end == group_end:
-                stop += 1
-            free = group_free
-            for gpus in sorted(j.gpus for j in ending[group_at:stop]):
-                free += gpus
-                if free >= need:
-                    break
-            return group_end, free - need
-    return float("inf"), 0
