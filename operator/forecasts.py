@@ -1,17 +1,17 @@
 """Forecasts on the live objects: `status.forecast` on waiting GPUJobs and on GPUPartitions.
 
-Off the scheduling path: a `Forecaster` thread of its own (started by the kopf layer, with its own
-`ApiClient`) wakes every `GPUTWIN_FORECAST_SECONDS` (default 60; 0: off), reads a snapshot of the
-cluster as `gputwin forecast --kube` does (`gputwin.adapters.kube.snapshot.read_snapshot`: the
-declared cluster, the GPUJobs and, under the Kubernetes backend, our Pods and the Nodes), replays
-it `GPUTWIN_FORECAST_SAMPLES` times (default 16) over `GPUTWIN_FORECAST_HORIZON` seconds (default
-7 days) in this thread (`gputwin.twin.forecast`), and writes what it found as merge patches of
-`status.forecast` only: the reconcile pass never waits for it, and its status writes, being diffs
-of what they change, leave the forecast alone. A waiting job gets its start at p50 and p90
-(`startTime`), every partition the time until its current queue drains (`drainSeconds`); a job
-that no longer waits loses its forecast. A forecast whose quantiles did not change is not written
-again until it is `REWRITE_PERIODS` periods old (so `computedAt` says how fresh it is without a
-write per job per period). A failed round is logged and the next one tries again.
+Off the scheduling path: a `Forecaster` thread (started by the kopf layer) wakes every
+`GPUTWIN_FORECAST_SECONDS` (default 60; 0: off) and runs one round in a child process (spawned:
+its own interpreter, GIL and `ApiClient`, so the reconcile thread never waits for it). A round
+reads a snapshot as `gputwin forecast --kube` does (`gputwin.adapters.kube.snapshot`: the declared
+cluster, the GPUJobs and, under the Kubernetes backend, our Pods and the Nodes), replays it
+`GPUTWIN_FORECAST_SAMPLES` times (default 16) over `GPUTWIN_FORECAST_HORIZON` seconds (default 7
+days; `gputwin.twin.forecast`) and writes merge patches of `status.forecast` only; the pass's own
+status writes, being diffs of what they change, leave the forecast alone. A waiting job gets its
+start at p50 and p90 (`startTime`), every partition the time until its current queue drains
+(`drainSeconds`); a job that no longer waits loses its forecast. A forecast whose quantiles did not
+change is not written again until it is `REWRITE_PERIODS` periods old (so `computedAt` says how
+fresh it is without a write per job per period). A failed round is logged; the next one tries again.
 
 `write_forecasts` is the part without threads or API clients; the emulator calls `refresh` with
 its file store after each reconcile (`gputwin get gpujobs` shows the same column).
@@ -20,6 +20,8 @@ its file store after each reconcile (`gputwin get gpujobs` shows the same column
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import multiprocessing.process
 import os
 import threading
 from collections.abc import Mapping
@@ -38,6 +40,7 @@ PERIOD = 60.0
 SAMPLES = 16
 HORIZON = 7 * 86400.0
 REWRITE_PERIODS = 10
+ROUND_TIMEOUT = 300.0  # seconds a round may take at least before it is stopped (else 5 periods)
 CLUSTER = ("SwitchTopology", "GPUPartition", "SchedulingPolicy")
 
 log = logging.getLogger(__name__)
@@ -130,7 +133,8 @@ def refresh(store: Store, now: float, settings: ForecastSettings) -> int:
 
 
 class Forecaster:
-    """The operator's forecast rounds, on a daemon thread of their own (see the module docstring)."""
+    """The operator's forecast rounds (see the module docstring): a daemon thread that starts one
+    child process per round, so replaying thousands of jobs never holds the reconcile thread's GIL."""
 
     def __init__(self, settings: ForecastSettings, namespace: str | None, observe: bool,
                  tolerated: tuple[str, ...] = ()) -> None:  # fmt: skip
@@ -138,6 +142,7 @@ class Forecaster:
         self.rounds = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gputwin-forecaster", daemon=True)
+        self._child: multiprocessing.process.BaseProcess | None = None
 
     def start(self) -> None:
         if self.settings.period > 0:
@@ -145,27 +150,44 @@ class Forecaster:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        child = self._child
+        if child is not None and child.is_alive():
+            child.terminate()  # our own child, by its handle: a round in flight is dropped
         if self._thread.is_alive():
             self._thread.join(timeout)
 
     def _run(self) -> None:
+        # spawn, not fork: the operator has watch and HTTP threads a forked child would inherit mid-flight
+        context = multiprocessing.get_context("spawn")
         while not self._stop.wait(self.settings.period if self.rounds else min(self.settings.period, 5.0)):
-            try:
-                written = self.round()
-                log.debug("forecast round %d: %d statuses written", self.rounds, written)
-            except Exception as exc:  # a round must never end the thread: the next one tries again
-                log.warning("forecast round failed: %s", str(exc)[:300])
+            child = context.Process(target=forecast_round, name="gputwin-forecast", daemon=True,
+                                    args=(self.settings, self.namespace, self.observe, self.tolerated))  # fmt: skip
+            self._child = child
+            child.start()
+            child.join(max(ROUND_TIMEOUT, 5 * self.settings.period))
+            if child.is_alive():
+                log.warning("forecast round %d took too long; stopped", self.rounds)
+                child.terminate()
+                child.join(5.0)
+            elif child.exitcode:
+                log.warning("forecast round %d failed (exit status %s)", self.rounds, child.exitcode)
             self.rounds += 1
 
-    def round(self) -> int:
-        """One snapshot, forecast and write, with a client of this thread's own."""
-        from gputwin.adapters.kube.snapshot import read_snapshot
-        from gputwin.adapters.kube.store import KubeStore, api_client
 
+def forecast_round(settings: ForecastSettings, namespace: str | None, observe: bool,
+                   tolerated: tuple[str, ...]) -> int:  # fmt: skip
+    """One snapshot, forecast and write (in the round's child process), with a client of its own."""
+    from gputwin.adapters.kube.snapshot import read_snapshot
+    from gputwin.adapters.kube.store import KubeStore, api_client
+
+    try:
         with api_client() as api:
-            cluster, snap = read_snapshot(api, self.namespace, self.tolerated, observe=self.observe)
-            store = KubeStore(api, self.namespace)
-            return write_forecasts(store, cluster, snap, self.settings, REWRITE_PERIODS * self.settings.period)
+            cluster, snap = read_snapshot(api, namespace, tolerated, observe=observe)
+            store = KubeStore(api, namespace)
+            return write_forecasts(store, cluster, snap, settings, REWRITE_PERIODS * settings.period)
+    except Exception as exc:  # said in one line; the exit status tells the operator it failed
+        log.warning("forecast round failed: %s", str(exc)[:300])
+        raise SystemExit(1) from None
 
 
-__all__ = ["ForecastSettings", "Forecaster", "refresh", "write_forecasts"]
+__all__ = ["ForecastSettings", "Forecaster", "forecast_round", "refresh", "write_forecasts"]
