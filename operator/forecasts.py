@@ -24,6 +24,7 @@ import multiprocessing
 import multiprocessing.process
 import os
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -180,11 +181,16 @@ def forecast_round(settings: ForecastSettings, namespace: str | None, observe: b
     from gputwin.adapters.kube.snapshot import read_snapshot
     from gputwin.adapters.kube.store import KubeStore, api_client
 
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(name)s [%(levelname)-8s] %(message)s")
+    began = time.monotonic()
     try:
         with api_client() as api:
             cluster, snap = read_snapshot(api, namespace, tolerated, observe=observe)
             store = KubeStore(api, namespace)
-            return write_forecasts(store, cluster, snap, settings, REWRITE_PERIODS * settings.period)
+            written = write_forecasts(store, cluster, snap, settings, REWRITE_PERIODS * settings.period)
+        log.info("forecast round: %d running, %d pending, %d statuses written, %.1f s", len(snap.running),
+                 len(snap.pending), written, time.monotonic() - began)  # fmt: skip
+        return written
     except Exception as exc:  # said in one line; the exit status tells the operator it failed
         log.warning("forecast round failed: %s", str(exc)[:300])
         raise SystemExit(1) from None

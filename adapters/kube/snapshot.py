@@ -10,8 +10,9 @@ service (missing, NotReady, cordoned, tainted, short of GPUs: `gputwin.adapters.
   `spec.durationSeconds` is its estimate.
 - A Queued or Pending GPUJob waits in `status.partition` (a Pending one not yet routed: in the
   first partition serving its task type; none: left out, the operator rejects it).
-- A plain Pod (`schedulerName: gputwin`, no GPUJob) bound to a node runs there since its
-  `status.startTime`; an unbound one waits in the partition of its task type.
+- A plain Pod (`schedulerName: gputwin`, no GPUJob) bound to a node of a partition runs there
+  since its `status.startTime` (bound elsewhere: left out, as the operator leaves it); an unbound
+  one waits in the partition of its task type.
 
 Queue order is the operator's: it submits jobs by (submit time, creation, namespace/name), and a
 partition whose policy ranks statically reorders them (priority: highest first; sjf: shortest
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from kubernetes import client
@@ -129,6 +130,8 @@ def _gpujob(cluster: ClusterSpec, obj: Obj, held: dict[str, list[tuple[str, int]
     if body.deleting:
         return
     job = _model(GPUJob, obj)
+    if not isinstance(body.status, Mapping):
+        raise KubeSnapshotError(f"GPUJob/{job_id}: status: want an object, got {type(body.status).__name__}")
     try:
         status = GPUJobStatus.model_validate(dict(body.status))
     except ValidationError as exc:
@@ -162,8 +165,10 @@ def _plain(cluster: ClusterSpec, pod: Obj, now: float, running: list[RunningJob]
     common: dict[str, Any] = {"submit": min(spec.submit, now), "estimate": spec.duration or None,
                               "name": spec.name}  # fmt: skip
     if view.node_name:
+        owner = next((p.name for p in cluster.partitions if view.node_name in p.nodes), None)
+        if owner is None:
+            return  # bound where no partition is: not ours to count (the operator says so in an event)
         start = min(epoch(Body(pod).status.get("startTime"), spec.submit), now)
-        owner = next((p.name for p in cluster.partitions if view.node_name in p.nodes), partition or "")
         running.append(RunningJob(job_id, owner, start=start, slots=((view.node_name, spec.gpus),), **common))
     elif partition is not None:
         waiting.append((common["submit"], view.creation_timestamp, job_id,
