@@ -66,12 +66,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
 import kopf
 
 from gputwin.adapters.kube import COMPONENT, KubeStore
+from gputwin.adapters.kube.backend import TOLERATED
 from gputwin.adapters.kube.status_writer import FLUSH_SECONDS, StatusWriter
 from gputwin.adapters.kube.cluster_watch import ObjectWatches
 from gputwin.api.crdgen import NAMES
@@ -79,6 +81,7 @@ from gputwin.api.meta import GROUP, VERSION
 from gputwin.operator.cluster import CLUSTER_KINDS
 from gputwin.operator.config import ConfigError, OperatorConfig
 from gputwin.operator.controller import Controller
+from gputwin.operator.forecasts import Forecaster, ForecastSettings
 from gputwin.adapters.kube.shared import on_cluster_change
 from gputwin.operator.probes import serve_probes
 from gputwin.operator.service import Closable, OperatorService, build_backend, build_deployer
@@ -176,6 +179,29 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         await memo["probes"].cleanup()
     if "objects" in memo:  # the loop has stopped: send the statuses it left pending, then stop watching
         await asyncio.to_thread(memo["objects"].stop)
+
+
+@kopf.on.startup()
+async def start_forecasts(memo: kopf.Memo, **_: Any) -> None:
+    """`status.forecast` on a thread of its own, off the reconcile loop (`gputwin.operator.forecasts`);
+    not under SLURM, whose GPUJobs the twin of the live queue does not see."""
+    try:
+        config, settings = OperatorConfig.from_env(), ForecastSettings.from_env()
+    except ConfigError as exc:
+        raise kopf.PermanentError(str(exc)) from exc
+    if config.backend == "slurm" or settings.period == 0:
+        return
+    keys = os.environ.get("GPUTWIN_TOLERATED_TAINTS", ",".join(TOLERATED)).split(",")
+    tolerated = tuple(k.strip() for k in keys if k.strip())  # as the Kubernetes backend reads them
+    forecaster = Forecaster(settings, config.namespace or None, config.backend == "kubernetes", tolerated)
+    memo["forecaster"] = forecaster
+    forecaster.start()
+
+
+@kopf.on.cleanup()
+async def stop_forecasts(memo: kopf.Memo, **_: Any) -> None:
+    if "forecaster" in memo:
+        await asyncio.to_thread(memo["forecaster"].stop)
 
 
 @kopf.on.login()

@@ -238,8 +238,8 @@ def check_selector(result: Result, cwd: Path) -> None:
 
 def check_wide(result: Result, cwd: Path) -> None:
     tables = result.stdout.strip().split("\n\n")
-    assert tables[0].split()[:10] == ["NAME", "PHASE", "PARTITION", "GPUS", "NODES", "AGE", "USER", "SWITCHES",
-                                      "PREEMPTIONS", "REASON"]  # fmt: skip
+    assert tables[0].split()[:11] == ["NAME", "PHASE", "PARTITION", "GPUS", "NODES", "START-P50", "AGE", "USER",
+                                      "SWITCHES", "PREEMPTIONS", "REASON"]  # fmt: skip
     assert "gpupartition.gputwin.io/train" in tables[1] and "TASK-TYPES" in tables[1]
 
 def check_slurm_dry_run(result: Result, cwd: Path) -> None:

@@ -415,6 +415,8 @@ STATUSES: dict[str, Schema] = {
         "freeGPUs": 8,
         "queued": 3,
         "running": 2,
+        "forecast": {"computedAt": "2024-05-01T12:05:00Z", "horizonSeconds": 604800.0, "samples": 16,
+                     "drainSeconds": {"p50": 1200.0, "p90": 2400.5}},
     },
     "SchedulingPolicy": {
         "conditions": [{**CONDITION, "type": "Deployed", "observedGeneration": 1}],
@@ -432,6 +434,9 @@ STATUSES: dict[str, Schema] = {
         "submitTime": "2024-05-01T12:00:00Z",
         "startTime": "2024-05-01T12:05:00Z",
         "endTime": None,
+        # the forecast it had while it waited (the forecaster clears it at its next round)
+        "forecast": {"computedAt": "2024-05-01T12:01:00Z", "horizonSeconds": 604800.0, "samples": 16,
+                     "startTime": {"p50": "2024-05-01T12:04:00Z", "p90": "2024-05-01T12:09:00Z"}},
     },
     "TraceReplay": {
         "phase": "Succeeded",

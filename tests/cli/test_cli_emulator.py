@@ -52,13 +52,52 @@ def test_apply_run_get_with_the_sample_manifests(state: Path) -> None:
                            "GPUJobs 3 succeeded, 0 running, 0 queued, 0 pending, 0 rejected")  # fmt: skip
     code, out, _ = gputwin(state, "get", "gpujobs")
     table = rows(out)
-    assert table[0] == ["NAME", "PHASE", "PARTITION", "GPUS", "NODES", "AGE"]
+    assert table[0] == ["NAME", "PHASE", "PARTITION", "GPUS", "NODES", "START-P50", "AGE"]
     assert {r[0]: r[1:5] for r in table[1:]} == {
         "bert-serving": ["Succeeded", "infer", "1", "gpu07"],
         "llm-finetune": ["Succeeded", "train", "16", "gpu[01-02]"],
         "resnet50-4gpu": ["Succeeded", "train", "4", "gpu05"],
     }
-    assert all(r[5] == "4h12m" for r in table[1:])  # ages on the virtual clock
+    assert all(r[5:] == ["<none>", "4h12m"] for r in table[1:])  # no forecast once ended; ages on the virtual clock
+
+
+FORECAST_JOBS = """
+apiVersion: gputwin.io/v1alpha1
+kind: GPUJob
+metadata: {name: big-a}
+spec: {taskType: train, gpus: 32, durationSeconds: 3600}
+---
+apiVersion: gputwin.io/v1alpha1
+kind: GPUJob
+metadata: {name: big-b}
+spec: {taskType: train, gpus: 32, durationSeconds: 3600}
+"""
+
+
+def test_get_gpujobs_shows_the_forecast_start_of_waiting_jobs(state: Path, tmp_path: Path) -> None:
+    """two-leaf's train partition has 32 GPUs: big-a runs, big-b waits about its hour (duration
+    drawn around durationSeconds); the partition's queue drains then too."""
+    (tmp_path / "jobs.yaml").write_text(FORECAST_JOBS)
+    code, _, err = gputwin(state, "apply", "-f", CLUSTER, "-f", str(tmp_path / "jobs.yaml"))
+    assert code == 0, err
+    table = {r[0]: r for r in rows(gputwin(state, "get", "gpujobs")[1])[1:]}
+    assert table["big-a"][1] == "Running" and table["big-a"][5] == "<none>"
+    waiting = yaml.safe_load(gputwin(state, "get", "gpujob", "big-b", "-o", "yaml")[1])["status"]
+    p50 = waiting["forecast"]["startTime"]["p50"]
+    assert table["big-b"][1] == "Queued" and table["big-b"][5] == p50
+    start = age_seconds(p50) - age_seconds(waiting["forecast"]["computedAt"])
+    assert 1800 < start < 7200 and waiting["forecast"]["startTime"]["p90"] >= p50
+    part = yaml.safe_load(gputwin(state, "get", "gpupartition", "train", "-o", "yaml")[1])["status"]
+    assert abs(part["forecast"]["drainSeconds"]["p50"] - start) <= 1.0
+    gputwin(state, "run")  # once big-b runs (and ends), its forecast is gone
+    ended = yaml.safe_load(gputwin(state, "get", "gpujob", "big-b", "-o", "yaml")[1])["status"]
+    assert ended["phase"] == "Succeeded" and "forecast" not in ended
+
+
+def age_seconds(timestamp: str) -> float:
+    from gputwin.api.status import epoch_seconds
+
+    return epoch_seconds(timestamp)
 
 
 def test_get_output_round_trips_through_apply(state: Path) -> None:
@@ -370,8 +409,8 @@ WIDE = [
     ("schedulingpolicy", ["NAME", "QUEUE", "PLACEMENT", "DEPLOYED", "AGE", "BACKFILL", "SIZING", "PARTITIONS",
                           "READY"],
      ["fifo-consolidate", "fifo", "consolidate", "Succeeded", "0s", "<none>", "<none>", "infer", "True"]),
-    ("gpuj", ["NAME", "PHASE", "PARTITION", "GPUS", "NODES", "AGE", "USER", "SWITCHES", "PREEMPTIONS", "REASON"],
-     ["bert-serving", "Running", "infer", "1", "gpu07", "0s", "carol", "1", "0", "Started"]),
+    ("gpuj", ["NAME", "PHASE", "PARTITION", "GPUS", "NODES", "START-P50", "AGE", "USER", "SWITCHES", "PREEMPTIONS", "REASON"],
+     ["bert-serving", "Running", "infer", "1", "gpu07", "<none>", "0s", "carol", "1", "0", "Started"]),
 ]  # fmt: skip
 
 

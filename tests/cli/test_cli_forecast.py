@@ -52,8 +52,8 @@ def test_a_declared_cluster_missing_a_partition_is_refused(tmp_path: Path) -> No
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [((), "give exactly one of --slurm and --snapshot FILE"),
-     (("--slurm", "--snapshot", SNAPSHOT), "give exactly one of --slurm and --snapshot FILE"),
+    [((), "give exactly one of --slurm, --kube and --snapshot FILE"),
+     (("--slurm", "--snapshot", SNAPSHOT), "give exactly one of --slurm, --kube and --snapshot FILE"),
      (("--snapshot", SNAPSHOT, "--horizon", "0"), "want a duration up to 366d"),
      (("--snapshot", SNAPSHOT, "--horizon", "5y"), "want a duration up to 366d"),
      (("--snapshot", SNAPSHOT, "--samples", "0"), "--samples")],

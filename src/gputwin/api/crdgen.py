@@ -97,6 +97,8 @@ NAMES: dict[str, Names] = {
             Column("Partition", ".status.partition", "string"),
             Column("GPUs", ".spec.gpus", "integer"),
             Column("Nodes", ".status.nodes", "string"),
+            # A string, not a date: kubectl shows a date as an age, and a future one as <invalid>.
+            Column("Start-P50", ".status.forecast.startTime.p50", "string"),
             AGE,
         ),
     ),

@@ -116,6 +116,40 @@ class SwitchTopologyStatus(StatusBase):
     switches: Count = Field(default=0, description="Switches in the tree, all tiers.")
 
 
+class Quantiles(ApiModel):
+    """A forecast value at two quantiles over the twin's sampled replays; unset: beyond the horizon."""
+
+    p50: float | None = Field(default=None, ge=0.0, description="The median over the samples.")
+    p90: float | None = Field(default=None, ge=0.0, description="Met in 90 % of the samples.")
+
+
+class TimeQuantiles(ApiModel):
+    """A forecast time at two quantiles over the twin's sampled replays; unset: beyond the horizon."""
+
+    p50: Timestamp | None = Field(default=None, description="The median over the samples, RFC 3339.")
+    p90: Timestamp | None = Field(default=None, description="Met in 90 % of the samples, RFC 3339.")
+
+
+class ForecastBase(ApiModel):
+    """When and how a forecast was made (by the twin, replaying the cluster from a snapshot)."""
+
+    computed_at: Timestamp = Field(description="When the snapshot the forecast replays was taken.")
+    horizon_seconds: float = Field(gt=0.0, description="How far ahead the twin replayed.")
+    samples: int = Field(ge=1, description="Seeded replays the quantiles are taken over.")
+
+
+class GPUJobForecast(ForecastBase):
+    """When a waiting job is forecast to start; unset once it runs or ends."""
+
+    start_time: TimeQuantiles = Field(description="The forecast start, p50 and p90.")
+
+
+class GPUPartitionForecast(ForecastBase):
+    """How long until every job waiting in the partition now has started."""
+
+    drain_seconds: Quantiles = Field(description="Seconds from computedAt until the current queue drains.")
+
+
 class GPUPartitionStatus(StatusBase):
     """The partition's capacity and queue right now."""
 
@@ -124,6 +158,9 @@ class GPUPartitionStatus(StatusBase):
     free_gpus: Count = Field(default=0, alias="freeGPUs", description="GPUs not allocated to a running job.")
     queued: Count = Field(default=0, description="Jobs waiting in the partition's queue.")
     running: Count = Field(default=0, description="Jobs running on the partition's GPUs.")
+    forecast: GPUPartitionForecast | None = Field(
+        default=None, description="When the current queue drains, as the twin forecasts it (operator's period)."
+    )
 
 
 class DeployResult(ApiModel):
@@ -200,6 +237,9 @@ class GPUJobStatus(StatusBase):
     allocation: Allocation | None = Field(
         default=None, description="The current run's GPUs and timing; unset while not running."
     )
+    forecast: GPUJobForecast | None = Field(
+        default=None, description="While waiting: when it starts, as the twin forecasts it (operator's period)."
+    )
 
 
 class ReplayMetrics(ApiModel):
@@ -260,15 +300,20 @@ __all__ = [
     "CandidateResult",
     "Condition",
     "DeployResult",
+    "ForecastBase",
+    "GPUJobForecast",
     "GPUJobPhase",
     "GPUJobStatus",
+    "GPUPartitionForecast",
     "GPUPartitionStatus",
+    "Quantiles",
     "ReplayMetrics",
     "SchedulingPolicyStatus",
     "Slot",
     "StatusBase",
     "SwitchTopologyStatus",
     "Timestamp",
+    "TimeQuantiles",
     "TraceReplayStatus",
     "epoch_seconds",
     "rfc3339",

@@ -67,15 +67,30 @@ def _traces() -> TraceAccess:
         raise UserError(str(exc)) from None
 
 
-def _reconcile(store: FileStore, traces: TraceAccess) -> Controller:
-    """A fresh controller (state is in the files), settled at the current virtual time."""
+def _reconcile(store: FileStore, traces: TraceAccess, forecasts: bool = True) -> Controller:
+    """A fresh controller (state is in the files), settled at the current virtual time; then the
+    waiting GPUJobs' and the partitions' `status.forecast` (`gputwin.operator.forecasts.refresh`)."""
     try:  # $GPUTWIN_MODEL_DIR: where a SchedulingPolicy's learned model comes from
         models = models_dir()
     except ConfigError as exc:
         raise UserError(str(exc)) from None
     controller = Controller(store, SimBackend(), traces=traces, models=models)
     settle(controller, store.now)
+    if forecasts:
+        _forecast(store)
     return controller
+
+
+def _forecast(store: FileStore) -> None:
+    """As the operator's forecaster writes them (`GPUTWIN_FORECAST_SECONDS=0`: none)."""
+    from gputwin.operator.forecasts import ForecastSettings, refresh
+
+    try:
+        settings = ForecastSettings.from_env()
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
+    if settings.period > 0:
+        refresh(store, store.now, settings)
 
 
 def settle(controller: Controller, now: float) -> None:
@@ -221,13 +236,14 @@ def run(until: float | None, output: str | None, state: Path) -> None:
     store = FileStore(state)
     with store.lock():
         start = store.now
-        controller = _reconcile(store, traces)
+        controller = _reconcile(store, traces, forecasts=False)
         # No step past the latest time a status can show: a later event waits there, never wedges.
         limit = min(start + until if until is not None else float("inf"), LATEST_TIME)
         steps = run_steps(Emulator(controller, store), StoreClock(store), limit)
         if until is not None and _active(store) and store.now < limit:
             store.set_now(limit)
             settle(controller, limit)
+        _forecast(store)
         if output == "json":
             phases = dict(sorted(_phases(store).items()))
             click.echo(json.dumps({"time": rfc3339(store.now), "advancedSeconds": store.now - start,

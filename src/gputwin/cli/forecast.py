@@ -1,7 +1,9 @@
 """`gputwin forecast`: when each pending job starts and ends, and when each queue drains.
 
-The present comes from the live SLURM cluster (`--slurm`, `gputwin.adapters.slurm.snapshot`) or
-from a snapshot file (`--snapshot FILE`, written by `--save FILE`); the cluster is the one the
+The present comes from the live SLURM cluster (`--slurm`, `gputwin.adapters.slurm.snapshot`), the
+live Kubernetes cluster the operator schedules (`--kube`, `gputwin.adapters.kube.snapshot`: its
+declared SwitchTopology, GPUPartitions and SchedulingPolicies are the cluster, unless `--cluster`),
+or from a snapshot file (`--snapshot FILE`, written by `--save FILE`); the cluster is the one the
 snapshot implies (its nodes and partitions, SLURM's priority order with backfill) unless
 `--cluster FILE` declares one. Unknown run times are drawn around the estimator's point
 (`gputwin.twin.sampling`; `--history TRACE` teaches the estimator first; `--estimator learned`
@@ -37,6 +39,10 @@ def horizon_seconds(ctx: click.Context, param: click.Parameter, value: str) -> f
 
 @click.command()
 @click.option("--slurm", "from_slurm", is_flag=True, help="Snapshot the live SLURM cluster (SLURM_CONF selects it).")
+@click.option("--kube", "from_kube", is_flag=True, help="Snapshot the Kubernetes cluster the operator schedules.")
+@click.option("--kubeconfig", type=click.Path(path_type=Path), help="With --kube: the kubeconfig (default $KUBECONFIG).")
+@click.option("--context", help="With --kube: the kubeconfig context (default: its current one).")
+@click.option("--namespace", help="With --kube: GPUJobs of this namespace only (default: all).")
 @click.option("--snapshot", "snapshot_path", type=click.Path(path_type=Path), help="Replay a saved snapshot file.")
 @click.option("--cluster", "cluster_path", type=click.Path(path_type=Path),
               help="Declared cluster (YAML); default: the snapshot's nodes and partitions, priority+backfill.")
@@ -53,19 +59,26 @@ def horizon_seconds(ctx: click.Context, param: click.Parameter, value: str) -> f
 @click.option("--workers", type=click.IntRange(1, 64), help="Processes (default: 2 for large forecasts, else 1).")
 @click.option("--save", "save_path", type=click.Path(path_type=Path), help="Also write the snapshot to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the forecast as one JSON object on stdout.")
-def forecast(from_slurm: bool, snapshot_path: Path | None, cluster_path: Path | None, history_path: Path | None,
+def forecast(from_slurm: bool, from_kube: bool, kubeconfig: Path | None, context: str | None, namespace: str | None,
+             snapshot_path: Path | None, cluster_path: Path | None, history_path: Path | None,
              estimator_name: str, model_path: Path | None, horizon: float, samples: int, seed: int, workers: int | None, save_path: Path | None,
              as_json: bool) -> None:  # fmt: skip
     """Forecast when each pending job starts (p50/p90) and ends, and when each partition's queue drains."""
     from gputwin.twin.forecast import forecast as run_forecast
     from gputwin.twin.snapfile import save_snapshot
 
-    if from_slurm == (snapshot_path is not None):
-        raise click.UsageError("give exactly one of --slurm and --snapshot FILE")
+    if from_slurm + from_kube + (snapshot_path is not None) != 1:
+        raise click.UsageError("give exactly one of --slurm, --kube and --snapshot FILE")
+    if not from_kube and (kubeconfig or context or namespace):
+        raise click.UsageError("--kubeconfig, --context and --namespace need --kube")
     if model_path is not None and estimator_name != "learned":
         raise click.UsageError("--model needs --estimator learned")
-    snap = _snapshot(from_slurm, snapshot_path)
-    cluster = _cluster(snap, cluster_path)
+    if from_kube:
+        declared, snap = _kube_snapshot(kubeconfig, context, namespace)
+        cluster = declared if cluster_path is None else _cluster(snap, cluster_path)
+    else:
+        snap = _snapshot(from_slurm, snapshot_path)
+        cluster = _cluster(snap, cluster_path)
     estimator = _estimator(estimator_name, history_path, model_path, snap, seed)
     if save_path is not None:
         save_snapshot(snap, save_path)
@@ -86,6 +99,36 @@ def _snapshot(from_slurm: bool, path: Path | None) -> Any:
 
     assert path is not None
     return load_snapshot(path)
+
+
+def _kube_snapshot(kubeconfig: Path | None, context: str | None, namespace: str | None) -> tuple[Any, Any]:
+    """The declared cluster and its snapshot, from the API server of `kubeconfig`'s `context`."""
+    import os
+
+    from kubernetes import client, config
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    from gputwin.adapters.kube.backend import TOLERATED
+    from gputwin.adapters.kube.snapshot import read_snapshot
+
+    configuration = client.Configuration()
+    path = str(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG")
+    try:  # kubernetes.config is the one untyped corner of the (otherwise typed) client
+        config.load_kube_config(config_file=path, context=context,  # type: ignore[no-untyped-call]
+                                client_configuration=configuration)  # fmt: skip
+    except (config.ConfigException, OSError, ValueError) as exc:
+        raise InputError(f"{path or '~/.kube/config'}: kubeconfig: {str(exc).splitlines()[0][:200]}") from None
+    # The taints the operator's pods tolerate, as the operator reads them (`KubernetesBackend.from_env`).
+    keys = os.environ.get("GPUTWIN_TOLERATED_TAINTS", ",".join(TOLERATED)).split(",")
+    tolerated = [k.strip() for k in keys if k.strip()]
+    with client.ApiClient(configuration) as api:
+        try:
+            return read_snapshot(api, namespace, tolerated)
+        except ApiException as exc:
+            raise InputError(f"{configuration.host}: API server: {exc.status} {exc.reason}") from None
+        except (HTTPError, OSError) as exc:
+            raise InputError(f"{configuration.host}: API server: {str(exc)[:200]}") from None
 
 
 def _cluster(snap: Any, path: Path | None) -> Any:
