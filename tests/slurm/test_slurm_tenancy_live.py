@@ -8,24 +8,29 @@ QOS it created (conf_dir puts the files back), so other modules see the cluster'
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 from click.testing import CliRunner
 from gputwin.adapters.slurm.accounts import SlurmAccountsError, apply_tenancy, default_runner, read_live
+from gputwin.adapters.slurm.apply import apply
 from gputwin.adapters.slurm.apply_all import apply_everything
 from gputwin.adapters.slurm.errors import SlurmCommandError, SlurmInputError
-from gputwin.adapters.slurm.render import render
+from gputwin.adapters.slurm.render import PARTITIONS, render
 from slurm_testcluster import Cluster, managed_snapshot
 
 from gputwin.api.loader import load_cluster
 from gputwin.cli.main import cli
+from gputwin.core.model import ClusterSpec, QuotaSpec
 
 LAB = Path(__file__).parent / "data" / "shared-lab-live.yaml"
-OURS = ("vision", "speech")
+OURS = ("vision", "speech", "audio")  # audio: the tenant the failure tests try to add
 
 
 def _sacctmgr(cluster: Cluster, *args: str) -> list[list[str]]:
@@ -38,6 +43,7 @@ def _remove_ours(cluster: Cluster) -> None:
         cluster.run("sacctmgr", "-i", "delete", "user", "where", f"account={account}", check=False)
         cluster.run("sacctmgr", "-i", "delete", "account", f"name={account}", check=False)
         cluster.run("sacctmgr", "-i", "delete", "qos", f"name={account}.shared", check=False)
+
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +64,7 @@ def test_qos_limits_and_shares_live(slurm_cluster: Cluster, lab: Path) -> None:
     qos = {row[0]: row[1] for row in _sacctmgr(slurm_cluster, "qos", "format=Name,GrpTRES")}
     assert qos["vision.shared"] == "gres/gpu=20" and qos["speech.shared"] == "gres/gpu=24"
     rows = _sacctmgr(slurm_cluster, "assoc", "format=Account,User,Partition,Share,QOS,DefaultQOS")
-    shares = {r[0]: r[3] for r in rows if r[0] in OURS and not r[1]}
+    shares = {r[0]: r[3] for r in rows if r[0] in OURS and not r[1]}  # audio never stays
     assert shares == {"vision": "2", "speech": "1"}
     users = {(r[1], r[0]): (r[2], r[4], r[5]) for r in rows if r[0] in OURS and r[1]}
     assert users == {("root", "vision"): ("shared", "vision.shared", "vision.shared"),
@@ -112,11 +118,7 @@ def test_job_over_its_qos_stays_pending(slurm_cluster: Cluster, lab: Path) -> No
 def test_failed_apply_is_undone(slurm_cluster: Cluster, lab: Path) -> None:
     """A third tenant's commands, the last one failing (an injected failure, the runner is real
     otherwise): what the first ones added is deleted again."""
-    spec = load_cluster(LAB)
-    part = spec.partitions[0]
-    extra = type(part.quotas[0])("audio", 4, ("bin",))
-    bigger = type(spec)(spec.topology, (type(part)(part.name, part.nodes, part.task_types, part.policy,
-                                                   quotas=(*part.quotas, extra)),))  # fmt: skip
+    bigger = _with_audio()
     before = read_live("gputwin")
     calls: list[Sequence[str]] = []
 
@@ -132,10 +134,31 @@ def test_failed_apply_is_undone(slurm_cluster: Cluster, lab: Path) -> None:
     assert any(list(c[2:4]) == ["delete", "qos"] for c in calls)
 
 
+def _with_audio() -> ClusterSpec:
+    spec = load_cluster(LAB)
+    part = spec.partitions[0]
+    quotas = (*part.quotas, QuotaSpec("audio", 4, ("bin",)))
+    return dataclasses.replace(spec, partitions=(dataclasses.replace(part, quotas=quotas),))
+
+
+def test_files_failing_after_accounts_undo_the_accounts(slurm_cluster: Cluster, lab: Path) -> None:
+    """The config half fails after the accounts half went in (a file corrupted between write and
+    reconfigure, as a broken renderer would): files restored and the new account deleted again."""
+    def corrupt(folder: Path) -> None:
+        with open(folder / PARTITIONS, "ab") as handle:
+            handle.write(b"PartitionName=evil Nodes=gpu01 NoSuchKey=1\n")
+
+    files, accounts = managed_snapshot(lab), read_live("gputwin")
+    with patch("gputwin.adapters.slurm.apply_all.apply", functools.partial(apply, after_write=corrupt)), \
+            pytest.raises(SlurmAccountsError, match="rolled back: 3 sacctmgr command"):
+        apply_everything(render(_with_audio()), lab)
+    assert managed_snapshot(lab) == files and read_live("gputwin") == accounts
+
+
 def test_undeclared_gpu_model_refused_before_anything(slurm_cluster: Cluster, lab: Path) -> None:
     spec = load_cluster(LAB)
-    nodes = tuple(type(n)(n.name, n.gpus, n.switch, n.labels, "a100") for n in spec.topology.nodes)
-    wrong = type(spec)(type(spec.topology)(spec.topology.name, spec.topology.switches, nodes), spec.partitions)
+    nodes = tuple(dataclasses.replace(n, model="a100") for n in spec.topology.nodes)
+    wrong = dataclasses.replace(spec, topology=dataclasses.replace(spec.topology, nodes=nodes))
     files, accounts = managed_snapshot(lab), read_live("gputwin")
     with pytest.raises(SlurmInputError, match="declared GPU model a100, slurmctld reports Gres=gpu:h100:8"):
         apply_everything(render(wrong), lab)

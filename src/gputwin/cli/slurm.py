@@ -241,8 +241,9 @@ def render_cmd(cluster_path: Path, out_dir: Path | None, version: str, output: s
         for name in rendered:
             click.echo(f"==> {name} <==")
             click.echo(rendered[name].decode("ascii"), nl=False)
-        click.echo(f"==> {NODES} (for slurm.conf; not applied) <==")
-        click.echo(rendered.nodes.decode("ascii"), nl=False)
+        if rendered.node_models:  # typed GRES: the site's node lines must match (derived, not a file)
+            click.echo(f"==> {NODES} (for slurm.conf; not applied) <==")
+            click.echo(rendered.nodes.decode("ascii"), nl=False)
         if rendered.tenancy:
             click.echo("==> sacctmgr (slurmdbd; gputwin slurm apply runs what is missing) <==")
             click.echo(commands_text(_sacctmgr(rendered)), nl=False)
@@ -280,9 +281,9 @@ def apply_cmd(cluster_path: Path, conf_dir: Path | None, dry_run: bool, version:
     click.echo(commands_text(full.accounts), nl=False)
     for note in full.notes:
         click.echo(f"note: {note}", err=True)
+    runs = f", {len(full.accounts)} sacctmgr command(s)" if rendered.tenancy else ""  # only with quotas
     if dry_run:
-        click.echo(f"dry run: {len(result.changed)} file(s) would change, {len(full.accounts)} sacctmgr "
-                   "command(s) would run; nothing written")  # fmt: skip
+        click.echo(f"dry run: {len(result.changed)} file(s) would change{runs and runs + ' would run'}; nothing written")
     else:
-        click.echo(f"applied: {len(result.changed)} file(s) changed in {result.conf_dir}, "
-                   f"{len(full.accounts)} sacctmgr command(s) run; controller and accounts verified")  # fmt: skip
+        click.echo(f"applied: {len(result.changed)} file(s) changed in {result.conf_dir}{runs and runs + ' run'}; "
+                   f"controller{' and accounts' if runs else ''} verified")  # fmt: skip
