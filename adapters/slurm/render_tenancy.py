@@ -167,6 +167,9 @@ def priority_lines(cluster: ClusterSpec) -> list[str]:
         "# fairness: fairshare -> the account shares (Fairshare=) order tenants, usage halved every\n",
         "# PriorityDecayHalfLife; age and size stay 0 so within a tenant the queue policy orders.\n",
         f"PriorityWeightFairshare={FAIRSHARE_WEIGHT}\n",
+        "# Classic fair share, F = 2^(-(U/U_all)/(S/S_all)), the factor gputwin's fairshare orders by\n",
+        "# (22.05's default Fair Tree ranks accounts instead); replaces a site's PriorityFlags.\n",
+        "PriorityFlags=NO_FAIR_TREE\n",
         f"PriorityDecayHalfLife={slurm_duration(half_life)}\n",
     ]
 

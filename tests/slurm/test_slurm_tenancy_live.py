@@ -76,6 +76,11 @@ def test_weights_and_half_life_live(slurm_cluster: Cluster, lab: Path) -> None:
     assert re.search(r"^PriorityWeightFairShare\s*=\s*10000$", config, re.MULTILINE)
     assert re.search(r"^PriorityDecayHalfLife\s*=\s*01:00:00$", config, re.MULTILINE)
     assert re.search(r"^PriorityType\s*=\s*priority/multifactor$", config, re.MULTILINE)
+    assert re.search(r"^PriorityFlags\s*=\s*NO_FAIR_TREE$", config, re.MULTILINE)
+    rows = slurm_cluster.run("sshare", "-P", "-n", "-A", "vision,speech", "-o", "Account,User,RawShares,NormShares").stdout
+    norm = {r[0].strip(): (r[2], float(r[3])) for r in (line.split("|") for line in rows.splitlines()) if not r[1]}
+    assert norm["vision"][0] == "2" and norm["speech"][0] == "1"
+    assert norm["vision"][1] == pytest.approx(2 * norm["speech"][1], abs=1e-5)  # as the priority plugin sees them
 
 
 def test_apply_again_runs_no_command(lab: Path) -> None:
