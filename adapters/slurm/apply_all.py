@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .accounts import AccountsResult, Runner, Step, apply_tenancy, default_runner, roll_back
+from .accounts import AccountsResult, LiveAccounts, Runner, Step, apply_tenancy, default_runner, plan, roll_back
 from .apply import ApplyResult, SlurmApplyError, apply, client_config, live_config
 from .commands import run_command
 from .errors import SlurmCommandError, SlurmError, SlurmInputError
@@ -83,8 +83,6 @@ def apply_everything(rendered: RenderedConfig, conf_dir: Path | None = None, *, 
 
 def _dry_steps(rendered: RenderedConfig, name: str, runner: Runner) -> tuple[Step, ...]:
     """The commands a real apply would run: against the live database, or (offline) all of them."""
-    from .accounts import LiveAccounts, plan
-
     if not rendered.tenancy:
         return ()
     if name:
