@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from gputwin.adapters.slurm.accounts import (
     LiveAccounts,
     SlurmAccountsError,
@@ -24,6 +25,7 @@ from gputwin.adapters.slurm.render import SCHEDULING, render
 from gputwin.adapters.slurm.render_tenancy import Tenancy, grp_gpus, slurm_duration, tenant_shares
 
 from gputwin.api.loader import load_cluster
+from gputwin.cli.main import cli
 from gputwin.core.model import ClusterSpec, PartitionSpec, PolicySpec, QuotaSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -197,3 +199,14 @@ def test_mock_dry_run_runs_nothing() -> None:
     mock = MockSacctmgr()
     result = apply_tenancy(_tenancy(), "c", dry_run=True, runner=mock)
     assert len(result.steps) == 6 and mock.ran == [] and not result.applied
+
+
+def test_offline_dry_run_prints_every_sacctmgr_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "nowhere" / "slurm.conf"))  # no SLURM to ask
+    out = CliRunner().invoke(cli, ["slurm", "apply", "--cluster", str(SHARED_LAB), "--dry-run",
+                                   "--conf-dir", str(tmp_path)])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert GOLDEN_COMMANDS.replace("=lab ", "=CLUSTER_NAME ") in out.stdout
+    assert "9 sacctmgr command(s) would run; nothing written" in out.stdout
+    assert list(tmp_path.iterdir()) == []
+    assert 'note: partition shared: tenant others\'s "*"' in out.stderr
