@@ -272,7 +272,8 @@ def render_cmd(cluster_path: Path, out_dir: Path | None, version: str, output: s
 def apply_cmd(cluster_path: Path, conf_dir: Path | None, dry_run: bool, version: str | None,
               history_path: Path | None, history_format: str, from_sacct: bool, start: str | None,
               end: str) -> None:  # fmt: skip
-    """Validate, diff, write, `scontrol reconfigure` and verify; roll back on any failure."""
+    """Validate, then tenants' accounts/QOS (sacctmgr, verified with `sacctmgr show -P`), then the files
+    (diff, write, `scontrol reconfigure`, verify); any failure undoes both."""
     version = _apply_version(version, dry_run)
     rendered = _render(cluster_path, version, (history_path, history_format, from_sacct, start, end))
     full = apply_everything(rendered, conf_dir, dry_run=dry_run)  # its errors say what rolled back
