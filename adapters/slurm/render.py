@@ -58,18 +58,20 @@ from .checks import check_name
 from .errors import SlurmInputError
 from .render_lua import DEFAULT_ESTIMATE, PRIORITY_MAX, LuaTables, qssf_priors, render_job_submit
 from .render_tables import estimate_table, sizing_table
+from .render_tenancy import Tenancy, node_models, priority_lines, render_nodes, render_tenancy
 from .topology_files import TOPOLOGY_YAML, YAML_SINCE, header, render_topology, render_topology_yaml
 
 __all__ = [  # the names callers import from here; the job_submit.lua and history-table halves live beside
     "DEFAULT_ESTIMATE", "JOB_SUBMIT", "MANAGED_FILES", "PARTITIONS", "PRIORITY_MAX", "SCHEDULING",
     "SUPPORTED_VERSIONS", "TASK_FIELD", "TOPOLOGY", "LuaTables", "RenderedConfig", "estimate_table",
-    "managed_files", "render", "render_partitions", "render_scheduling", "sizing_table",
+    "NODES", "Tenancy", "managed_files", "render", "render_partitions", "render_scheduling", "sizing_table",
 ]  # fmt: skip
 
 TOPOLOGY = "topology.conf"
 PARTITIONS = "gputwin-partitions.conf"
 SCHEDULING = "gputwin-scheduling.conf"
 JOB_SUBMIT = "job_submit.lua"
+NODES = "gputwin-nodes.conf"  # rendered for the site's slurm.conf, never written by apply (restart)
 MANAGED_FILES = (SCHEDULING, PARTITIONS, TOPOLOGY, JOB_SUBMIT)  # + topology.yaml from 25.05 on
 SUPPORTED_VERSIONS = ("22.05", "24.11", "25.05")  # 25.05: rendered only, no such cluster runs here
 TASK_FIELD = "--comment=task:<type>"
@@ -84,6 +86,9 @@ class RenderedConfig:
     requires: tuple[tuple[str, str], ...] = ()
     partitions: tuple[tuple[str, str], ...] = ()  # (name, node hostlist), for verification
     switches: tuple[str, ...] = ()
+    tenancy: Tenancy = Tenancy()  # accounts, QOS, users for slurmdbd (`accounts`)
+    nodes: bytes = b""  # NODES: node lines with typed GRES
+    node_models: tuple[tuple[str, str], ...] = ()  # (node, GPU model) slurmctld must report
 
     def __getitem__(self, name: str) -> bytes:
         for key, data in self.files:
@@ -121,6 +126,9 @@ def render(
         requires=_requires(cluster),
         partitions=tuple((p.name, hostlist.collect_hostlist(list(p.nodes))) for p in cluster.partitions),
         switches=tuple(s.name for s in cluster.topology.switches),
+        tenancy=render_tenancy(cluster),
+        nodes=render_nodes(cluster).encode("ascii"),
+        node_models=node_models(cluster),
     )
 
 
@@ -198,7 +206,7 @@ def render_scheduling(cluster: ClusterSpec, version: str) -> str:
         "# priorities in job_submit.lua (SLURM has no per-partition priority weights).\n",
         "PriorityWeightAge=0\n",
         "PriorityWeightJobSize=0\n",
-        "PriorityWeightFairshare=0\n",
+        *priority_lines(cluster),
         "PriorityWeightPartition=0\n",
         "PriorityWeightQOS=0\n",
         *_scheduler_parameters(cluster),
@@ -236,4 +244,8 @@ def _requires(cluster: ClusterSpec) -> tuple[tuple[str, str], ...]:
     needs = [("JobSubmitPlugins", "lua")]  # the routing script does nothing without it
     if any(p.policy.placement in ("topology-aware", "consolidate") for p in cluster.partitions):
         needs.append(("TopologyPlugin", "topology/tree"))
+    if any(p.policy.fairness == "fairshare" for p in cluster.partitions):
+        needs.append(("PriorityType", "priority/multifactor"))
+    if any(p.quotas for p in cluster.partitions):  # QOS GrpTRES is enforced only with these
+        needs += [("AccountingStorageEnforce", "limits"), ("AccountingStorageEnforce", "qos")]
     return tuple(needs)

@@ -193,6 +193,9 @@ AccountingStoragePort=$DBD_PORT
 AccountingStoragePass=$STATE/munge/munge.socket
 # Without gres/gpu here AllocTRES carries no GPU count, and sacct history would see none.
 AccountingStorageTRES=gres/gpu,gres/gpu:$GPU_TYPE
+# Enforce accounts and QOS limits (gputwin slurm apply renders tenants as accounts + QOS GrpTRES):
+# a restart-only setting (reconfigure shows a new value but slurmctld keeps enforcing the old one).
+AccountingStorageEnforce=associations,limits,qos
 JobCompType=jobcomp/none
 MailProg=/bin/true
 # Short timeouts: a test cluster should notice and recover within seconds.

@@ -160,7 +160,7 @@ def test_cli_apply_rollback_exit_2(monkeypatch: pytest.MonkeyPatch, conf_dir: Pa
         with open(folder / PARTITIONS, "ab") as handle:
             handle.write(b"PartitionName=evil Nodes=gpu01 NoSuchKey=1\n")
 
-    monkeypatch.setattr("gputwin.cli.slurm.apply", functools.partial(apply, after_write=corrupt))
+    monkeypatch.setattr("gputwin.adapters.slurm.apply_all.apply", functools.partial(apply, after_write=corrupt))
     before = managed_snapshot(conf_dir)
     out = CliRunner().invoke(cli, ["slurm", "apply", "--cluster", str(TWO_LEAF), "--conf-dir", str(conf_dir)])
     assert out.exit_code == 2, out.output

@@ -22,8 +22,10 @@ from gputwin.adapters.slurm import (
     slurm_version,
     write_history,
 )
-from gputwin.adapters.slurm.apply import DEFAULT_SLURM_CONF, apply, client_config
-from gputwin.adapters.slurm.render import SUPPORTED_VERSIONS, LuaTables, RenderedConfig, render
+from gputwin.adapters.slurm.accounts import LiveAccounts, Step, commands_text, plan
+from gputwin.adapters.slurm.apply import DEFAULT_SLURM_CONF, client_config
+from gputwin.adapters.slurm.apply_all import apply_everything
+from gputwin.adapters.slurm.render import NODES, SUPPORTED_VERSIONS, LuaTables, RenderedConfig, render
 from gputwin.adapters.slurm.rest import ENV as REST_ENV
 from gputwin.adapters.slurm.tables import tables_from_sacct, tables_from_trace
 from gputwin.adapters.traces import FORMATS, TraceError
@@ -170,6 +172,11 @@ def _render(
         raise ClusterError([Problem(str(cluster_path), "cluster", str(exc))]) from None
 
 
+def _sacctmgr(rendered: RenderedConfig) -> tuple[Step, ...]:
+    """The sacctmgr commands for an empty accounting database (`render` asks no SLURM)."""
+    return plan(rendered.tenancy, LiveAccounts(), "CLUSTER_NAME") if rendered.tenancy else ()
+
+
 def _live_version() -> str:
     major, minor, _ = slurm_version()
     return f"{major}.{minor:02d}"
@@ -199,8 +206,12 @@ def _apply_version(given: str | None, dry_run: bool) -> str:
 def _as_json(rendered: RenderedConfig, out_dir: Path | None) -> str:
     """`render -o json`: path -> content of each file it writes, and what was derived from the cluster."""
     files = {str(out_dir / name if out_dir is not None else name): rendered[name].decode("ascii") for name in rendered}
-    derived = {"requires": dict(rendered.requires), "partitions": dict(rendered.partitions),
-               "switches": list(rendered.switches)}  # fmt: skip
+    requires: dict[str, str] = {}
+    for key, value in rendered.requires:  # AccountingStorageEnforce needs two values: "limits,qos"
+        requires[key] = f"{requires[key]},{value}" if key in requires else value
+    derived = {"requires": requires, "partitions": dict(rendered.partitions),
+               "switches": list(rendered.switches), "nodes": rendered.nodes.decode("ascii"),
+               "sacctmgr": [list(s.argv) for s in _sacctmgr(rendered)], "notes": list(rendered.tenancy.notes)}  # fmt: skip
     return json.dumps({"slurmVersion": rendered.version, "files": files, "derived": derived}, indent=2)
 
 
@@ -230,6 +241,14 @@ def render_cmd(cluster_path: Path, out_dir: Path | None, version: str, output: s
         for name in rendered:
             click.echo(f"==> {name} <==")
             click.echo(rendered[name].decode("ascii"), nl=False)
+        if rendered.node_models:  # typed GRES: the site's node lines must match (derived, not a file)
+            click.echo(f"==> {NODES} (for slurm.conf; not applied) <==")
+            click.echo(rendered.nodes.decode("ascii"), nl=False)
+        if rendered.tenancy:
+            click.echo("==> sacctmgr (slurmdbd; gputwin slurm apply runs what is missing) <==")
+            click.echo(commands_text(_sacctmgr(rendered)), nl=False)
+        for note in rendered.tenancy.notes:
+            click.echo(f"note: {note}", err=True)
         return
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in rendered:
@@ -253,16 +272,19 @@ def render_cmd(cluster_path: Path, out_dir: Path | None, version: str, output: s
 def apply_cmd(cluster_path: Path, conf_dir: Path | None, dry_run: bool, version: str | None,
               history_path: Path | None, history_format: str, from_sacct: bool, start: str | None,
               end: str) -> None:  # fmt: skip
-    """Validate, diff, write, `scontrol reconfigure` and verify; roll back on any failure."""
+    """Validate, then tenants' accounts/QOS (sacctmgr, verified with `sacctmgr show -P`), then the files
+    (diff, write, `scontrol reconfigure`, verify); any failure undoes both."""
     version = _apply_version(version, dry_run)
     rendered = _render(cluster_path, version, (history_path, history_format, from_sacct, start, end))
-    result = apply(rendered, conf_dir, dry_run=dry_run)  # SlurmApplyError says it rolled back
+    full = apply_everything(rendered, conf_dir, dry_run=dry_run)  # its errors say what rolled back
+    result = full.files
     click.echo(result.diff, nl=False)
-    for note in result.notes:
+    click.echo(commands_text(full.accounts), nl=False)
+    for note in full.notes:
         click.echo(f"note: {note}", err=True)
+    runs = f", {len(full.accounts)} sacctmgr command(s)" if rendered.tenancy else ""  # only with quotas
     if dry_run:
-        click.echo(f"dry run: {len(result.changed)} file(s) would change; nothing written")
+        click.echo(f"dry run: {len(result.changed)} file(s) would change{runs and runs + ' would run'}; nothing written")
     else:
-        click.echo(
-            f"applied: {len(result.changed)} file(s) changed in {result.conf_dir}; controller verified"
-        )
+        click.echo(f"applied: {len(result.changed)} file(s) changed in {result.conf_dir}{runs and runs + ' run'}; "
+                   f"controller{' and accounts' if runs else ''} verified")  # fmt: skip
