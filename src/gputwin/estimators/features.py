@@ -15,6 +15,7 @@ import math
 import re
 import statistics
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gputwin.core.model import JobSpec
@@ -48,6 +49,10 @@ class _Recent:
 
     def mean(self) -> float:
         return self.total / self.count if self.count else NAN
+
+
+# The groups a job's run time is added to: (stem, user, task type, all) and its (user, name).
+Handle = tuple[tuple[_Recent, ...], _Recent]
 
 
 @dataclass
@@ -84,52 +89,73 @@ class FeatureState:
             code = self._codes[(column, value)] = float(len(self._codes))
         return code
 
-    def observe(self, job: JobSpec, run_seconds: float) -> None:
-        value = log_seconds(run_seconds)
+    def handle(self, job: JobSpec) -> Handle:
+        """The groups a finished `job` adds to (`learn`): found once, when it is described."""
         stem = _DIGITS.sub("", job.name)
-        ident = (job.user, stem, job.task_type)
-        groups = self._shared_groups.get(ident)
+        return self._groups_of(job.user, stem, job.task_type), self._group(("name", job.user, job.name))
+
+    def _groups_of(self, user: str, stem: str, task_type: str) -> tuple[_Recent, ...]:
+        groups = self._shared_groups.get((user, stem, task_type))
         if groups is None:
-            keys = (("stem", job.user, stem), ("user", job.user), ("type", job.task_type), ("all",))
-            groups = self._shared_groups[ident] = tuple(self._group(key) for key in keys)
-        for group in groups:
-            group.add(value)
-        self._group(("name", job.user, job.name)).add(value)
+            keys = (("stem", user, stem), ("user", user), ("type", task_type), ("all",))
+            groups = self._shared_groups[(user, stem, task_type)] = tuple(self._group(key) for key in keys)
+        return groups
+
+    def observe(self, job: JobSpec, run_seconds: float) -> None:
+        self.learn(self.handle(job), log_seconds(run_seconds))
+
+    @staticmethod
+    def learn(handle: Handle, value: float) -> None:
+        """Add one finished job's log run time `value` to the groups of its `handle` (inlined
+        `_Recent.add`: this runs once per finished job in a replay)."""
+        (stem, user, task_type, every), name = handle
+        for group in (stem, task_type, every, name):
+            group.count += 1
+            group.total += value
+        user.count += 1
+        user.total += value
+        user.runs.append(value)  # type: ignore[union-attr]  # a user group keeps its runs
 
     def rows(self, jobs: list[JobSpec]) -> list[list[float]]:
-        """`row` of each job. Nothing is observed in between, so what a (user, name stem, task
-        type) shares is described once per call: a batch costs little more per job than a list."""
-        memo: dict[tuple[str, str, str], tuple[list[float], list[float], list[float], float]] = {}
-        out = []
+        return self.describe(jobs)[0]
+
+    def describe(self, jobs: Sequence[JobSpec]) -> tuple[list[list[float]], list[Handle]]:
+        """`row` of each job, and its `handle`. Nothing is observed in between, so what a (user,
+        name stem, task type) shares is described once per call: a batch costs little more per job
+        than a list. Groups are made empty when first met (an empty group describes as a missing one)."""
+        memo: dict[tuple[str, str, str], tuple[list[float], tuple[_Recent, ...]]] = {}
+        out, handles = [], []
+        origin, group = self.origin, self._group
         for job in jobs:
+            user = job.user
             stem = _DIGITS.sub("", job.name)
-            shared = memo.get((job.user, stem, job.task_type))
+            shared = memo.get((user, stem, job.task_type))
             if shared is None:
-                shared = memo[(job.user, stem, job.task_type)] = self._shared(job.user, stem, job.task_type)
-            codes, user_stats, stem_stats, history = shared
-            name = self._groups.get(("name", job.user, job.name))
-            if name is not None and name.count:
-                name_stats, history = [name.mean(), math.log1p(name.count)], name.mean()
+                shared = memo[(user, stem, job.task_type)] = self._shared(user, stem, job.task_type)
+            head, groups = shared
+            name = group(("name", user, job.name))
+            handles.append((groups, name))
+            day = (job.submit + origin) / 86400.0
+            if name.count:
+                mean = name.total / name.count
+                out.append([*head[:3], math.log2(max(job.gpus, 1)), (day % 1.0) * 24.0, float(int(day) % 7),
+                            *head[3:7], mean, math.log1p(name.count), *head[7:9], mean])  # fmt: skip
             else:
-                name_stats = [NAN, 0.0]
-            day = (job.submit + self.origin) / 86400.0
-            out.append([*codes, math.log2(max(job.gpus, 1)), (day % 1.0) * 24.0, float(int(day) % 7),
-                        *user_stats, *name_stats, *stem_stats, history])  # fmt: skip
-        return out
+                out.append([*head[:3], math.log2(max(job.gpus, 1)), (day % 1.0) * 24.0, float(int(day) % 7),
+                            *head[3:7], NAN, 0.0, *head[7:]])  # fmt: skip
+        return out, handles
 
     def row(self, job: JobSpec) -> list[float]:
         return self.rows([job])[0]
 
-    def _shared(
-        self, user: str, stem: str, task_type: str
-    ) -> tuple[list[float], list[float], list[float], float]:
-        """Category codes, the user's and the stem's statistics, and the history estimate without
-        the name's own group: what every job of a (user, stem, task type) has in common."""
+    def _shared(self, user: str, stem: str, task_type: str) -> tuple[list[float], tuple[_Recent, ...]]:
+        """What every job of a (user, stem, task type) has in common: the category codes, the user's
+        and the stem's statistics and the history estimate without the name's own group (one list),
+        and the groups."""
         token = _TOKEN.match(stem)
         codes = [self._code(0, user), self._code(1, task_type), self._code(2, token.group() if token else "")]
-        get = self._groups.get
-        groups = [get(("stem", user, stem)), get(("user", user)), get(("type", task_type)), get(("all",))]
-        return codes, _user_stats(groups[1]), _group_stats(groups[0]), self._history(*groups)
+        groups = self._groups_of(user, stem, task_type)
+        return [*codes, *_user_stats(groups[1]), *_group_stats(groups[0]), self._history(*groups)], groups
 
     @staticmethod
     def _history(*groups: _Recent | None) -> float:
