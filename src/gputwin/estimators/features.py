@@ -53,6 +53,8 @@ class _Recent:
 
 # The groups a job's run time is added to: (stem, user, task type, all) and its (user, name).
 Handle = tuple[tuple[_Recent, ...], _Recent]
+# What `describe` finds once per (user, stem, task type): codes, user stats, stem stats and history, groups.
+_Shared = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[_Recent, ...]]
 
 
 @dataclass
@@ -116,46 +118,53 @@ class FeatureState:
         user.total += value
         user.runs.append(value)  # type: ignore[union-attr]  # a user group keeps its runs
 
-    def rows(self, jobs: list[JobSpec]) -> list[list[float]]:
-        return self.describe(jobs)[0]
+    def rows(self, jobs: Sequence[JobSpec]) -> list[list[float]]:
+        flat, _ = self.describe(jobs)
+        width = len(FEATURES)
+        return [flat[i : i + width] for i in range(0, len(flat), width)]
 
-    def describe(self, jobs: Sequence[JobSpec]) -> tuple[list[list[float]], list[Handle]]:
-        """`row` of each job, and its `handle`. Nothing is observed in between, so what a (user,
-        name stem, task type) shares is described once per call: a batch costs little more per job
-        than a list. Groups are made empty when first met (an empty group describes as a missing one)."""
-        memo: dict[tuple[str, str, str], tuple[list[float], tuple[_Recent, ...]]] = {}
-        out, handles = [], []
-        origin, group = self.origin, self._group
+    def describe(self, jobs: Sequence[JobSpec]) -> tuple[list[float], list[Handle]]:
+        """`row` of each job, one after another in one flat list (numpy reads it in one pass), and
+        each job's `handle`. Nothing is observed in between, so what a (user, name stem, task type)
+        shares is described once per call: a batch costs little more per job than a list. Groups
+        are made empty when first met (an empty group describes as a missing one)."""
+        memo: dict[tuple[str, str, str], _Shared] = {}
+        out: list[float] = []
+        handles: list[Handle] = []
+        origin, groups_get, sub = self.origin, self._groups.get, _DIGITS.sub
         for job in jobs:
             user = job.user
-            stem = _DIGITS.sub("", job.name)
-            shared = memo.get((user, stem, job.task_type))
+            key = (user, sub("", job.name), job.task_type)
+            shared = memo.get(key)
             if shared is None:
-                shared = memo[(user, stem, job.task_type)] = self._shared(user, stem, job.task_type)
-            head, groups = shared
-            name = group(("name", user, job.name))
+                shared = memo[key] = self._shared(*key)
+            codes, user_stats, tail, groups = shared
+            name = groups_get(("name", user, job.name))
+            if name is None:
+                name = self._groups[("name", user, job.name)] = _Recent(None)
             handles.append((groups, name))
             day = (job.submit + origin) / 86400.0
-            if name.count:
+            out.extend(codes)
+            out += (math.log2(max(job.gpus, 1)), (day % 1.0) * 24.0, float(int(day) % 7))
+            out.extend(user_stats)
+            if name.count:  # the name's own mean is also the most specific history estimate
                 mean = name.total / name.count
-                out.append([*head[:3], math.log2(max(job.gpus, 1)), (day % 1.0) * 24.0, float(int(day) % 7),
-                            *head[3:7], mean, math.log1p(name.count), *head[7:9], mean])  # fmt: skip
+                out += (mean, math.log1p(name.count), tail[0], tail[1], mean)
             else:
-                out.append([*head[:3], math.log2(max(job.gpus, 1)), (day % 1.0) * 24.0, float(int(day) % 7),
-                            *head[3:7], NAN, 0.0, *head[7:]])  # fmt: skip
+                out += (NAN, 0.0)
+                out.extend(tail)
         return out, handles
 
     def row(self, job: JobSpec) -> list[float]:
         return self.rows([job])[0]
 
-    def _shared(self, user: str, stem: str, task_type: str) -> tuple[list[float], tuple[_Recent, ...]]:
+    def _shared(self, user: str, stem: str, task_type: str) -> _Shared:
         """What every job of a (user, stem, task type) has in common: the category codes, the user's
-        and the stem's statistics and the history estimate without the name's own group (one list),
-        and the groups."""
+        statistics, the stem's with the history estimate without the name's own group, the groups."""
         token = _TOKEN.match(stem)
-        codes = [self._code(0, user), self._code(1, task_type), self._code(2, token.group() if token else "")]
+        codes = (self._code(0, user), self._code(1, task_type), self._code(2, token.group() if token else ""))
         groups = self._groups_of(user, stem, task_type)
-        return [*codes, *_user_stats(groups[1]), *_group_stats(groups[0]), self._history(*groups)], groups
+        return codes, _user_stats(groups[1]), (*_group_stats(groups[0]), self._history(*groups)), groups
 
     @staticmethod
     def _history(*groups: _Recent | None) -> float:
@@ -171,14 +180,14 @@ def log_seconds(seconds: float) -> float:
     return math.log1p(max(seconds, 0.0))
 
 
-def _user_stats(group: _Recent | None) -> list[float]:
+def _user_stats(group: _Recent | None) -> tuple[float, ...]:
     if group is None or not group.count or not group.runs:
-        return [NAN, NAN, 0.0, NAN]
+        return (NAN, NAN, 0.0, NAN)
     runs = group.runs
-    return [sum(runs) / len(runs), statistics.median(runs), math.log1p(group.count), runs[-1]]
+    return (sum(runs) / len(runs), statistics.median(runs), math.log1p(group.count), runs[-1])
 
 
-def _group_stats(group: _Recent | None) -> list[float]:
+def _group_stats(group: _Recent | None) -> tuple[float, float]:
     if group is None or not group.count:
-        return [NAN, 0.0]
-    return [group.mean(), math.log1p(group.count)]
+        return (NAN, 0.0)
+    return (group.mean(), math.log1p(group.count))

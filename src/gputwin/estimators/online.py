@@ -41,7 +41,9 @@ from typing import Any
 
 from gputwin.core.history import UNKNOWN, HistoryEstimator
 from gputwin.core.model import JobSpec
-from gputwin.estimators.features import CATEGORICAL, FeatureState, Handle
+from gputwin.estimators.features import CATEGORICAL, FEATURES, FeatureState, Handle
+
+_WIDTH = len(FEATURES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +77,7 @@ class Prediction:
 
 # What a prediction keeps: features, log prediction, made at, seconds, p10 and p90 log offsets,
 # and the feature groups the job's run time joins when it finishes.
-_Entry = tuple[list[float], float, float, float, float, float, Handle]
+_Entry = tuple[Any, float, float, float, float, float, Handle]
 
 
 class LearnedEstimator:
@@ -96,12 +98,15 @@ class LearnedEstimator:
         # What a model trained offline brings (`model.load`): used until live residuals replace them.
         self._prior_offsets = (math.nan, math.nan)
         self._prior_smear = 1.0
-        self._rows: deque[list[float]] = deque(maxlen=config.max_rows)
+        self._rows: deque[Any] = deque(maxlen=config.max_rows)  # feature lists, or numpy row views
         self._targets: deque[float] = deque(maxlen=config.max_rows)
-        self._residuals: deque[float] = deque(maxlen=config.residuals)
-        # (target, log, p10 offset, p90 offset) of model predictions whose jobs finished since the
-        # last batch: scored at the next one (`_settle`), where the residuals are first read.
-        self._fresh: list[tuple[float, float, float, float]] = []
+        # The last `residuals` honest residuals, a numpy ring once there is a model (`_settle`).
+        self._residuals: Any = None
+        self._residual_count = 0
+        self._residual_next = 0
+        # Target, log, p10 and p90 offsets (flat, 4 a job) of model predictions whose jobs finished
+        # since the last batch: scored at the next one (`_settle`), where the residuals are read.
+        self._fresh: list[float] = []
         self._smear_now = 1.0
         self._pending: dict[str, _Entry] = {}
         self._new = 0
@@ -122,12 +127,12 @@ class LearnedEstimator:
         pending = self._pending.pop(job.job_id, None)
         target = math.log1p(max(run_seconds, 0.0))  # features.log_seconds, inlined
         if pending is None:
-            rows, handles = self.features.describe([job])
-            row, handle = rows[0], handles[0]
+            row, handles = self.features.describe([job])
+            handle = handles[0]
         else:
             row, log, _, _, low_off, high_off, handle = pending
             if log == log:  # not NaN: the model made it, so its error is an honest residual
-                self._fresh.append((target, log, low_off, high_off))
+                self._fresh.extend((target, log, low_off, high_off))
         self._rows.append(row)
         self._targets.append(target)
         self._new += 1
@@ -170,8 +175,9 @@ class LearnedEstimator:
         return cfg.retrain_seconds > 0 and now - self._fitted_at >= cfg.retrain_seconds
 
     def _predict_batch(self, batch: list[JobSpec], now: float) -> None:
-        rows, handles = self.features.describe(batch)
+        flat, handles = self.features.describe(batch)
         if self._booster is None:
+            rows: Sequence[Any] = [flat[i : i + _WIDTH] for i in range(0, len(flat), _WIDTH)]
             logs = [math.nan] * len(batch)
             points = [self.fallback.predict(j) for j in batch]
             self._offsets = self._prior_offsets  # no residuals before a model
@@ -179,8 +185,10 @@ class LearnedEstimator:
             import numpy as np
 
             self._settle(np)
-            logs = self._booster.predict(np.asarray(rows), num_threads=1).tolist()
-            smear = self._smear_now if len(self._residuals) >= 50 else self._prior_smear
+            matrix = np.array(flat).reshape(-1, _WIDTH)
+            rows = list(matrix)  # a view of each row: kept for training if the job finishes
+            logs = self._booster.predict(matrix, num_threads=1).tolist()
+            smear = self._smear_now if self._residual_count >= 50 else self._prior_smear
             smear = smear if self.config.smear else 1.0
             points = [max(math.exp(v) * smear - 1.0, 0.0) for v in logs]
         low_off, high_off = self._offsets
@@ -198,21 +206,34 @@ class LearnedEstimator:
         interval after a miss, narrow it after a hit, so the long-run miss rate stays at `miss`)."""
         fresh, self._fresh = self._fresh, []
         if fresh:
-            target, log, low, high = np.array(fresh).T
-            self._residuals.extend((target - log).tolist())
+            target, log, low, high = np.array(fresh).reshape(-1, 4).T
+            self._keep_residuals(target - log, np)
             scored = ~np.isnan(low)  # a prediction made without an interval takes no step
             hit = (log + low <= target) & (target <= log + high)
             self._alpha = _adapt(self._alpha, self.config, (~hit[scored]).astype(float), np)
-        n = len(self._residuals)
+        n = self._residual_count
         if n < 50:
             self._offsets = self._prior_offsets
             return
         if fresh or math.isnan(self._offsets[0]):
-            values = np.fromiter(self._residuals, dtype=float, count=n)
+            values = self._residuals[:n]
             self._smear_now = float(np.exp(values).sum() / n)
             low_k, high_k = (min(n - 1, int(q * n)) for q in (self._alpha / 2, 1 - self._alpha / 2))
             ordered = np.partition(values, (low_k, high_k))  # the two order statistics sorting gives
             self._offsets = (float(ordered[low_k]), float(ordered[high_k]))
+
+    def _keep_residuals(self, values: Any, np: Any) -> None:
+        """Write `values` into the residual ring, the oldest overwritten first."""
+        size = self.config.residuals
+        if self._residuals is None:
+            self._residuals = np.empty(size)
+        values = values[-size:]
+        start, count = self._residual_next, len(values)
+        first = min(count, size - start)
+        self._residuals[start : start + first] = values[:first]
+        self._residuals[: count - first] = values[first:]
+        self._residual_next = (start + count) % size
+        self._residual_count = min(size, self._residual_count + count)
 
     def start_from(self, booster: Any, offsets: tuple[float, float], smear: float) -> None:
         """Begin with a model fitted elsewhere (`model.load`); it is refitted on live jobs as usual."""
