@@ -187,16 +187,16 @@ class LearnedEstimator:
             self._settle(np)
             matrix = np.array(flat).reshape(-1, _WIDTH)
             rows = list(matrix)  # a view of each row: kept for training if the job finishes
-            logs = self._booster.predict(matrix, num_threads=1).tolist()
+            predicted = self._booster.predict(matrix, num_threads=1)
             smear = self._smear_now if self._residual_count >= 50 else self._prior_smear
             smear = smear if self.config.smear else 1.0
-            points = [max(math.exp(v) * smear - 1.0, 0.0) for v in logs]
+            logs, points = predicted.tolist(), np.maximum(np.exp(predicted) * smear - 1.0, 0.0).tolist()
         low_off, high_off = self._offsets
-        pending, record = self._pending, self.predictions
-        for j, row, log, point, handle in zip(batch, rows, logs, points, handles):
-            entry = pending[j.job_id] = (row, log, now, point, low_off, high_off, handle)
-            if record is not None:
-                record[j.job_id] = entry
+        entries = {j.job_id: (row, log, now, point, low_off, high_off, handle)
+                   for j, row, log, point, handle in zip(batch, rows, logs, points, handles)}  # fmt: skip
+        self._pending.update(entries)
+        if self.predictions is not None:
+            self.predictions.update(entries)
 
     def _settle(self, np: Any) -> None:
         """Score the predictions whose jobs finished since the last batch, in finishing order: their
