@@ -41,12 +41,6 @@ class _Recent:
     count: int = 0
     total: float = 0.0  # sum of every log run time seen (for the all-time mean)
 
-    def add(self, value: float) -> None:
-        if self.runs is not None:
-            self.runs.append(value)
-        self.count += 1
-        self.total += value
-
     def mean(self) -> float:
         return self.total / self.count if self.count else NAN
 
@@ -108,8 +102,8 @@ class FeatureState:
 
     @staticmethod
     def learn(handle: Handle, value: float) -> None:
-        """Add one finished job's log run time `value` to the groups of its `handle` (inlined
-        `_Recent.add`: this runs once per finished job in a replay)."""
+        """Add one finished job's log run time `value` to the groups of its `handle` (in place, no
+        look-ups: this runs once per finished job in a replay)."""
         (stem, user, task_type, every), name = handle
         for group in (stem, task_type, every, name):
             group.count += 1
