@@ -232,3 +232,57 @@ def test_a_row_never_depends_on_the_jobs_own_duration(
     assert len(first) == len(FEATURES)
     assert [math.isnan(v) for v in first] == [math.isnan(v) for v in second]
     assert [v for v in first if not math.isnan(v)] == [v for v in second if not math.isnan(v)]
+
+
+def _same(first: Sequence[float], second: Sequence[float]) -> bool:
+    return [math.isnan(v) for v in first] == [math.isnan(v) for v in second] and [
+        v for v in first if not math.isnan(v)
+    ] == [v for v in second if not math.isnan(v)]
+
+
+@given(history=st.lists(_jobs, max_size=30), batch=st.lists(_jobs, min_size=1, max_size=8))
+@settings(max_examples=60, deadline=None)
+def test_a_batch_describes_each_job_as_a_fresh_state_describes_it_alone(
+    history: list[JobSpec], batch: list[JobSpec]
+) -> None:
+    # Two states with the same history: category codes are handed out in first-seen order, so
+    # each lone row is asked of a state that has described the batch's earlier jobs the same way.
+    together, alone = FeatureState(), FeatureState()
+    for done in history:
+        together.observe(done, done.duration)
+        alone.observe(done, done.duration)
+    rows = together.rows(batch)
+    assert all(_same(row, alone.row(job)) for row, job in zip(rows, batch))
+
+
+@given(
+    alpha=st.floats(0.01, 0.9),
+    misses=st.lists(st.booleans(), max_size=300),
+    step=st.sampled_from([0.005, 0.05, 0.3]),
+)
+@settings(max_examples=80, deadline=None)
+def test_batched_conformal_steps_are_the_step_by_step_loop_bit_for_bit(
+    alpha: float, misses: list[bool], step: float
+) -> None:
+    import numpy as np
+
+    from gputwin.estimators.online import _adapt
+
+    config = LearnedConfig(miss_step=step)
+    want = alpha
+    for missed in misses:
+        want = min(0.9, max(0.01, want + config.miss_step * (config.miss - missed)))
+    assert _adapt(alpha, config, np.asarray(misses, dtype=float), np) == want
+
+
+@given(chunks=st.lists(st.lists(st.floats(-5, 5), max_size=40), max_size=12), size=st.integers(1, 50))
+@settings(max_examples=80, deadline=None)
+def test_the_residual_ring_holds_the_last_residuals(chunks: list[list[float]], size: int) -> None:
+    import numpy as np
+
+    estimator = LearnedEstimator(LearnedConfig(residuals=size))
+    for chunk in chunks:
+        estimator._keep_residuals(np.asarray(chunk, dtype=float), np)
+    every = [v for chunk in chunks for v in chunk]
+    kept = [] if estimator._residuals is None else estimator._residuals[: estimator._residual_count].tolist()
+    assert sorted(kept) == sorted(every[len(every) - min(size, len(every)) :])

@@ -15,6 +15,7 @@ import math
 import re
 import statistics
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gputwin.core.model import JobSpec
@@ -40,14 +41,14 @@ class _Recent:
     count: int = 0
     total: float = 0.0  # sum of every log run time seen (for the all-time mean)
 
-    def add(self, value: float) -> None:
-        if self.runs is not None:
-            self.runs.append(value)
-        self.count += 1
-        self.total += value
-
     def mean(self) -> float:
         return self.total / self.count if self.count else NAN
+
+
+# The groups a job's run time is added to: (stem, user, task type, all) and its (user, name).
+Handle = tuple[tuple[_Recent, ...], _Recent]
+# What `describe` finds once per (user, stem, task type): codes, user stats, stem stats and history, groups.
+_Shared = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[_Recent, ...]]
 
 
 @dataclass
@@ -84,52 +85,80 @@ class FeatureState:
             code = self._codes[(column, value)] = float(len(self._codes))
         return code
 
-    def observe(self, job: JobSpec, run_seconds: float) -> None:
-        value = log_seconds(run_seconds)
+    def handle(self, job: JobSpec) -> Handle:
+        """The groups a finished `job` adds to (`learn`): found once, when it is described."""
         stem = _DIGITS.sub("", job.name)
-        ident = (job.user, stem, job.task_type)
-        groups = self._shared_groups.get(ident)
-        if groups is None:
-            keys = (("stem", job.user, stem), ("user", job.user), ("type", job.task_type), ("all",))
-            groups = self._shared_groups[ident] = tuple(self._group(key) for key in keys)
-        for group in groups:
-            group.add(value)
-        self._group(("name", job.user, job.name)).add(value)
+        return self._groups_of(job.user, stem, job.task_type), self._group(("name", job.user, job.name))
 
-    def rows(self, jobs: list[JobSpec]) -> list[list[float]]:
-        """`row` of each job. Nothing is observed in between, so what a (user, name stem, task
-        type) shares is described once per call: a batch costs little more per job than a list."""
-        memo: dict[tuple[str, str, str], tuple[list[float], list[float], list[float], float]] = {}
-        out = []
+    def _groups_of(self, user: str, stem: str, task_type: str) -> tuple[_Recent, ...]:
+        groups = self._shared_groups.get((user, stem, task_type))
+        if groups is None:
+            keys = (("stem", user, stem), ("user", user), ("type", task_type), ("all",))
+            groups = self._shared_groups[(user, stem, task_type)] = tuple(self._group(key) for key in keys)
+        return groups
+
+    def observe(self, job: JobSpec, run_seconds: float) -> None:
+        self.learn(self.handle(job), log_seconds(run_seconds))
+
+    @staticmethod
+    def learn(handle: Handle, value: float) -> None:
+        """Add one finished job's log run time `value` to the groups of its `handle` (in place, no
+        look-ups: this runs once per finished job in a replay)."""
+        (stem, user, task_type, every), name = handle
+        for group in (stem, task_type, every, name):
+            group.count += 1
+            group.total += value
+        user.count += 1
+        user.total += value
+        user.runs.append(value)  # type: ignore[union-attr]  # a user group keeps its runs
+
+    def rows(self, jobs: Sequence[JobSpec]) -> list[list[float]]:
+        flat, _ = self.describe(jobs)
+        width = len(FEATURES)
+        return [flat[i : i + width] for i in range(0, len(flat), width)]
+
+    def describe(self, jobs: Sequence[JobSpec]) -> tuple[list[float], list[Handle]]:
+        """`row` of each job, one after another in one flat list (numpy reads it in one pass), and
+        each job's `handle`. Nothing is observed in between, so what a (user, name stem, task type)
+        shares is described once per call: a batch costs little more per job than a list. Groups
+        are made empty when first met (an empty group describes as a missing one)."""
+        memo: dict[tuple[str, str, str], _Shared] = {}
+        out: list[float] = []
+        handles: list[Handle] = []
+        origin, groups_get, sub = self.origin, self._groups.get, _DIGITS.sub
         for job in jobs:
-            stem = _DIGITS.sub("", job.name)
-            shared = memo.get((job.user, stem, job.task_type))
+            user = job.user
+            key = (user, sub("", job.name), job.task_type)
+            shared = memo.get(key)
             if shared is None:
-                shared = memo[(job.user, stem, job.task_type)] = self._shared(job.user, stem, job.task_type)
-            codes, user_stats, stem_stats, history = shared
-            name = self._groups.get(("name", job.user, job.name))
-            if name is not None and name.count:
-                name_stats, history = [name.mean(), math.log1p(name.count)], name.mean()
+                shared = memo[key] = self._shared(*key)
+            codes, user_stats, tail, groups = shared
+            name = groups_get(("name", user, job.name))
+            if name is None:
+                name = self._groups[("name", user, job.name)] = _Recent(None)
+            handles.append((groups, name))
+            day = (job.submit + origin) / 86400.0
+            out.extend(codes)
+            out += (math.log2(max(job.gpus, 1)), (day % 1.0) * 24.0, float(int(day) % 7))
+            out.extend(user_stats)
+            if name.count:  # the name's own mean is also the most specific history estimate
+                mean = name.total / name.count
+                out += (mean, math.log1p(name.count), tail[0], tail[1], mean)
             else:
-                name_stats = [NAN, 0.0]
-            day = (job.submit + self.origin) / 86400.0
-            out.append([*codes, math.log2(max(job.gpus, 1)), (day % 1.0) * 24.0, float(int(day) % 7),
-                        *user_stats, *name_stats, *stem_stats, history])  # fmt: skip
-        return out
+                out += (NAN, 0.0)
+                out.extend(tail)
+        return out, handles
 
     def row(self, job: JobSpec) -> list[float]:
         return self.rows([job])[0]
 
-    def _shared(
-        self, user: str, stem: str, task_type: str
-    ) -> tuple[list[float], list[float], list[float], float]:
-        """Category codes, the user's and the stem's statistics, and the history estimate without
-        the name's own group: what every job of a (user, stem, task type) has in common."""
+    def _shared(self, user: str, stem: str, task_type: str) -> _Shared:
+        """What every job of a (user, stem, task type) has in common: the category codes, the user's
+        statistics, the stem's with the history estimate without the name's own group, the groups."""
         token = _TOKEN.match(stem)
-        codes = [self._code(0, user), self._code(1, task_type), self._code(2, token.group() if token else "")]
-        get = self._groups.get
-        groups = [get(("stem", user, stem)), get(("user", user)), get(("type", task_type)), get(("all",))]
-        return codes, _user_stats(groups[1]), _group_stats(groups[0]), self._history(*groups)
+        codes = (self._code(0, user), self._code(1, task_type), self._code(2, token.group() if token else ""))
+        groups = self._groups_of(user, stem, task_type)
+        return codes, _user_stats(groups[1]), (*_group_stats(groups[0]), self._history(*groups)), groups
 
     @staticmethod
     def _history(*groups: _Recent | None) -> float:
@@ -145,14 +174,14 @@ def log_seconds(seconds: float) -> float:
     return math.log1p(max(seconds, 0.0))
 
 
-def _user_stats(group: _Recent | None) -> list[float]:
+def _user_stats(group: _Recent | None) -> tuple[float, ...]:
     if group is None or not group.count or not group.runs:
-        return [NAN, NAN, 0.0, NAN]
+        return (NAN, NAN, 0.0, NAN)
     runs = group.runs
-    return [sum(runs) / len(runs), statistics.median(runs), math.log1p(group.count), runs[-1]]
+    return (sum(runs) / len(runs), statistics.median(runs), math.log1p(group.count), runs[-1])
 
 
-def _group_stats(group: _Recent | None) -> list[float]:
+def _group_stats(group: _Recent | None) -> tuple[float, float]:
     if group is None or not group.count:
-        return [NAN, 0.0]
-    return [group.mean(), math.log1p(group.count)]
+        return (NAN, 0.0)
+    return (group.mean(), math.log1p(group.count))

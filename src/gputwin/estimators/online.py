@@ -41,7 +41,9 @@ from typing import Any
 
 from gputwin.core.history import UNKNOWN, HistoryEstimator
 from gputwin.core.model import JobSpec
-from gputwin.estimators.features import CATEGORICAL, FeatureState, log_seconds
+from gputwin.estimators.features import CATEGORICAL, FEATURES, FeatureState, Handle
+
+_WIDTH = len(FEATURES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +75,9 @@ class Prediction:
     median: float = UNKNOWN  # exp of the predicted log run time; `seconds` is the mean (see `smear`)
 
 
-# What a prediction keeps: features, log prediction, made at, seconds, p10 and p90 log offsets.
-_Entry = tuple[list[float], float, float, float, float, float]
+# What a prediction keeps: features, log prediction, made at, seconds, p10 and p90 log offsets,
+# and the feature groups the job's run time joins when it finishes.
+_Entry = tuple[Any, float, float, float, float, float, Handle]
 
 
 class LearnedEstimator:
@@ -95,10 +98,16 @@ class LearnedEstimator:
         # What a model trained offline brings (`model.load`): used until live residuals replace them.
         self._prior_offsets = (math.nan, math.nan)
         self._prior_smear = 1.0
-        self._rows: deque[list[float]] = deque(maxlen=config.max_rows)
+        self._rows: deque[Any] = deque(maxlen=config.max_rows)  # feature lists, or numpy row views
         self._targets: deque[float] = deque(maxlen=config.max_rows)
-        self._residuals: deque[float] = deque(maxlen=config.residuals)
-        self._exp_sum = 0.0
+        # The last `residuals` honest residuals, a numpy ring once there is a model (`_settle`).
+        self._residuals: Any = None
+        self._residual_count = 0
+        self._residual_next = 0
+        # Target, log, p10 and p90 offsets (flat, 4 a job) of model predictions whose jobs finished
+        # since the last batch: scored at the next one (`_settle`), where the residuals are read.
+        self._fresh: list[float] = []
+        self._smear_now = 1.0
         self._pending: dict[str, _Entry] = {}
         self._new = 0
         self._fitted_at = -math.inf
@@ -114,19 +123,20 @@ class LearnedEstimator:
         return pending[3]
 
     def observe(self, job: JobSpec, run_seconds: float) -> None:
+        # Once per finished job: O(1) appends; the residual bookkeeping waits for the next batch.
         pending = self._pending.pop(job.job_id, None)
-        target = log_seconds(run_seconds)
+        target = math.log1p(max(run_seconds, 0.0))  # features.log_seconds, inlined
         if pending is None:
-            row = self.features.row(job)
+            row, handles = self.features.describe([job])
+            handle = handles[0]
         else:
-            row, log, _, _, low_off, high_off = pending
-            if not math.isnan(log):  # the model made it, so its error is an honest residual
-                self._add_residual(target - log)
-                self._adapt(log + low_off <= target <= log + high_off, low_off)
+            row, log, _, _, low_off, high_off, handle = pending
+            if log == log:  # not NaN: the model made it, so its error is an honest residual
+                self._fresh.extend((target, log, low_off, high_off))
         self._rows.append(row)
         self._targets.append(target)
         self._new += 1
-        self.features.observe(job, run_seconds)
+        FeatureState.learn(handle, target)
         if self._booster is None:  # the fallback answers only until the first fit
             self.fallback.observe(job, run_seconds)
 
@@ -165,53 +175,65 @@ class LearnedEstimator:
         return cfg.retrain_seconds > 0 and now - self._fitted_at >= cfg.retrain_seconds
 
     def _predict_batch(self, batch: list[JobSpec], now: float) -> None:
-        rows = self.features.rows(batch)
+        flat, handles = self.features.describe(batch)
         if self._booster is None:
+            rows: Sequence[Any] = [flat[i : i + _WIDTH] for i in range(0, len(flat), _WIDTH)]
             logs = [math.nan] * len(batch)
             points = [self.fallback.predict(j) for j in batch]
+            self._offsets = self._prior_offsets  # no residuals before a model
         else:
             import numpy as np
 
-            logs = [float(v) for v in self._booster.predict(np.asarray(rows), num_threads=1)]
-            smear = self._smear()
-            points = [max(math.exp(v) * smear - 1.0, 0.0) for v in logs]
-        low_off, high_off = self._offsets = self._residual_offsets()
-        pending, record = self._pending, self.predictions
-        for j, row, log, point in zip(batch, rows, logs, points):
-            entry = pending[j.job_id] = (row, log, now, point, low_off, high_off)
-            if record is not None:
-                record[j.job_id] = entry
+            self._settle(np)
+            matrix = np.array(flat).reshape(-1, _WIDTH)
+            rows = list(matrix)  # a view of each row: kept for training if the job finishes
+            predicted = self._booster.predict(matrix, num_threads=1)
+            smear = self._smear_now if self._residual_count >= 50 else self._prior_smear
+            smear = smear if self.config.smear else 1.0
+            logs, points = predicted.tolist(), np.maximum(np.exp(predicted) * smear - 1.0, 0.0).tolist()
+        low_off, high_off = self._offsets
+        entries = {j.job_id: (row, log, now, point, low_off, high_off, handle)
+                   for j, row, log, point, handle in zip(batch, rows, logs, points, handles)}  # fmt: skip
+        self._pending.update(entries)
+        if self.predictions is not None:
+            self.predictions.update(entries)
 
-    def _adapt(self, hit: bool, low_off: float) -> None:
-        """Adaptive conformal inference (Gibbs and Candes 2021): widen the interval after a miss,
-        narrow it after a hit, so the long-run miss rate stays at `miss` as run times drift."""
-        if math.isnan(low_off):  # that prediction had no interval
+    def _settle(self, np: Any) -> None:
+        """Score the predictions whose jobs finished since the last batch, in finishing order: their
+        residuals (the p10/p90 offsets and Duan's smearing factor, mean(exp(residual)): exp of a
+        mean log run time is a median-like guess, times this factor the expected run time QSSF's
+        order needs), and the adaptive conformal step of each (Gibbs and Candes 2021: widen the
+        interval after a miss, narrow it after a hit, so the long-run miss rate stays at `miss`)."""
+        fresh, self._fresh = self._fresh, []
+        if fresh:
+            target, log, low, high = np.array(fresh).reshape(-1, 4).T
+            self._keep_residuals(target - log, np)
+            scored = ~np.isnan(low)  # a prediction made without an interval takes no step
+            hit = (log + low <= target) & (target <= log + high)
+            self._alpha = _adapt(self._alpha, self.config, (~hit[scored]).astype(float), np)
+        n = self._residual_count
+        if n < 50:
+            self._offsets = self._prior_offsets
             return
-        self._alpha = min(
-            0.9, max(0.01, self._alpha + self.config.miss_step * (self.config.miss - (not hit)))
-        )
+        if fresh or math.isnan(self._offsets[0]):
+            values = self._residuals[:n]
+            self._smear_now = float(np.exp(values).sum() / n)
+            low_k, high_k = (min(n - 1, int(q * n)) for q in (self._alpha / 2, 1 - self._alpha / 2))
+            ordered = np.partition(values, (low_k, high_k))  # the two order statistics sorting gives
+            self._offsets = (float(ordered[low_k]), float(ordered[high_k]))
 
-    def _smear(self) -> float:
-        """Duan's smearing factor, mean(exp(residual)): exp of a mean log run time is a median-like
-        guess; times this factor it is the expected run time, the quantity QSSF's order needs."""
-        if not self.config.smear:
-            return 1.0
-        if len(self._residuals) < 50:
-            return self._prior_smear
-        return self._exp_sum / len(self._residuals)
-
-    def _add_residual(self, value: float) -> None:
-        """Keep the last `residuals` residuals and the sum of their exp (for `_smear`)."""
-        if len(self._residuals) == self._residuals.maxlen:
-            self._exp_sum -= math.exp(self._residuals[0])
-        self._residuals.append(value)
-        self._exp_sum += math.exp(value)
-
-    def _residual_offsets(self) -> tuple[float, float]:
-        if len(self._residuals) < 50:
-            return self._prior_offsets
-        ordered = sorted(self._residuals)  # once per batch: cheaper than keeping it sorted per job
-        return _quantile(ordered, self._alpha / 2), _quantile(ordered, 1 - self._alpha / 2)
+    def _keep_residuals(self, values: Any, np: Any) -> None:
+        """Write `values` into the residual ring, the oldest overwritten first."""
+        size = self.config.residuals
+        if self._residuals is None:
+            self._residuals = np.empty(size)
+        values = values[-size:]
+        start, count = self._residual_next, len(values)
+        first = min(count, size - start)
+        self._residuals[start : start + first] = values[:first]
+        self._residuals[: count - first] = values[first:]
+        self._residual_next = (start + count) % size
+        self._residual_count = min(size, self._residual_count + count)
 
     def start_from(self, booster: Any, offsets: tuple[float, float], smear: float) -> None:
         """Begin with a model fitted elsewhere (`model.load`); it is refitted on live jobs as usual."""
@@ -227,14 +249,22 @@ class LearnedEstimator:
 
 
 def _prediction(entry: _Entry) -> Prediction:
-    _, log, at, point, low_off, high_off = entry
+    log, at, point, low_off, high_off = entry[1:6]
     if math.isnan(log):
         return Prediction(at, point, UNKNOWN, UNKNOWN)
     return Prediction(at, point, math.expm1(log + low_off), math.expm1(log + high_off), math.expm1(log))
 
 
-def _quantile(ordered: list[float], q: float) -> float:
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def _adapt(alpha: float, config: LearnedConfig, misses: Any, np: Any) -> float:
+    """`alpha` after one adaptive step per prediction scored (`misses`: 1.0 a miss, 0.0 a hit),
+    kept within [0.01, 0.9]: one running sum unless a step reaches a bound (then step by step)."""
+    steps = config.miss_step * (config.miss - misses)
+    path = np.cumsum(np.concatenate(([alpha], steps)))  # sequential sums: the loop's own floats
+    if 0.01 <= path.min() and path.max() <= 0.9:
+        return float(path[-1])
+    for step in steps.tolist():
+        alpha = min(0.9, max(0.01, alpha + step))
+    return alpha
 
 
 class OracleEstimator:

@@ -59,4 +59,5 @@ def fit(rows: Sequence[Sequence[float]], targets: Sequence[float], config: Learn
 
     data = lightgbm.Dataset(np.asarray(rows, dtype=np.float64), np.asarray(targets, dtype=np.float64),
                             categorical_feature=list(CATEGORICAL), params={"verbose": -1})  # fmt: skip
-    return lightgbm.train(params(config), data, num_boost_round=config.rounds)
+    # keep_training_booster: the same trees without the text round trip train() otherwise makes.
+    return lightgbm.train(params(config), data, num_boost_round=config.rounds, keep_training_booster=True)
