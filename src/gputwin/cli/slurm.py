@@ -70,7 +70,9 @@ def _split(values: tuple[str, ...]) -> list[str] | None:
 @click.option(
     "--partition", "partitions", multiple=True, help="Only these partitions (repeat or comma-separate)."
 )
-@click.option("--state", "states", multiple=True, help="Only jobs in these states, e.g. COMPLETED,FAILED.")
+@click.option("--job-state", "states", multiple=True,
+              help="Only jobs in these states, e.g. COMPLETED,FAILED (sacct's --state; not named --state, "
+                   "which is the emulator's state folder elsewhere).")  # fmt: skip
 @click.option("--json-transport", is_flag=True, help="Read `sacct --json` instead of `sacct -P`.")
 @click.option("--rest-transport", is_flag=True,
               help="Read slurmrestd's /slurmdb/v0.0.NN/jobs on $GPUTWIN_SLURMRESTD (unix:PATH) instead.")  # fmt: skip
