@@ -81,3 +81,15 @@ def test_read_trace_reports_jobs_read_as_it_streams(every: int | None, monkeypat
     jobs = read_trace(demo_trace_path(), progress=report).jobs
     step = every or reader.PROGRESS_EVERY
     assert seen == [*range(step, len(jobs) + 1, step), len(jobs)]
+
+
+DEMO = [sys.executable, "-m", "gputwin.cli.main", "demo"]
+
+
+@pytest.mark.parametrize(("after", "shown"), [("0", True), ("600", False)], ids=["at-once", "not-yet"])
+def test_a_sweep_shows_its_bar_only_once_it_has_run_a_while(after: str, shown: bool) -> None:
+    """compare, tune and demo count candidates the same way, after the same delay as a replay's bar."""
+    code, out, err = in_pty(DEMO, after=after)
+    assert code == 0, err
+    assert ("comparing" in err and "candidates" in err) is shown, err[-500:]
+    assert "fifo" in out  # the table goes to stdout either way

@@ -110,7 +110,7 @@ class Delayed:
         self.bar: Progress | None = None
         self.task: TaskID | None = None
 
-    def update(self, completed: int) -> None:
+    def update(self, completed: int, description: str = "") -> None:
         if self.bar is None:
             if time.monotonic() < self.start:
                 return
@@ -118,7 +118,7 @@ class Delayed:
             self.bar.start()
             self.task = self.bar.add_task("", total=self.total)
         assert self.task is not None
-        self.bar.update(self.task, completed=completed)
+        self.bar.update(self.task, completed=completed, description=description)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -190,19 +190,21 @@ def sweep_progress(
 ) -> Iterator[Advance | None]:
     """A done-of-total bar with ETA on stderr ("comparing 3/36 candidates", "tuning 5/30 trials");
     each call of the returned function counts one more done (or sets how many are, `completed`) and
-    shows its name. None when disabled or stderr is not a terminal."""
+    shows its name. None when disabled or stderr is not a terminal; shown only once the sweep has
+    run for PROGRESS_AFTER seconds, as every other progress display."""
     if not enabled or total == 0 or not sys.stderr.isatty():
         yield None
         return
     columns = (TextColumn(verb), BarColumn(), TextColumn(f"{{task.completed}}/{{task.total}} {unit}"),
                TimeRemainingColumn(), TextColumn("{task.description}"))  # fmt: skip
-    with Progress(*columns, console=_console(stderr=True), transient=True) as bar:
-        task = bar.add_task("", total=total)
+    bar, done = Delayed(columns, total), 0
 
-        def advance(name: str, completed: int | None = None) -> None:
-            if completed is None:
-                bar.update(task, advance=1, description=name)
-            else:
-                bar.update(task, completed=completed, description=name)
+    def advance(name: str, completed: int | None = None) -> None:
+        nonlocal done
+        done = done + 1 if completed is None else completed
+        bar.update(done, name)
 
+    try:
         yield advance
+    finally:
+        bar.close()
