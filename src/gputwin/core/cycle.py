@@ -350,6 +350,8 @@ class Cycle:
         job.generation = generation = job.generation + 1
         job_id = job.spec.job_id
         part.running[job_id] = job
+        if part.ends is not None:
+            part.ends.add((job.seg_end, job.gpus, job.order))
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=job.gpus)
         if part.fair is not None:
@@ -364,6 +366,8 @@ class Cycle:
         job.attained = job.attained_at(now)
         job.preemptions += 1
         del part.running[job.spec.job_id]
+        if part.ends is not None:
+            part.ends.remove((job.seg_end, job.gpus, job.order))
         part.ledger.release(job.slots)
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus)

@@ -107,6 +107,15 @@ class PartitionState:
     quota: PartitionQuota | None = None  # tenants' quotas of its GPUs, if it declares any
     fair: Fairness | None = None  # its policy's fairness among tenants, unless none
     models: ModelPools | None = None  # its nodes by GPU model, if they declare models
+    # EASY backfill's reservation walks the running jobs in order of expected end, GPUs, then
+    # start order (`gputwin.core.reservation`): kept sorted here as jobs start and stop, only by a
+    # partition that backfills (strict order with `backfill`); None elsewhere, which pays nothing.
+    # An entry is (seg_end, gpus, order): none of them changes while the job runs.
+    ends: SortedList[tuple[float, int, int]] | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        if self.spec.policy.backfill and not self.policy.preemptive:
+            self.ends = SortedList()
 
     @property
     def name(self) -> str:
