@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from gputwin.core.history import UNKNOWN, Estimator, HistoryEstimator
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
-from gputwin.twin.sampling import DEFAULT_SIGMA, Plan, draw_pending, draw_running, job_spec, plan, sample_rng
-from gputwin.twin.seed import seed, task_types
+from gputwin.twin.sampling import DEFAULT_SIGMA, Plan, draw_pending, draw_running, plan, sample_rng
+from gputwin.twin.seed import Held, task_types
 from gputwin.twin.snapshot import Snapshot
 
 DEFAULT_HORIZON = 7 * 86400.0
@@ -85,14 +85,33 @@ class Points:
         return None
 
 
+# A pending job's JobSpec fields but its run time: (id, submit, the fields after the duration).
+Template = tuple[str, float, tuple[int, str, str, str, str, int, int, int]]
+
+
 @dataclass(frozen=True, slots=True)
 class _Task:
+    """One forecast's replays: what they share is worked out once (not once per sample)."""
+
     cluster: ClusterSpec
-    snap: Snapshot
     plan: Plan
     options: SchedulerOptions
     seed: int
     until: float
+    held: Held  # where each running job is held
+    points: Points  # the estimator's points the schedulers rank by
+    pending: tuple[Template, ...]  # in queue order; submit times at most the snapshot's
+
+
+def _task(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, options: SchedulerOptions, seed: int,
+          until: float) -> _Task:  # fmt: skip
+    kinds, now = task_types(cluster), snap.taken_at
+    pending = tuple((job.job_id, min(job.submit, now), (job.gpus, kinds.get(job.partition, job.partition), job.user,
+                     job.name, "PENDING", job.priority, job.num_nodes, i))
+                    for i, (job, _) in enumerate(the_plan.pending))  # fmt: skip
+    held = Held(cluster, snap, [run for run, _, _ in the_plan.running])
+    points = Points({job.job_id: d.median for job, d in the_plan.pending})
+    return _Task(cluster, the_plan, options, seed, until, held, points, pending)
 
 
 _FORKED: list[_Task] = []  # the task a forked worker inherits (set only around the pool's life)
@@ -132,7 +151,7 @@ def replays(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, *, samples: in
     if "fork" not in multiprocessing.get_all_start_methods():
         workers = 1
     workers = max(1, min(workers, samples))
-    task = _Task(cluster, snap, the_plan, options, seed, snap.taken_at + horizon)
+    task = _task(cluster, snap, the_plan, options, seed, snap.taken_at + horizon)
     shares = [tuple(range(w, samples, workers)) for w in range(workers)]
     if workers == 1:
         results = [[replay_sample(task, i) for i in shares[0]]]
@@ -154,13 +173,10 @@ def _run_forked(samples: tuple[int, ...]) -> list[Sample]:
 def replay_sample(task: _Task, sample: int) -> Sample:
     """One draw replayed: start and end (INF: not by the horizon) per pending job, in order."""
     rng = sample_rng(task.seed, sample)
-    kinds = task_types(task.cluster)
-    running = [(run, draw_running(d, elapsed, rng)) for run, d, elapsed in task.plan.running]
-    pending = [job_spec(job, draw_pending(d, rng), kinds.get(job.partition, job.partition), i)
-               for i, (job, d) in enumerate(task.plan.pending)]  # fmt: skip
-    points = Points({job.job_id: d.median for job, d in task.plan.pending})
-    scheduler = Scheduler(task.cluster, task.options, points)
-    seeded = seed(task.cluster, task.snap, running, pending, task.options, scheduler)
+    durations = [draw_running(d, elapsed, rng) for _, d, elapsed in task.plan.running]
+    pending = [JobSpec(job_id, submit, draw_pending(d, rng), *rest)
+               for (job_id, submit, rest), (_, d) in zip(task.pending, task.plan.pending)]  # fmt: skip
+    seeded = task.held.seed(Scheduler(task.cluster, task.options, task.points), durations, pending)
     watch = seeded.run(task.until)
     starts = [watch.starts.get(j.job_id, INF) for j in pending]
     ends = [watch.ends.get(j.job_id, INF) for j in pending]
