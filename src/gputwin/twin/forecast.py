@@ -19,8 +19,10 @@ from __future__ import annotations
 import math
 import multiprocessing
 import time
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 from gputwin.core.history import UNKNOWN, Estimator, HistoryEstimator
 from gputwin.core.model import ClusterSpec, JobSpec
@@ -195,20 +197,30 @@ def _finite(value: float, until: float) -> float | None:
 
 def _summary(snap: Snapshot, runs: list[Sample], horizon: float, seed: int, workers: int,
              wall: float) -> Forecast:  # fmt: skip
+    """Per pending job its quantiles over the samples. The samples' lists are turned into one
+    column per job at once and each column sorted once for both quantiles: asking `quantile`
+    four times per job took as long as a compiled replay at 10,000 jobs and 32 samples."""
     until = snap.taken_at + horizon
     rejects = runs[0][2] if runs else {}
+    mid, high = _rank(len(runs), 0.5), _rank(len(runs), 0.9)
     jobs = []
-    for i, job in enumerate(snap.pending):
-        starts, ends = [r[0][i] for r in runs], [r[1][i] for r in runs]
+    columns = zip(snap.pending, zip(*(r[0] for r in runs)), zip(*(r[1] for r in runs)))
+    for job, starts, ends in columns:
+        starts, ends = sorted(starts), sorted(ends)
         jobs.append(JobForecast(
             job.job_id, job.partition, job.gpus,
-            _finite(quantile(starts, 0.5), until), _finite(quantile(starts, 0.9), until),
-            _finite(quantile(ends, 0.5), until), _finite(quantile(ends, 0.9), until),
-            sum(s <= until for s in starts) / len(starts), rejects.get(job.job_id, ""),
+            _finite(starts[mid], until), _finite(starts[high], until),
+            _finite(ends[mid], until), _finite(ends[high], until),
+            bisect_right(starts, until) / len(starts), rejects.get(job.job_id, ""),
         ))  # fmt: skip
     left_out = tuple(sorted(runs[0][3].items())) if runs else ()
     return Forecast(snap.taken_at, horizon, len(runs), seed, tuple(jobs), _drains(snap, runs, until),
                     left_out, workers, wall)  # fmt: skip
+
+
+def _rank(count: int, q: float) -> int:
+    """The index of the nearest-rank `q` quantile in `count` sorted values (`quantile`)."""
+    return max(math.ceil(q * count) - 1, 0)
 
 
 def _drains(snap: Snapshot, runs: list[Sample], until: float) -> tuple[DrainForecast, ...]:
@@ -219,11 +231,18 @@ def _drains(snap: Snapshot, runs: list[Sample], until: float) -> tuple[DrainFore
             members.setdefault(job.partition, []).append(i)
     out = []
     for name, idx in members.items():
-        drains = [max((r[0][i] for i in idx), default=snap.taken_at) - snap.taken_at for r in runs]
+        drains = [_latest(r[0], idx, snap.taken_at) - snap.taken_at for r in runs]
         p50, p90 = (quantile(drains, q) if drains else 0.0 for q in (0.5, 0.9))
         horizon = until - snap.taken_at
         out.append(DrainForecast(name, len(idx), _finite(p50, horizon), _finite(p90, horizon)))
     return tuple(out)
+
+
+def _latest(starts: list[float], idx: list[int], default: float) -> float:
+    """The latest of `starts` at the indexes `idx` (`default` if none), looked up at C speed."""
+    if len(idx) < 2:
+        return starts[idx[0]] if idx else default
+    return max(itemgetter(*idx)(starts))
 
 
 __all__ = ["DEFAULT_HORIZON", "DrainForecast", "Forecast", "JobForecast", "Points", "Sample", "forecast", "quantile",

@@ -149,6 +149,7 @@ class _Where:
     task_type: str = ""
     slots: tuple[tuple[int, int], ...] = ()
     why: str = ""
+    gpus: int = 0  # `job.gpus`, a sum over its slots
 
 
 def _where(job: RunningJob, kinds: dict[str, str], holders: dict[str, str], index: dict[str, int]) -> _Where:
@@ -159,7 +160,8 @@ def _where(job: RunningJob, kinds: dict[str, str], holders: dict[str, str], inde
     missing = [node for node in nodes if node not in index]
     if missing:  # as the scheduler's own lookup would have said
         return _Where(job, why=f"its GPUs cannot be held in partition {partition} ({KeyError(missing[0])})")
-    return _Where(job, partition, kinds[partition], tuple((index[node], gpus) for node, gpus in job.slots))
+    return _Where(job, partition, kinds[partition], tuple((index[node], gpus) for node, gpus in job.slots), "",
+                  job.gpus)  # fmt: skip
 
 
 def _adopt(scheduler: Scheduler, runs: VirtualRuns, where: _Where, duration: float) -> str:
@@ -167,7 +169,7 @@ def _adopt(scheduler: Scheduler, runs: VirtualRuns, where: _Where, duration: flo
     the backend being known to be `VirtualRuns`: its check against a runtime Protocol costs
     ~0.1 ms a job, a tenth of a replay's set-up at 2,600 running jobs."""
     job = where.job
-    spec = JobSpec(job.job_id, job.submit, duration, job.gpus, where.task_type, job.user, job.name, "RUNNING", 0,
+    spec = JobSpec(job.job_id, job.submit, duration, where.gpus, where.task_type, job.user, job.name, "RUNNING", 0,
                    len(job.slots))  # fmt: skip
     try:
         state = scheduler.adopt(spec, where.slots, job.start)
