@@ -27,7 +27,7 @@ from operator import itemgetter
 from gputwin.core.history import UNKNOWN, Estimator, HistoryEstimator
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
-from gputwin.twin.sampling import DEFAULT_SIGMA, Plan, draw_pending, draw_running, plan, sample_rng
+from gputwin.twin.sampling import DEFAULT_SIGMA, Draw, Plan, draw_all_pending, draw_running, plan, sample_rng
 from gputwin.twin.seed import Held, task_types
 from gputwin.twin.snapshot import Snapshot
 
@@ -103,6 +103,7 @@ class _Task:
     held: Held  # where each running job is held
     points: Points  # the estimator's points the schedulers rank by
     pending: tuple[Template, ...]  # in queue order; submit times at most the snapshot's
+    draws: tuple[Draw, ...]  # theirs, in the same order
 
 
 def _task(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, options: SchedulerOptions, seed: int,
@@ -113,7 +114,7 @@ def _task(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, options: Schedul
                     for i, (job, _) in enumerate(the_plan.pending))  # fmt: skip
     held = Held(cluster, snap, [run for run, _, _ in the_plan.running])
     points = Points({job.job_id: d.median for job, d in the_plan.pending})
-    return _Task(cluster, the_plan, options, seed, until, held, points, pending)
+    return _Task(cluster, the_plan, options, seed, until, held, points, pending, tuple(d for _, d in the_plan.pending))
 
 
 _FORKED: list[_Task] = []  # the task a forked worker inherits (set only around the pool's life)
@@ -176,8 +177,8 @@ def replay_sample(task: _Task, sample: int) -> Sample:
     """One draw replayed: start and end (INF: not by the horizon) per pending job, in order."""
     rng = sample_rng(task.seed, sample)
     durations = [draw_running(d, elapsed, rng) for _, d, elapsed in task.plan.running]
-    pending = [JobSpec(job_id, submit, draw_pending(d, rng), *rest)
-               for (job_id, submit, rest), (_, d) in zip(task.pending, task.plan.pending)]  # fmt: skip
+    drawn = draw_all_pending(task.draws, rng)
+    pending = [JobSpec(job_id, submit, seconds, *rest) for (job_id, submit, rest), seconds in zip(task.pending, drawn)]
     seeded = task.held.seed(Scheduler(task.cluster, task.options, task.points), durations, pending)
     watch = seeded.run(task.until)
     starts = [watch.starts.get(j.job_id, INF) for j in pending]
