@@ -206,8 +206,8 @@ def _summary(snap: Snapshot, runs: list[Sample], horizon: float, seed: int, work
     mid, high = _rank(len(runs), 0.5), _rank(len(runs), 0.9)
     jobs = []
     columns = zip(snap.pending, zip(*(r[0] for r in runs)), zip(*(r[1] for r in runs)))
-    for job, starts, ends in columns:
-        starts, ends = sorted(starts), sorted(ends)
+    for job, column, ends_column in columns:
+        starts, ends = sorted(column), sorted(ends_column)
         jobs.append(JobForecast(
             job.job_id, job.partition, job.gpus,
             _finite(starts[mid], until), _finite(starts[high], until),
@@ -243,7 +243,8 @@ def _latest(starts: list[float], idx: list[int], default: float) -> float:
     """The latest of `starts` at the indexes `idx` (`default` if none), looked up at C speed."""
     if len(idx) < 2:
         return starts[idx[0]] if idx else default
-    return max(itemgetter(*idx)(starts))
+    latest: float = max(itemgetter(*idx)(starts))
+    return latest
 
 
 __all__ = ["DEFAULT_HORIZON", "DrainForecast", "Forecast", "JobForecast", "Points", "Sample", "forecast", "quantile",
