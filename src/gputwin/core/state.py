@@ -117,8 +117,8 @@ class PartitionState:
     ends: list[tuple[float, int, int]] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        if self.spec.policy.backfill and not self.policy.preemptive:
-            self.ends = []
+        # Set either way: a compiled (mypyc) instance has no class-level default to fall back on.
+        self.ends = [] if self.spec.policy.backfill and not self.policy.preemptive else None
 
     @property
     def name(self) -> str:
