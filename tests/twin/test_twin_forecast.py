@@ -137,3 +137,28 @@ def test_a_running_job_past_its_estimate_still_ends_after_now() -> None:
     snap = tiny(running, (PendingJob("q", "p", 950.0, 8, estimate=5.0),))
     start = forecast(default_cluster(snap), snap, samples=1, sigma=0.0).jobs[0].start_p50
     assert start is not None and 1000.0 < start <= 1001.0
+
+
+_ON_N1 = RunningJob("r", "p", 0.0, 900.0, (("n1", 8),), estimate=500.0)
+
+
+@pytest.mark.parametrize(
+    ("running", "nodes", "left_out"),
+    [((RunningJob("r", "p", 0.0, 900.0, (("n2", 8),), estimate=500.0),), ("n1",),
+      (("r", "no partition of the cluster holds node n2"),)),
+     ((_ON_N1, dataclasses.replace(_ON_N1, job_id="s", slots=(("n1", 4),))), ("n1", "n2"),
+      (("s", "its GPUs cannot be held in partition p (node 0: asked 4, free 0)"),)),
+     ((_ON_N1, dataclasses.replace(_ON_N1, slots=(("n2", 4),))), ("n1", "n2"),
+      (("r", "its GPUs cannot be held in partition p (job 'r': no partition serves it, or it is already known)"),))],
+    ids=["node-no-partition-holds", "gpus-already-held", "same-id-twice"],
+)  # fmt: skip
+def test_running_jobs_the_cluster_cannot_hold_are_left_out_and_named(
+    running: tuple[RunningJob, ...], nodes: tuple[str, ...], left_out: tuple[tuple[str, str], ...]
+) -> None:
+    """The cluster's partition `p` spans `nodes`; the job left out holds nothing: the queued job
+    starts at once on what the others leave free."""
+    snap = tiny(running, (PendingJob("q", "p", 950.0, 8, estimate=5.0),))
+    cluster = default_cluster(dataclasses.replace(snap, partitions=(SnapPartition("p", nodes),)))
+    for samples in (1, 3):
+        result = forecast(cluster, snap, samples=samples, sigma=0.0)
+        assert (result.left_out, result.jobs[0].start_p50) == (left_out, 1000.0)

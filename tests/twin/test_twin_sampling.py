@@ -14,6 +14,7 @@ from gputwin.core.model import JobSpec, NodeSpec, SwitchSpec, TopologySpec
 from gputwin.twin.sampling import (
     DEFAULT_SIGMA,
     Draw,
+    draw_all_pending,
     draw_pending,
     draw_running,
     plan,
@@ -103,3 +104,13 @@ def test_running_draws_follow_the_conditional_distribution() -> None:
 def test_a_sample_draws_the_same_numbers_every_time(seed: int, sample: int) -> None:
     assert sample_rng(seed, sample).random() == sample_rng(seed, sample).random()
     assert sample_rng(seed, sample).random() != sample_rng(seed + 1, sample).random()
+
+
+_DRAWS = st.builds(Draw, st.floats(1.0, 1e6), st.floats(0.0, 2.0), st.one_of(st.just(math.inf), st.floats(1.0, 1e6)),
+                   st.one_of(st.none(), st.floats(0.0, 2.0)))  # fmt: skip
+
+
+@given(st.lists(_DRAWS, max_size=30), st.integers(0, 2**32))
+def test_drawing_every_pending_job_at_once_gives_the_same_numbers(draws: list[Draw], seed: int) -> None:
+    one_by_one = sample_rng(seed, 0)
+    assert draw_all_pending(draws, sample_rng(seed, 0)) == [draw_pending(d, one_by_one) for d in draws]

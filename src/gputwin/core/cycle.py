@@ -21,7 +21,7 @@ from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
 from gputwin.core.reservation import reservation
 from gputwin.core.history import Estimator, TableEstimator
-from gputwin.core.state import JobState, PartitionState, Phase
+from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end
 from gputwin.core.topology import Span, Topology
 
 _ONE_NODE = Span(1, 0)
@@ -350,6 +350,8 @@ class Cycle:
         job.generation = generation = job.generation + 1
         job_id = job.spec.job_id
         part.running[job_id] = job
+        if part.ends is not None:
+            add_end(part.ends, job)
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=job.gpus)
         if part.fair is not None:
@@ -364,6 +366,8 @@ class Cycle:
         job.attained = job.attained_at(now)
         job.preemptions += 1
         del part.running[job.spec.job_id]
+        if part.ends is not None:
+            drop_end(part.ends, job)
         part.ledger.release(job.slots)
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus)

@@ -31,7 +31,7 @@ from gputwin.core.placement import Slots, model_pools
 from gputwin.core.plugins import make_placer, make_sizer
 from gputwin.core.policies import make_policy
 from gputwin.core.quota import PartitionQuota, TenantUsage, quota_problem
-from gputwin.core.state import JobState, PartitionState, Phase
+from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end
 from gputwin.core.topology import Topology
 
 
@@ -150,6 +150,8 @@ class Scheduler(Cycle):
         job.order = self._next_order()
         job.generation = 1
         part.running[spec.job_id] = job
+        if part.ends is not None:
+            add_end(part.ends, job)
         self.jobs[spec.job_id] = job
         if part.quota is not None:
             part.quota.change(started, part.quota.tenant_of(job), used=job.gpus, demand=job.gpus)
@@ -168,6 +170,8 @@ class Scheduler(Cycle):
         job = self.jobs.pop(job_id)
         part = self.partitions[job.partition]
         del part.running[job_id]
+        if part.ends is not None:
+            drop_end(part.ends, job)
         part.ledger.release(job.slots)
         # `attained_at(now)` for a running job (it is one: it was in `part.running`), inlined.
         job.attained += (now - job.seg_start) * job.gpus
@@ -188,6 +192,8 @@ class Scheduler(Cycle):
         job = self.jobs[job_id]
         part = self.partitions[job.partition]
         del part.running[job_id]
+        if part.ends is not None:
+            drop_end(part.ends, job)
         part.ledger.release(job.slots)
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus)
@@ -208,6 +214,8 @@ class Scheduler(Cycle):
         running = job.phase is Phase.RUNNING
         if running:
             del part.running[job_id]
+            if part.ends is not None:
+                drop_end(part.ends, job)
             part.ledger.release(job.slots)
             job.slots = ()
             if part.fair is not None:
