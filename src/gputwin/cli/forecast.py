@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import click
 
@@ -37,6 +37,28 @@ def horizon_seconds(ctx: click.Context, param: click.Parameter, value: str) -> f
     return seconds
 
 
+REPLAY_OPTIONS = (
+    click.option("--history", "history_path", type=click.Path(path_type=Path),
+                 help="A trace of finished jobs the run-time estimator learns from first."),
+    click.option("--estimator", "estimator_name", type=click.Choice(("history", "learned")), default="history",
+                 show_default=True, help="Run times: the history's running mean, or the learned model's p10/p50/p90."),
+    click.option("--model", "model_path", type=click.Path(path_type=Path),
+                 help="With --estimator learned: a model saved by `gputwin estimator train --out DIR`."),
+    click.option("--horizon", default="7d", show_default=True, callback=horizon_seconds,
+                 help="How far ahead to replay (seconds, or with a unit: 90m, 12h, 7d)."),
+    click.option("--samples", default=32, show_default=True, type=click.IntRange(1, 4096), help="Seeded replays."),
+    click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run-time draws."),
+)  # fmt: skip
+
+
+def replay_options(command: Callable[..., None]) -> Callable[..., None]:
+    """How `forecast` and `whatif` replay a snapshot: the estimator, its history or model, the
+    horizon, the samples and their seed (the same options, in the same order, on both)."""
+    for option in reversed(REPLAY_OPTIONS):
+        command = option(command)
+    return command
+
+
 @click.command()
 @click.option("--slurm", "from_slurm", is_flag=True, help="Snapshot the live SLURM cluster (SLURM_CONF selects it).")
 @click.option("--kube", "from_kube", is_flag=True, help="Snapshot the Kubernetes cluster the operator schedules.")
@@ -46,16 +68,7 @@ def horizon_seconds(ctx: click.Context, param: click.Parameter, value: str) -> f
 @click.option("--snapshot", "snapshot_path", type=click.Path(path_type=Path), help="Replay a saved snapshot file.")
 @click.option("--cluster", "cluster_path", type=click.Path(path_type=Path),
               help="Declared cluster (YAML); default: the snapshot's nodes and partitions, priority+backfill.")
-@click.option("--history", "history_path", type=click.Path(path_type=Path),
-              help="A trace of finished jobs the run-time estimator learns from first.")
-@click.option("--estimator", "estimator_name", type=click.Choice(("history", "learned")), default="history",
-              show_default=True, help="Run times: the history's running mean, or the learned model's p10/p50/p90.")
-@click.option("--model", "model_path", type=click.Path(path_type=Path),
-              help="With --estimator learned: a model saved by `gputwin estimator train --out DIR`.")
-@click.option("--horizon", default="7d", show_default=True, callback=horizon_seconds,
-              help="How far ahead to replay (seconds, or with a unit: 90m, 12h, 7d).")
-@click.option("--samples", default=32, show_default=True, type=click.IntRange(1, 4096), help="Seeded replays.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run-time draws.")
+@replay_options
 @click.option("--workers", type=click.IntRange(1, 64), help="Processes (default: 2 for large forecasts, else 1).")
 @click.option("--save", "save_path", type=click.Path(path_type=Path), help="Also write the snapshot to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the forecast as one JSON object on stdout.")

@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from gputwin.cli.forecast import _cluster, _estimator, _snapshot, horizon_seconds
+from gputwin.cli.forecast import _cluster, _estimator, _snapshot, replay_options
 from gputwin.errors import InputError
 
 
@@ -36,16 +36,7 @@ from gputwin.errors import InputError
               help="Add COUNT nodes of GPUS GPUs to PARTITION (repeatable), e.g. gpu:4x8.")
 @click.option("--submit", "submit_path", type=click.Path(path_type=Path),
               help="A trace of jobs to queue now (their durations as the users' estimates).")
-@click.option("--history", "history_path", type=click.Path(path_type=Path),
-              help="A trace of finished jobs the run-time estimator learns from first.")
-@click.option("--estimator", "estimator_name", type=click.Choice(("history", "learned")), default="history",
-              show_default=True, help="Run times: the history's running mean, or the learned model's p10/p50/p90.")
-@click.option("--model", "model_path", type=click.Path(path_type=Path),
-              help="With --estimator learned: a model saved by `gputwin estimator train --out DIR`.")
-@click.option("--horizon", default="7d", show_default=True, callback=horizon_seconds,
-              help="How far ahead to replay (seconds, or with a unit: 90m, 12h, 7d).")
-@click.option("--samples", default=32, show_default=True, type=click.IntRange(1, 4096), help="Seeded replays.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run-time draws.")
+@replay_options
 @click.option("--json", "as_json", is_flag=True, help="Print the ranked list as one JSON object on stdout.")
 def whatif(from_slurm: bool, snapshot_path: Path | None, cluster_path: Path | None, policies: tuple[str, ...],
            drain: tuple[str, ...], add_nodes: tuple[str, ...], submit_path: Path | None, history_path: Path | None,
