@@ -34,13 +34,20 @@ def gputwin(state: Path, *args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+def _ctrl_c_as_a_terminal() -> None:
+    """SIGINT back to its default in the child: a shell that runs CI in the background starts its
+    commands with SIGINT ignored, and Python then installs no KeyboardInterrupt handler, so the
+    watch would never see Ctrl-C (a user's terminal leaves it at the default)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Watch:
     """`gputwin get … -w` in a child process; its stdout lines collected by a thread."""
 
     def __init__(self, state: Path, *args: str) -> None:
         argv = [sys.executable, "-m", "gputwin.cli.main", "get", *args, "--state", str(state)]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+                                     env={**os.environ, "COLUMNS": "200"}, preexec_fn=_ctrl_c_as_a_terminal)  # fmt: skip
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         assert self.proc.stdout is not None
@@ -62,7 +69,11 @@ class Watch:
 
     def interrupt(self) -> tuple[int, str]:
         self.proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
-        code = self.proc.wait(timeout=DEADLINE)  # stdout is the pump thread's to read
+        try:
+            code = self.proc.wait(timeout=DEADLINE)  # stdout is the pump thread's to read
+        except subprocess.TimeoutExpired:
+            self.proc.kill()  # leave no watch behind
+            raise
         assert self.proc.stderr is not None
         return code, self.proc.stderr.read()
 
