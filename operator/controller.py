@@ -17,7 +17,6 @@ change builds a fresh scheduler and carries every live job over (see `JobControl
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -31,7 +30,7 @@ from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.operator.backends import Backend, occupancy_of
 from gputwin.operator.cluster import ClusterView, read_cluster, write_cluster_statuses
 from gputwin.operator.jobs import JobControl
-from gputwin.operator.models import ModelUnusable, estimator_options
+from gputwin.operator.models import ModelUnusable, estimator_options, with_model_issue
 from gputwin.operator.replay import ReplayCluster, ReplayResult, Trace, replay_cluster, run_replay, trace_source
 from gputwin.operator.statuses import StatusBook, condition, updated
 from gputwin.operator.store import Store, name_of, namespace_of
@@ -92,7 +91,7 @@ class Controller:
             try:
                 options = estimator_options((d.model for d in self.view.declared), self.models, options)
             except ModelUnusable as exc:
-                self.view, spec = dataclasses.replace(self.view, spec=None, blocker=str(exc)), None
+                self.view, spec = with_model_issue(self.view, exc), None
         if spec is not None and (spec, options.estimator) != (self.cluster, self._model):
             self.cluster, self._model, installed = spec, options.estimator, True
             if self.deployer is not None:  # once per valid change; a failure waits for the next edit

@@ -6,11 +6,14 @@ and hands the scheduler a factory of estimators starting from it. A model that c
 (off, missing, escaping the folder, corrupt) is a one-line reason the cluster is not ready, like
 any other invalid declaration: the operator does not fall back to another estimator silently.
 Read models are kept per (folder, file times and sizes): a reconcile pass re-reads only a changed one.
+A model made unusable after the scheduler started (the policy edited to name another) leaves the
+running scheduler as it was, the last valid configuration, and says why on the policy's status.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -20,12 +23,25 @@ from gputwin.api.v1alpha1 import GPUPartition, SchedulingPolicy
 from gputwin.core.scheduler import SchedulerOptions
 from gputwin.errors import InputError
 from gputwin.estimators.modeldir import FILES, locate
+from gputwin.operator.cluster import ClusterView, Issue
 
 _CACHE: dict[tuple[Path, tuple[tuple[int, int], ...]], Any] = {}
 
 
 class ModelUnusable(InputError):
     """Why the named model cannot drive the scheduler (the cluster's blocker)."""
+
+
+def with_model_issue(view: ClusterView, problem: ModelUnusable) -> ClusterView:
+    """`view` without a spec, blocked by `problem`, which also becomes the Ready=False reason of the
+    SchedulingPolicy it names (`SchedulingPolicy/NAME: field: reason`): an admin's edit to an
+    absent model shows on the policy, while the scheduler already running keeps the last valid one."""
+    issues = dict(view.issues)
+    found = re.match(r"SchedulingPolicy/([^:]+): (.+)", str(problem))
+    if found is not None:
+        key = ("SchedulingPolicy", found.group(1))
+        issues[key] = (*issues.get(key, ()), Issue("ModelUnusable", found.group(2)))
+    return dataclasses.replace(view, spec=None, blocker=str(problem), issues=issues)
 
 
 def estimator_options(

@@ -163,9 +163,9 @@ def test_describe_without_a_name_shows_every_object_of_the_kinds(state: Path) ->
     ],
     ids=["missing", "unknown-kind", "empty-kind"],
 )
-def test_describe_mistakes_are_one_line_and_exit_2(state: Path, args: list[str], message: str) -> None:
+def test_describe_mistakes_are_one_line_and_exit_1(state: Path, args: list[str], message: str) -> None:
     code, out, err = gputwin(state, *args)
-    assert (code, out, err.strip()) == (2, "", message)
+    assert (code, out, err.strip()) == (1, "", message)
 
 
 def test_describe_of_an_empty_namespace_says_so(state: Path) -> None:

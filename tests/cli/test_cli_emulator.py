@@ -141,7 +141,7 @@ spec: {topology: two-leaf, taskTypes: [eval], nodes: "gpu[06-07]", policy: missi
 """
     )
     code, out, err = gputwin(state, "apply", "-f", str(bad))
-    assert (code, out) == (2, "")
+    assert (code, out) == (1, "")  # kubectl's status
     assert err.splitlines() == [
         (
             f'error: {bad}:doc4: The GPUJob "zero" is invalid: spec.gpus: Invalid value: 0: '
@@ -151,7 +151,7 @@ spec: {topology: two-leaf, taskTypes: [eval], nodes: "gpu[06-07]", policy: missi
     assert snapshot(state) == before
     bad.write_text(bad.read_text().replace("gpus: 0", "gpus: 1"))
     code, out, err = gputwin(state, "apply", "-f", str(bad))
-    assert (code, out) == (2, "")
+    assert (code, out) == (1, "")  # kubectl's status
     extra = f'error: {bad}:doc5: The GPUPartition "extra" is invalid:'
     assert err.splitlines() == [
         f"{extra} spec.policy: Invalid value: \"missing\": unknown SchedulingPolicy 'missing'; "
@@ -172,11 +172,11 @@ spec: {topology: two-leaf, taskTypes: [eval], nodes: "gpu[06-07]", policy: missi
     ],
     ids=["unknown-kind", "get-missing", "delete-missing", "missing-file"],
 )
-def test_user_mistakes_are_one_line_and_exit_2(state: Path, args: list[str], message: str) -> None:
+def test_user_mistakes_are_one_line_and_exit_1_as_kubectl(state: Path, args: list[str], message: str) -> None:
     gputwin(state, "apply", "-f", CLUSTER)
     before = snapshot(state)
     code, _, err = gputwin(state, *args)
-    assert (code, err.strip()) == (2, message)
+    assert (code, err.strip()) == (1, message)
     assert snapshot(state) == before
 
 
@@ -287,7 +287,7 @@ def test_a_trace_replay_reads_its_trace_from_an_applied_configmap(state: Path, t
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**configmap, "metadata": {"name": "bad"}, "data": {"n": 3}}))
     code, _, err = gputwin(state, "apply", "-f", str(bad))
-    assert code == 2
+    assert code == 1
     invalid = 'The ConfigMap "bad" is invalid: data[n]: Invalid value: 3: must be a string'
     assert err.strip() == f"error: {bad}:doc1: {invalid}"
     cm_only = tmp_path / "cm.yaml"
@@ -310,10 +310,10 @@ def test_apply_reads_standard_input(state: Path) -> None:
     assert code == 0, err
     assert out.splitlines()[0] == "switchtopology.gputwin.io/two-leaf created"
     code, _, err = gputwin_in(state, "kind: GPUJob\n", "apply", "-f", "-")
-    assert (code, err.strip()) == (2, "error: <stdin>:doc1: apiVersion not set")
+    assert (code, err.strip()) == (1, "error: <stdin>:doc1: apiVersion not set")
     code, _, err = gputwin_in(state, "# " + "x" * (1 << 20) + "\n", "apply", "-f", "-")  # the file cap holds
     assert (code, err.strip()) == (
-        2,
+        1,
         "error: <stdin>: path: larger than 1048576 bytes, the most a manifest file may hold",
     )
 
@@ -344,7 +344,7 @@ spec: {taskType: train, gpus: 1}
     bad = state.parent / "bad.yaml"
     bad.write_text(changed.read_text().replace("gpus: 1}", "gpus: 0}"))
     code, out, err = gputwin(state, "apply", "--dry-run", "-f", str(bad))
-    assert (code, out) == (2, "") and "spec.gpus" in err
+    assert (code, out) == (1, "") and "spec.gpus" in err
     assert snapshot(state) == before
 
 
@@ -384,10 +384,10 @@ EXPECTED = "expected key=value, key!=value, key or !key"
     ],
     ids=["two-equals", "no-key", "names-and-selector", "too-long", "long-key", "control-character"],
 )  # fmt: skip
-def test_a_bad_selector_is_one_line_and_exit_2(state: Path, args: list[str], message: str) -> None:
+def test_a_bad_selector_is_one_line_and_exit_1(state: Path, args: list[str], message: str) -> None:
     gputwin(state, "apply", "-f", CLUSTER, "-f", JOBS)
     code, out, err = gputwin(state, "get", "gpujobs", *args)
-    assert (code, out, err.strip()) == (2, "", message)
+    assert (code, out, err.strip()) == (1, "", message)
 
 
 def test_get_takes_comma_separated_kinds(state: Path) -> None:
@@ -447,3 +447,22 @@ def test_apply_run_and_events_print_json_with_o_json(state: Path) -> None:
     assert reasons[0] == "Scheduled" and reasons[-1] == "Completed"
     code, out, _ = gputwin(state, "events", "--for", "gpujob/absent", "-o", "json")
     assert (code, json.loads(out)["items"]) == (0, [])
+
+
+@pytest.mark.parametrize(
+    ("args", "status"),
+    [
+        (["get", "gpujobs", "--bogus"], 1),
+        (["describe", "gpujobs", "--bogus"], 1),
+        (["apply", "-f"], 1),  # -f without its value
+        (["delete", "--bogus"], 1),
+        (["events", "--bogus"], 1),
+        (["run", "--bogus"], 2),  # the emulator's own command: gputwin's status
+        (["simulate", "--bogus"], 2),
+    ],
+    ids=["get", "describe", "apply-f-without-value", "delete", "events", "run", "simulate"],
+)
+def test_usage_errors_exit_as_kubectl_for_the_kubectl_shaped_commands(args: list[str], status: int) -> None:
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == status and "Traceback" not in result.output, result.output
+    assert "Error: " in result.stderr

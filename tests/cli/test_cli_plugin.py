@@ -105,3 +105,35 @@ def test_live_describe_shows_the_objects_events_oldest_first_with_a_mock_api(cap
     events = out.split("Events:")[1]
     assert events.index("Scheduled") < events.index("Started") and "not mine" not in events
     assert "2026-01-01T00:01:00Z" in events and "Name:" in out and "llm" in out
+
+
+UNREACHABLE = """apiVersion: v1
+kind: Config
+clusters: [{name: a, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: a, user: u}}]
+current-context: c
+"""
+
+
+@pytest.mark.parametrize(
+    ("content", "extra", "message"),
+    [
+        pytest.param(None, [], "kubeconfig: ", id="missing-file"),
+        pytest.param("", [], "kubeconfig: Invalid kube-config", id="empty-file"),
+        pytest.param("job_id,user\n1,u\n", [], "kubeconfig: not a kubeconfig", id="a-csv"),
+        pytest.param("- [unbalanced\n", [], "kubeconfig: ", id="bad-yaml"),
+        pytest.param(UNREACHABLE, ["--context", "nope"], "kubeconfig: Invalid kube-config file. Expected object with "
+                     "name nope", id="unknown-context"),
+        pytest.param(UNREACHABLE, [], "https://127.0.0.1:1: API server: ", id="server-refuses"),
+    ],
+)  # fmt: skip
+def test_a_kubeconfig_or_server_it_cannot_use_is_one_line_and_exit_1(
+    tmp_path: Path, content: str | None, extra: list[str], message: str
+) -> None:
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+    done = plugin("describe", "gpujobs", "--kubeconfig", str(path), *extra)
+    assert done.returncode == 1 and done.stdout == "", done
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1 and message in done.stderr, done.stderr

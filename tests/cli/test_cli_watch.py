@@ -162,9 +162,9 @@ def test_request_timeout_ends_the_watch_with_exit_0(state: Path) -> None:
     ],
     ids=["two-kinds", "category", "bad-timeout"],
 )
-def test_watch_refusals_are_one_line_and_exit_2(state: Path, args: list[str], message: str) -> None:
+def test_watch_refusals_are_one_line_and_exit_1(state: Path, args: list[str], message: str) -> None:
     code, out, err = gputwin(state, "get", *args)
-    assert (code, out) == (2, "") and err.startswith(message) and err.count("\n") == 1, err
+    assert (code, out) == (1, "") and err.startswith(message) and err.count("\n") == 1, err
 
 
 @pytest.mark.parametrize(

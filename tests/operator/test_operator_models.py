@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from saved_models import write_model
-from test_operator_controller import T0, TWO_LEAF, drive, job, manifests, setup, status, with_change
+from test_operator_controller import T0, TWO_LEAF, drive, job, manifests, ready, setup, status, with_change
 
 from gputwin.core.model import JobSpec
 from gputwin.estimators.online import LearnedEstimator
@@ -118,3 +118,22 @@ def test_the_emulator_reads_the_model_folder_setting(tmp_path: Path, models: Pat
         cli, ["run", "--state", str(tmp_path / "on")]
     )
     assert bad.exit_code == 2 and bad.stderr.startswith("error: GPUTWIN_MODEL_DIR="), bad.stderr
+
+
+def test_a_model_made_unusable_while_running_keeps_the_last_valid_scheduler_and_says_so(models: Path) -> None:
+    """The admin edits the policy to name a model the folder lacks: nothing half-applied. The running
+    scheduler (the learned one) stays, new jobs still start, and the policy's Ready says why."""
+    store, backend, controller = setup(job("first", 8, 10), cluster=learned_cluster())
+    controller.models = models
+    controller.reconcile(T0)
+    running = controller.scheduler
+    assert running is not None and backend.starts == ["default/first"]
+    edited = next(d for d in learned_cluster("never-saved") if d["kind"] == "SchedulingPolicy"
+                  and d["metadata"]["name"] == "fifo-consolidate")  # fmt: skip
+    store.put(edited)
+    store.put(job("second", 8, 10))
+    controller.reconcile(T0 + 1)
+    assert controller.scheduler is running and backend.starts == ["default/first", "default/second"]
+    held = ready(store, "SchedulingPolicy", "fifo-consolidate")
+    assert (held["status"], held["reason"]) == ("False", "ModelUnusable"), held
+    assert held["message"].startswith("spec.estimator.model: no model 'never-saved' in GPUTWIN_MODEL_DIR"), held

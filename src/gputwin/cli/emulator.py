@@ -29,7 +29,7 @@ from gputwin.adapters.emulator import FileStore
 from gputwin.api.bodies import Body, Obj
 from gputwin.api.status import LATEST_TIME, rfc3339
 from gputwin.api.v1alpha1 import KINDS
-from gputwin.cli.kubectl import UserError, age, format_rows, resolve_kinds, state_option, user_errors
+from gputwin.cli.kubectl import UserError, age, exiting, format_rows, resolve_kinds, state_option, user_errors
 from gputwin.cli.manifests import (
     STDIN_NAME,
     Manifest,
@@ -224,7 +224,7 @@ def _delete_keys(
 )
 @json_option
 @state_option
-@user_errors
+@exiting(2)
 def run(until: float | None, output: str | None, state: Path) -> None:
     """Advance virtual time event by event until no GPUJob is Queued or Running.
 

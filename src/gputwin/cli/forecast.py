@@ -118,30 +118,15 @@ def _kube_snapshot(kubeconfig: Path | None, context: str | None, namespace: str 
     """The declared cluster and its snapshot, from the API server of `kubeconfig`'s `context`."""
     import os
 
-    from kubernetes import client, config
-    from kubernetes.client.exceptions import ApiException
-    from urllib3.exceptions import HTTPError
-
     from gputwin.adapters.kube.backend import TOLERATED
+    from gputwin.adapters.kube.connect import api_errors, kubeconfig_client
     from gputwin.adapters.kube.snapshot import read_snapshot
 
-    configuration = client.Configuration()
-    path = str(kubeconfig) if kubeconfig is not None else os.environ.get("KUBECONFIG")
-    try:  # kubernetes.config is the one untyped corner of the (otherwise typed) client
-        config.load_kube_config(config_file=path, context=context,  # type: ignore[no-untyped-call]
-                                client_configuration=configuration)  # fmt: skip
-    except (config.ConfigException, OSError, ValueError) as exc:
-        raise InputError(f"{path or '~/.kube/config'}: kubeconfig: {str(exc).splitlines()[0][:200]}") from None
     # The taints the operator's pods tolerate, as the operator reads them (`KubernetesBackend.from_env`).
     keys = os.environ.get("GPUTWIN_TOLERATED_TAINTS", ",".join(TOLERATED)).split(",")
     tolerated = [k.strip() for k in keys if k.strip()]
-    with client.ApiClient(configuration) as api:
-        try:
-            return read_snapshot(api, namespace, tolerated)
-        except ApiException as exc:
-            raise InputError(f"{configuration.host}: API server: {exc.status} {exc.reason}") from None
-        except (HTTPError, OSError) as exc:
-            raise InputError(f"{configuration.host}: API server: {str(exc)[:200]}") from None
+    with kubeconfig_client(kubeconfig, context) as api, api_errors(api):
+        return read_snapshot(api, namespace, tolerated)
 
 
 def _cluster(snap: Any, path: Path | None) -> Any:

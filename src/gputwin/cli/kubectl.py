@@ -4,8 +4,8 @@
 name, `x.gputwin.io`, the category `gputwin`), `resolve_words` a comma-separated list of them;
 `table` prints the CRDs' own printer columns (`gputwin.api.crdgen.NAMES`), so the emulator and
 `kubectl get` show the same columns, and with `wide` the `WIDE` columns after them (kept here, not
-in the CRDs, whose printer columns stay what `kubectl get` shows). `user_errors` and
-`state_option` are what every emulator command shares.
+in the CRDs, whose printer columns stay what `kubectl get` shows). `user_errors` (exit 1, kubectl's
+status) and `state_option` are what every emulator command shares.
 """
 
 from __future__ import annotations
@@ -34,22 +34,31 @@ class UserError(Exception):
         self.lines = lines
 
 
-def user_errors(command: F) -> F:
-    """Turn UserError, ManifestError and OS errors into `error: …` lines and exit status 2."""
+def exiting(status: int) -> Callable[[F], F]:
+    """Turn UserError, ManifestError and OS errors into `error: …` lines and exit `status`."""
 
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except (UserError, ManifestError) as exc:
-            lines: Sequence[str] = exc.lines
-        except OSError as exc:
-            lines = [str(exc)]
-        for line in lines:
-            click.echo(f"error: {line}", err=True)
-        raise SystemExit(2)
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return command(*args, **kwargs)
+            except (UserError, ManifestError) as exc:
+                lines: Sequence[str] = exc.lines
+            except OSError as exc:
+                lines = [str(exc)]
+            for line in lines:
+                click.echo(f"error: {line}", err=True)
+            raise SystemExit(status)
 
-    return wrapper  # type: ignore[return-value]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+# The kubectl-shaped commands (apply, get, describe, delete, events) exit 1 on any error, as kubectl
+# does, so a script written for kubectl reads them the same; the emulator's own `run` exits 2 as
+# every other gputwin command.
+user_errors = exiting(1)
 
 
 state_option = click.option(

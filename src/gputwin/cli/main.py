@@ -1,7 +1,9 @@
 """The `gputwin` command: simulate a trace, run the embedded demo, the emulator, the operator, …
 
 Errors a user can make (a bad trace line, a bad cluster file, an unknown policy) end the command
-with `error: FILE:LINE: FIELD: reason` on stderr and exit status 2, never a traceback.
+with `error: FILE:LINE: FIELD: reason` on stderr and exit status 2, never a traceback. The
+emulator's kubectl-shaped commands (`KUBECTL_SHAPED`: apply, get, describe, delete, events) exit 1
+instead, usage errors included, as kubectl does: a script written for kubectl reads them the same.
 
 Every subcommand is imported on first use (`gputwin.cli.lazy`): `gputwin --help` loads no
 subcommand and `gputwin simulate` only the simulation path, so neither waits for kopf, the
@@ -68,15 +70,28 @@ COMMANDS = {
 }  # fmt: skip
 
 
+# Commands that stand in for kubectl's own: their errors exit 1, kubectl's status for every error.
+KUBECTL_SHAPED = frozenset({"apply", "get", "describe", "delete", "events"})
+
+
 class UserErrorGroup(LazyGroup):
-    """Turns a user's mistake into one clear line and exit status 2."""
+    """Turns a user's mistake into one clear line and exit status 2 (1 for the kubectl-shaped commands)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except USER_ERRORS as exc:
             report(exc)
-            ctx.exit(2)
+            ctx.exit(_status(ctx, 2))
+        except click.UsageError as exc:
+            if _status(ctx, 2) == 2:
+                raise
+            exc.show()  # as click itself shows it, with kubectl's status
+            ctx.exit(1)
+
+
+def _status(ctx: click.Context, usual: int) -> int:
+    return 1 if ctx.invoked_subcommand in KUBECTL_SHAPED else usual
 
 
 @click.group(cls=UserErrorGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})

@@ -15,13 +15,16 @@ read a live cluster, not the emulator's state folder:
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import click
 
 from gputwin.api.bodies import Obj
+from gputwin.cli.kubectl import user_errors
 from gputwin.cli.lazy import Lazy
 from gputwin.cli.main import UserErrorGroup
 
@@ -72,20 +75,32 @@ def _event(event: Any) -> Obj:
 @click.argument("names", nargs=-1)
 @click.option("-n", "--namespace", default="default", show_default=True, help="Namespace of GPUJobs and TraceReplays.")
 @click.option("-A", "--all-namespaces", is_flag=True, help="Describe namespaced kinds across all namespaces.")
-def live_describe(kind: str, names: tuple[str, ...], namespace: str, all_namespaces: bool) -> None:
+@click.option("--kubeconfig", type=click.Path(path_type=Path, dir_okay=False),
+              help="The kubeconfig to use [default: $KUBECONFIG, else ~/.kube/config; in a pod, its service account].")
+@click.option("--context", help="The kubeconfig context to use [default: its current one].")
+@user_errors
+def live_describe(kind: str, names: tuple[str, ...], namespace: str, all_namespaces: bool, kubeconfig: Path | None,
+                  context: str | None) -> None:  # fmt: skip
     """Show gputwin objects of the live cluster in detail, like `kubectl describe`."""
     from kubernetes import client  # the Kubernetes client only for this command
 
-    from gputwin.adapters.kube.store import KubeStore, api_client
+    from gputwin.adapters.kube.connect import api_errors
+    from gputwin.adapters.kube.store import KubeStore
     from gputwin.cli.describe import show
 
-    api = api_client()
-    store = KubeStore(api, None if all_namespaces else namespace)
-    try:
-        show(LiveView(store, client.CoreV1Api(api), None if all_namespaces else namespace), kind, names, namespace,
-             all_namespaces)  # fmt: skip
-    finally:
-        store.close_client()
+    scope = None if all_namespaces else namespace
+    with _client(kubeconfig, context) as api, api_errors(api):
+        store = KubeStore(api, scope)
+        show(LiveView(store, client.CoreV1Api(api), scope), kind, names, namespace, all_namespaces)
+
+
+def _client(kubeconfig: Path | None, context: str | None) -> Any:
+    from gputwin.adapters.kube.connect import kubeconfig_client
+    from gputwin.adapters.kube.store import api_client
+
+    if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return api_client()  # in a pod without a kubeconfig: its service account, as kubectl does
+    return kubeconfig_client(kubeconfig, context)
 
 
 @click.group(cls=UserErrorGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
