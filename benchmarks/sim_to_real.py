@@ -18,6 +18,8 @@ For each policy (default: fifo, srtf, las):
 SLURM's per-job launch + teardown cost is measured first (`calibrate_startup`, 32 one-GPU jobs on
 the idle partition) and added to every simulated run time: a documented, measured startup cost,
 not fitted to the comparison (`--startup-cost` overrides it; `avg_jct_gap_no_startup` leaves it out).
+`room_latency_s` (`calibrate_room_latency`) is SLURM's delay from an end that made room to the
+next start, the latency the twin's forecasts take as `Snapshot.start_latency_s`; reported here.
 
 srtf in SLURM: SLURM preempts across partition PriorityTiers only, so a one-partition srtf policy
 becomes explicit priorities from the history estimate table (shortest first, filled here from the
@@ -419,6 +421,34 @@ def calibrate_startup(samples: int = 32, seconds: int = 2) -> tuple[float, float
     return max(0.0, latency), max(0.0, launch)
 
 
+def calibrate_room_latency(nodes: int, options: Sequence[str] = (f"--comment=task:{TASK}",),
+                           seconds: int = 2) -> tuple[float, int]:  # fmt: skip
+    """SLURM's start latency after a job's end made room: (mean seconds, jobs measured).
+
+    Two waves of whole-node (`gpu:8`) `sleep 2` jobs on `nodes` idle nodes: the first fills
+    them, each job of the second waits for one; its latency is its start minus the end of the job
+    that ran on its node before it (nodes from sacct, times as `best_timings`). This is the delay
+    a twin adds after the instant room appears (`Snapshot.start_latency_s`); `calibrate_startup`'s
+    latency is the same for a submission onto free GPUs. Measured, never fitted.
+    """
+    ids = [_sbatch([*options, "--gres=gpu:8", f"--job-name=room{i}", "--wrap", f"sleep {seconds}"])
+           for i in range(2 * nodes)]  # fmt: skip
+    wait_finished(ids, timeout=120 + 8 * seconds)
+    timings, _, _, _ = best_timings(ids)
+    out = run_command(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", "JobID,NodeList"])
+    where = dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+    gaps = []
+    for node in set(where.values()):
+        runs = sorted((timings[j] for j in ids if where.get(j) == node and j in timings), key=lambda t: t.start)
+        gaps += [later.start - earlier.end for earlier, later in zip(runs, runs[1:])]
+    return (max(0.0, sum(gaps) / len(gaps)) if gaps else 0.0), len(gaps)
+
+
+def _sbatch(args: Sequence[str]) -> str:
+    out = run_command(["sbatch", "--parsable", "--output=/dev/null", "--chdir=/tmp", *args])
+    return out.strip().split(";")[0]
+
+
 def apply_policy(policy: str, trace: Sequence[TraceJob], nodes: int) -> ClusterSpec:
     cluster = live_cluster(policy, nodes)
     # The estimate table from identical past runs (name sD -> D s): the oracle the simulator has.
@@ -457,8 +487,9 @@ def run_all(policies: Sequence[str], trace: Sequence[TraceJob], nodes: int,
         cluster = apply_policy(policy, trace, nodes)
         if not calibration:
             latency, launch = calibrate_startup()
+            room, _ = calibrate_room_latency(nodes)
             calibration = {"calibrated_latency_s": round(latency, 3), "calibrated_launch_s": round(launch, 3),
-                           "startup_cost_s": round(launch, 3)}  # fmt: skip
+                           "room_latency_s": round(room, 3), "startup_cost_s": round(launch, 3)}  # fmt: skip
         results.append(run_policy(cluster, trace, nodes, calibration["startup_cost_s"]))
     return results, calibration
 

@@ -46,8 +46,10 @@ _TASKS = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?", re.ASCII)
 MAX_TASKS = 1_000_000  # MaxArraySize's ceiling in SLURM
 
 
-def slurm_snapshot(clock: Callable[[], float] = time.time, timeout: float = READ_TIMEOUT) -> Snapshot:
-    """The cluster of $SLURM_CONF now (`SlurmError` on any failure)."""
+def slurm_snapshot(clock: Callable[[], float] = time.time, timeout: float = READ_TIMEOUT,
+                   start_latency_s: float = 0.0) -> Snapshot:  # fmt: skip
+    """The cluster of $SLURM_CONF now (`SlurmError` on any failure). `start_latency_s`: this
+    cluster's measured delay from room appearing to a job's start (`Snapshot`), recorded as given."""
     topology = live_topology()
     nodes_out = run_command(SINFO_JSON, timeout=timeout)
     jobs_out = run_command(SQUEUE_JSON, timeout=timeout)
@@ -56,7 +58,7 @@ def slurm_snapshot(clock: Callable[[], float] = time.time, timeout: float = READ
     known = {n.name for n in topology.nodes}
     partitions = tuple(SnapPartition(p.name, tuple(n for n in p.nodes if n in known)) for p in partitions)
     out = tuple(o for o in out_of_service if o.node in known)
-    snap = Snapshot(clock(), "slurm", topology, partitions, running, pending, out)
+    snap = Snapshot(clock(), "slurm", topology, partitions, running, pending, out, start_latency_s)
     problems = snap.problems()
     if problems:
         raise SlurmCommandError(f"squeue/sinfo: {problems[0][0]}: {problems[0][1]}")

@@ -8,6 +8,12 @@ pending now has started - at p50 and p90. Quantiles are nearest-rank over all sa
 which the job did not start counts as "later than the horizon"), so p90 is a time that 90 % of
 the draws met. The schedulers rank with the estimator's points (qssf sees predictions, not draws).
 
+The live scheduler's start latency (`Snapshot.start_latency_s`, measured, never fitted) is
+modelled as the job holding its GPUs that long before its run begins: the replay starts it the
+instant room appears with its run time plus the latency, and its start is reported that much
+later. Its end is then exact, and every later start in a chain moves by the latency again, as a
+real queue does. 0 replays today's instant starts.
+
 Large forecasts run their samples in `workers` processes (each takes every k-th sample; a sample's
 draws depend only on (seed, sample), so the result does not depend on the split). The processes are
 forked and inherit the task: nothing of it is pickled, which compiled (mypyc) frozen values do not
@@ -104,6 +110,7 @@ class _Task:
     points: Points  # the estimator's points the schedulers rank by
     pending: tuple[Template, ...]  # in queue order; submit times at most the snapshot's
     draws: tuple[Draw, ...]  # theirs, in the same order
+    latency: float  # the snapshot's start latency, seconds
 
 
 def _task(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, options: SchedulerOptions, seed: int,
@@ -113,8 +120,10 @@ def _task(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, options: Schedul
                      job.name, "PENDING", job.priority, job.num_nodes, i))
                     for i, (job, _) in enumerate(the_plan.pending))  # fmt: skip
     held = Held(cluster, snap, [run for run, _, _ in the_plan.running])
-    points = Points({job.job_id: d.median for job, d in the_plan.pending})
-    return _Task(cluster, the_plan, options, seed, until, held, points, pending, tuple(d for _, d in the_plan.pending))
+    latency = snap.start_latency_s
+    points = Points({job.job_id: d.median + latency for job, d in the_plan.pending})
+    return _Task(cluster, the_plan, options, seed, until, held, points, pending, tuple(d for _, d in the_plan.pending),
+                 latency)  # fmt: skip
 
 
 _FORKED: list[_Task] = []  # the task a forked worker inherits (set only around the pool's life)
@@ -178,10 +187,12 @@ def replay_sample(task: _Task, sample: int) -> Sample:
     rng = sample_rng(task.seed, sample)
     durations = [draw_running(d, elapsed, rng) for _, d, elapsed in task.plan.running]
     drawn = draw_all_pending(task.draws, rng)
-    pending = [JobSpec(job_id, submit, seconds, *rest) for (job_id, submit, rest), seconds in zip(task.pending, drawn)]
+    lag = task.latency
+    pending = [JobSpec(job_id, submit, seconds + lag, *rest)
+               for (job_id, submit, rest), seconds in zip(task.pending, drawn)]  # fmt: skip
     seeded = task.held.seed(Scheduler(task.cluster, task.options, task.points), durations, pending)
     watch = seeded.run(task.until)
-    starts = [watch.starts.get(j.job_id, INF) for j in pending]
+    starts = [watch.starts.get(j.job_id, INF) + lag for j in pending]
     ends = [watch.ends.get(j.job_id, INF) for j in pending]
     return starts, ends, watch.rejects, seeded.left_out
 

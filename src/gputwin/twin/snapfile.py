@@ -98,6 +98,7 @@ class _File(_Model):
     running: list[_Running] = []
     pending: list[_Pending] = []
     out_of_service: list[_Out] = []
+    start_latency_s: Seconds = 0.0  # written only when not 0: files without it (older ones too) read as 0
 
 
 def dump_snapshot(snap: Snapshot) -> dict[str, Any]:
@@ -112,7 +113,7 @@ def dump_snapshot(snap: Snapshot) -> dict[str, Any]:
         "running": [_fields(r, slots=[list(s) for s in r.slots]) for r in snap.running],
         "pending": [_fields(p) for p in snap.pending],
         "out_of_service": [{"node": o.node, "state": o.state} for o in snap.out_of_service],
-    }  # fmt: skip
+    } | ({"start_latency_s": snap.start_latency_s} if snap.start_latency_s else {})  # fmt: skip
 
 
 def _fields(job: RunningJob | PendingJob, **extra: Any) -> dict[str, Any]:
@@ -220,6 +221,7 @@ def _snapshot(m: _File) -> Snapshot:
         running=tuple(RunningJob(**{**r.model_dump(), "slots": tuple(tuple(s) for s in r.slots)}) for r in m.running),
         pending=tuple(PendingJob(**p.model_dump()) for p in m.pending),
         out_of_service=tuple(OutOfService(o.node, o.state) for o in m.out_of_service),
+        start_latency_s=m.start_latency_s,
     )  # fmt: skip
 
 

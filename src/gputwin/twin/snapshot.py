@@ -6,6 +6,10 @@ nodes each partition of the live scheduler holds, so a forecast can run from the
 seconds on the snapshot's clock (epoch seconds from a live cluster); `taken_at` is "now".
 `problems()` lists what makes a snapshot unusable, each as (field, reason), so the file reader
 and the live readers report the same mistakes the same way.
+
+`start_latency_s` is the live scheduler's own delay between the event that makes room for a job
+(an end, a submission) and that job's start, as measured on that cluster (never fitted): a
+forecast starts each job that much after the instant room appears (0: at once).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 from gputwin.core.model import TopologySpec
 
 VERSION = 1
+MAX_START_LATENCY = 3600.0  # a scheduler slower than this to start a job is broken, not slow
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +86,14 @@ class Snapshot:
     running: tuple[RunningJob, ...] = ()
     pending: tuple[PendingJob, ...] = ()
     out_of_service: tuple[OutOfService, ...] = ()
+    start_latency_s: float = 0.0
 
     def problems(self) -> list[tuple[str, str]]:
         """What is inconsistent, as (field path, reason); empty for a usable snapshot."""
         nodes = {n.name: n.gpus for n in self.topology.nodes}
         found: list[tuple[str, str]] = []
+        if not 0.0 <= self.start_latency_s <= MAX_START_LATENCY:
+            found.append(("start_latency_s", f"must be in [0, {MAX_START_LATENCY:g}] seconds"))
         ids: set[str] = set()
         for i, part in enumerate(self.partitions):
             found += [(f"partitions[{i}].nodes", f"unknown node {n!r}") for n in part.nodes if n not in nodes]
@@ -140,4 +148,4 @@ def _limits(where: str, limit: float | None, estimate: float | None) -> list[tup
     return found
 
 
-__all__ = ["VERSION", "OutOfService", "PendingJob", "RunningJob", "SnapPartition", "Snapshot"]
+__all__ = ["MAX_START_LATENCY", "VERSION", "OutOfService", "PendingJob", "RunningJob", "SnapPartition", "Snapshot"]
