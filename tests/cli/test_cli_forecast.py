@@ -92,3 +92,20 @@ def test_estimator_learned_from_a_history(tmp_path: Path) -> None:
 def test_estimator_errors_exit_2(args: tuple[str, ...], message: str) -> None:
     status, _, err = forecast("--snapshot", SNAPSHOT, *args)
     assert status == 2 and message in err and "Traceback" not in err
+
+
+def test_start_latency_option_delays_the_first_starts_by_exactly_that() -> None:
+    """`--start-latency` overrides the snapshot's (0 here): the jobs that start as soon as room
+    appears start that much later; a bad value is refused before any replay."""
+    from gputwin.cli.forecast import forecast
+
+    def first_starts(*extra: str) -> list[float]:
+        result = CliRunner().invoke(forecast, ["--snapshot", str(SNAPSHOT), "--samples", "2", "--horizon", "12h",
+                                               "--json", *extra])  # fmt: skip
+        assert result.exit_code == 0, result.output
+        return [job["start_p50_s"] for job in json.loads(result.output)["jobs"][:3]]
+
+    base, later = first_starts(), first_starts("--start-latency", "5")
+    assert later == [pytest.approx(s + 5, abs=1e-6) for s in base]
+    refused = CliRunner().invoke(forecast, ["--snapshot", str(SNAPSHOT), "--start-latency", "4000"])
+    assert refused.exit_code == 2 and "--start-latency" in refused.output

@@ -48,6 +48,9 @@ REPLAY_OPTIONS = (
                  help="How far ahead to replay (seconds, or with a unit: 90m, 12h, 7d)."),
     click.option("--samples", default=32, show_default=True, type=click.IntRange(1, 4096), help="Seeded replays."),
     click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run-time draws."),
+    click.option("--start-latency", "start_latency", type=click.FloatRange(0, 3600), metavar="SECONDS",
+                 help="The live scheduler's delay from the event that makes room to a job's start, as measured "
+                      "(benchmarks/sim_to_real.py prints it) [default: the snapshot's, else 0]."),
 )  # fmt: skip
 
 
@@ -74,8 +77,8 @@ def replay_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option("--json", "as_json", is_flag=True, help="Print the forecast as one JSON object on stdout.")
 def forecast(from_slurm: bool, from_kube: bool, kubeconfig: Path | None, context: str | None, namespace: str | None,
              snapshot_path: Path | None, cluster_path: Path | None, history_path: Path | None,
-             estimator_name: str, model_path: Path | None, horizon: float, samples: int, seed: int, workers: int | None, save_path: Path | None,
-             as_json: bool) -> None:  # fmt: skip
+             estimator_name: str, model_path: Path | None, horizon: float, samples: int, seed: int,
+             start_latency: float | None, workers: int | None, save_path: Path | None, as_json: bool) -> None:  # fmt: skip
     """Forecast when each pending job starts (p50/p90) and ends, and when each partition's queue drains."""
     from gputwin.twin.forecast import forecast as run_forecast
     from gputwin.twin.snapfile import save_snapshot
@@ -92,6 +95,7 @@ def forecast(from_slurm: bool, from_kube: bool, kubeconfig: Path | None, context
     else:
         snap = _snapshot(from_slurm, snapshot_path)
         cluster = _cluster(snap, cluster_path)
+    snap = with_latency(snap, start_latency)
     estimator = _estimator(estimator_name, history_path, model_path, snap, seed)
     if save_path is not None:
         save_snapshot(snap, save_path)
@@ -101,6 +105,13 @@ def forecast(from_slurm: bool, from_kube: bool, kubeconfig: Path | None, context
         click.echo(json.dumps(document, sort_keys=True))
     else:
         _print(document)
+
+
+def with_latency(snap: Any, seconds: float | None) -> Any:
+    """`snap` with `--start-latency` when given (else its own, 0 unless a saved file says)."""
+    import dataclasses
+
+    return snap if seconds is None else dataclasses.replace(snap, start_latency_s=seconds)
 
 
 def _snapshot(from_slurm: bool, path: Path | None) -> Any:

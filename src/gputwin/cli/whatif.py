@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from gputwin.cli.forecast import _cluster, _estimator, _snapshot, replay_options
+from gputwin.cli.forecast import _cluster, _estimator, _snapshot, replay_options, with_latency
 from gputwin.errors import InputError
 
 
@@ -41,7 +41,7 @@ from gputwin.errors import InputError
 def whatif(from_slurm: bool, snapshot_path: Path | None, cluster_path: Path | None, policies: tuple[str, ...],
            drain: tuple[str, ...], add_nodes: tuple[str, ...], submit_path: Path | None, history_path: Path | None,
            estimator_name: str, model_path: Path | None, horizon: float, samples: int, seed: int,
-           as_json: bool) -> None:  # fmt: skip
+           start_latency: float | None, as_json: bool) -> None:  # fmt: skip
     """Compare the current policy with proposed ones (and drains, added nodes, submissions) from now on."""
     from gputwin.cli.output import ranked_table
     from gputwin.sim.compare import CandidateResult, comparison
@@ -53,7 +53,7 @@ def whatif(from_slurm: bool, snapshot_path: Path | None, cluster_path: Path | No
     if model_path is not None and estimator_name != "learned":
         raise click.UsageError("--model needs --estimator learned")
     adds = tuple(AddNodes.parse(spec) for spec in add_nodes)  # refused before any work
-    snap = _snapshot(from_slurm, snapshot_path)
+    snap = with_latency(_snapshot(from_slurm, snapshot_path), start_latency)
     cluster = _cluster(snap, cluster_path)
     candidates = _candidates(cluster, policies)
     change = Change(tuple(drain), adds, _submitted(submit_path, snap) if submit_path is not None else ())
