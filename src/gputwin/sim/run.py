@@ -97,11 +97,13 @@ def run_summary(
     util_interval: float = 3600.0,
     estimates: TableEstimator | None = None,
     estimator: str | Callable[[], Estimator] = "history",
+    origin: float = 0.0,
 ) -> tuple[Summary, SimOutcome]:
     """Replay `jobs` (`overrides`: command-line settings or a Candidate); return the typed summary
     and the outcome (finished jobs, ...). `estimator` names the run-time estimator QSSF uses
-    (`gputwin.estimators.ESTIMATORS`; "history" is the core's own) or builds it; `estimates`, a
-    fixed table (the reference simulator's), takes the place of the history."""
+    (`gputwin.estimators.ESTIMATORS`; "history" is the core's own) or builds it; `origin` is the
+    epoch time of the trace's 0 (`TraceResult.origin`: a named estimator's submit hour and weekday);
+    `estimates`, a fixed table (the reference simulator's), takes the place of the history."""
     cluster = with_overrides(cluster, overrides)
     check(cluster, compat, estimates is not None)
     if estimates is not None and estimator != "history":
@@ -115,7 +117,7 @@ def run_summary(
     elif estimator != "history":
         from gputwin.estimators import factory  # numpy and LightGBM stay off the default path
 
-        options = dataclasses.replace(options, estimator=factory(estimator, jobs, seed))
+        options = dataclasses.replace(options, estimator=factory(estimator, jobs, seed, origin))
     started = time.perf_counter()
     outcome, scheduler = _simulate(cluster, jobs, options, progress, util_interval)
     wall = time.perf_counter() - started
