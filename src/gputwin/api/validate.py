@@ -5,8 +5,9 @@ problem it finds: duplicate names, not exactly one SwitchTopology, a switch tree
 tree (via `gputwin.core.topology.Topology`), partition references that do not resolve, partition
 nodes missing from the topology or claimed twice, a task type (or the "*" catch-all) served by two
 partitions, fairness weights naming a tenant no quota declares (where every partition the policy
-orders has quotas: in one without, each user is a tenant, so any name may be one). Nothing is raised, so the loader can report all
-problems at once and the operator can turn each into a status condition.
+orders has quotas: in one without, each user is a tenant, so any name may be one). Nothing is
+raised, so the loader can report all problems at once and the operator can turn each into a
+status condition.
 """
 
 from __future__ import annotations

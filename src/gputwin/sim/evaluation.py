@@ -150,8 +150,8 @@ class Summary(JobMetrics):
         return {name: self._score(_metric(name)) for name in names}
 
     def _score(self, name: str) -> float:
-        value = getattr(self, name)
-        return 0.0 if value is None else value  # type: ignore[no-any-return]
+        value: float | None = getattr(self, name)
+        return 0.0 if value is None else value
 
     @property
     def tenancy_row(self) -> dict[str, Any]:

@@ -3,8 +3,8 @@
 A plot that cannot tell the candidates apart is left out, with a sentence saying why: the
 switch-span histogram only when span differs between candidates, the queueing plot only for
 partitions where some job waited, the tenants' plot only when the cluster has tenants (a cluster
-without them gets neither the plot nor a note: it has nothing to say there). Captions say what the plot shows (who is best, by how much), not
-its title again. Pure: no matplotlib here, so the markdown report needs none (`gputwin.sim.reportpage`).
+without them gets neither the plot nor a note: it has nothing to say there). Captions say what
+the plot shows (who is best, by how much), not its title again. Pure: no matplotlib here, so the markdown report needs none (`gputwin.sim.reportpage`).
 """
 
 from __future__ import annotations
