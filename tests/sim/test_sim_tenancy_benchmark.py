@@ -21,7 +21,7 @@ def test_benchmark_smoke_run_prints_json_last() -> None:
     report = json.loads(done.stdout.strip().splitlines()[-1])
     synthetic = report["synthetic_1m"]
     assert {"wall_s", "baseline_wall_s", "ratio", "jain"} <= set(synthetic) and synthetic["jobs"] == 3000
-    assert synthetic["wall_s"] > 0 and synthetic["baseline_wall_s"] > 0
+    assert synthetic["wall_s"] > 0 and synthetic["baseline_wall_s"] > 0 and synthetic["cpu_ratio"] > 0
     assert 0 < synthetic["jain"] <= 1  # 20 tenants each with a guarantee and jobs: measured
     assert "20 tenants, quotas + fairshare" in done.stderr
     if ALIBABA.is_file():
