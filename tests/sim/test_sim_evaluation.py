@@ -14,7 +14,7 @@ from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
 from gputwin.core.model import Candidate
-from gputwin.sim.evaluation import METRICS, OBJECTIVES, JobMetrics, PartitionMetrics, Summary, rank
+from gputwin.sim.evaluation import DIRECTIONS, METRICS, OBJECTIVES, TENANCY_METRICS, JobMetrics, PartitionMetrics, Summary, rank
 from gputwin.sim.run import run, run_summary
 
 DEMO_KEYS = {*JobMetrics().to_json(), "makespan", "gpu_utilization", "partitions", "wall_seconds", "rejected",
@@ -116,4 +116,6 @@ def test_rank_refuses_an_unknown_metric() -> None:
 
 
 def test_every_objective_is_a_metric() -> None:
-    assert OBJECTIVES.keys() <= METRICS.keys() and OBJECTIVES["gpu_utilization"] == "maximize"
+    assert OBJECTIVES.keys() <= DIRECTIONS.keys() == METRICS.keys() | TENANCY_METRICS.keys()
+    assert (OBJECTIVES["gpu_utilization"], OBJECTIVES["jain"], OBJECTIVES["fragmented_gpus"]) == (
+        "maximize", "maximize", "minimize")

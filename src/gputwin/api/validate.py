@@ -4,8 +4,10 @@
 problem it finds: duplicate names, not exactly one SwitchTopology, a switch tree that is not a
 tree (via `gputwin.core.topology.Topology`), partition references that do not resolve, partition
 nodes missing from the topology or claimed twice, a task type (or the "*" catch-all) served by two
-partitions. Nothing is raised, so the loader can report all
-problems at once and the operator can turn each into a status condition.
+partitions, fairness weights naming a tenant no quota declares (where every partition the policy
+orders has quotas: in one without, each user is a tenant, so any name may be one). Nothing is
+raised, so the loader can report all problems at once and the operator can turn each into a
+status condition.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ def check_cluster(documents: Sequence[Document], source: str) -> list[Problem]:
     problems += _tree_problems(where, topology, spec)
     problems += _partition_problems(documents, topology.metadata.name, spec.nodes)
     problems += _task_type_problems(documents)
+    problems += _weight_problems(documents)
     return problems
 
 
@@ -132,6 +135,25 @@ def _quota_problems(where: str, partition: GPUPartition, nodes: Sequence[NodeSpe
     if guaranteed <= total:
         return []
     return [Problem(where, "spec.quotas", f"guarantees add up to {guaranteed} GPUs; the partition has {total}")]
+
+
+def _weight_problems(documents: Sequence[Document]) -> list[Problem]:
+    """Fairness weights of a tenant no partition's quotas know: a typo would silently weigh 1."""
+    partitions = [d.resource for d in documents if isinstance(d.resource, GPUPartition)]
+    tenants = {q.tenant for p in partitions for q in p.spec.quotas}
+    problems = []
+    for doc in documents:
+        policy = doc.resource
+        if not isinstance(policy, SchedulingPolicy) or not tenants:
+            continue
+        name = policy.metadata.name
+        if any(p.spec.policy == name and not p.spec.quotas for p in partitions):
+            continue  # a partition without quotas: its users are its tenants
+        known = ", ".join(sorted(tenants))
+        problems += [Problem(doc.where, f"spec.fairness.weights.{tenant}",
+                             f"no such tenant: no partition's spec.quotas declares it; declared: {known}")
+                     for tenant in sorted(policy.spec.fairness.weights) if tenant not in tenants]  # fmt: skip
+    return problems
 
 
 def _task_type_problems(documents: Sequence[Document]) -> list[Problem]:

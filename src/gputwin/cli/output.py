@@ -22,7 +22,7 @@ from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Te
 from rich.progress import TaskID, TimeRemainingColumn
 from rich.table import Table
 
-from gputwin.sim.evaluation import TABLE_METRICS
+from gputwin.sim.evaluation import TABLE_METRICS, TENANCY_METRICS
 from gputwin.sim.units import FORMATS
 
 # Headers with units and one fixed format per metric (gputwin.sim.units), as the reports show them.
@@ -164,14 +164,16 @@ def trace_progress(path: Path) -> Iterator[Callable[[int], None] | None]:
 
 
 def ranked_table(rows: Sequence[dict[str, Any]], skipped: Sequence[str], title: str) -> None:
-    """`gputwin compare`: one row per candidate with its rank, best average JCT first; skip notes after."""
+    """`gputwin compare`: one row per candidate with its rank, best average JCT first; skip notes after.
+    Rows that carry the tenancy metrics (a cluster with tenants) get their columns too."""
     table = Table(title=title)
     table.add_column("#", justify="right")
     table.add_column("candidate")
-    for _, label in METRIC_COLUMNS:
+    columns = [*METRIC_COLUMNS, *((k, FORMATS[k].header) for k in TENANCY_METRICS if any(k in r for r in rows))]
+    for _, label in columns:
         table.add_column(label, justify="right")
     for row in rows:
-        table.add_row(str(row["rank"]), row["candidate"], *(_fmt(row[k], k) for k, _ in METRIC_COLUMNS))
+        table.add_row(str(row["rank"]), row["candidate"], *(_fmt(row.get(k), k) for k, _ in columns))
     console = _console()
     _print(console, table)
     for note in skipped:

@@ -36,7 +36,7 @@ from gputwin.cli.output import ranked_table, sweep_progress
 from gputwin.core.model import ClusterSpec, PolicySpec
 from gputwin.sim.atomic import TUNE, OutputError, atomic_folder, check, describe
 from gputwin.sim.run import RunError
-from gputwin.sim.evaluation import OBJECTIVES
+from gputwin.sim.evaluation import OBJECTIVES, TENANCY_METRICS
 from gputwin.sim.space import Space, SpaceError, default_space, parse_space
 
 if TYPE_CHECKING:
@@ -50,6 +50,17 @@ TABLE_ROWS = 10
 
 def write_text(path: Path, text: str) -> None:
     path.write_text(text)
+
+
+def check_objective(cluster: ClusterSpec, objective: str, partition: str | None) -> None:
+    """RunError if `objective` is a tenancy metric the run would not measure: those are the whole
+    cluster's (no --partition) and scored only with tenants (`Summary.scores`)."""
+    if objective not in TENANCY_METRICS:
+        return
+    if partition is not None:
+        raise RunError(f"--objective {objective}: a whole-cluster metric, not one of partition {partition!r}")
+    if not any(p.quotas for p in cluster.partitions):
+        raise RunError(f"--objective {objective}: the cluster has no tenants (no partition declares spec.quotas)")
 
 
 def read_space(path: Path | None) -> Space:
@@ -139,7 +150,8 @@ def print_result(result: TuneResult, data: Mapping[str, Any], title: str) -> Non
     default="avg_jct",
     show_default=True,
     type=click.Choice(list(OBJECTIVES)),
-    help="Run-summary metric to optimise (gpu_utilization is maximised, the rest minimised).",
+    help="Run-summary metric to optimise (gpu_utilization and jain are maximised, the rest minimised; "
+         "jain and fragmented_gpus need a cluster with tenants).",
 )
 @click.option(
     "--budget",
@@ -193,6 +205,7 @@ def tune(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, ski
     space = read_space(space_path)
     cluster, trace = load_inputs(trace_path, fmt, cluster_path, gpus_per_node, skip_invalid, procs_per_gpu)
     check_partition(cluster, partition)
+    check_objective(cluster, objective, partition)
     name = name or default_name(cluster_path, partition)
     checkpoint = shared_checkpoint(cluster, partition)
     scheduling_policy(PolicySpec(params={"max_wait": 300.0, "max_factor": 2.0, "allowed_gpus": ()}),

@@ -24,7 +24,7 @@ from typing import Any
 from gputwin.core.model import Candidate, ClusterSpec, JobSpec
 from gputwin.core.plugins import known
 from gputwin.core.policies import make_policy
-from gputwin.sim.evaluation import TABLE_METRICS, Summary, rank
+from gputwin.sim.evaluation import TABLE_METRICS, TENANCY_METRICS, Summary, rank, table_metrics
 from gputwin.sim.run import RunError, run_summary
 
 OBJECTIVE = "avg_jct"  # what a comparison ranks by
@@ -47,14 +47,15 @@ class CandidateResult:
         return self.candidate.name
 
     def row(self, rank: int) -> dict[str, Any]:
-        """The JSON object for this candidate: settings, overall metrics, per-partition metrics."""
+        """The JSON object for this candidate: settings, overall metrics, per-partition metrics (and
+        with tenants Jain's index, fragmentation and per-tenant metrics)."""
         c, s = self.candidate, self.summary.to_json()
         return {
             "rank": rank, "candidate": c.name, "queue": c.queue, "placement": c.placement,
             "sizing": c.sizing, "backfill": c.backfill, **{k: s[k] for k in TABLE_METRICS},
             "p50_jct": s["p50_jct"], "p95_jct": s["p95_jct"], "makespan": s["makespan"],
             "wall_seconds": s["wall_seconds"], "rejected": s["rejected"], "policies": s["policies"],
-            "partitions": s["partitions"],
+            "partitions": s["partitions"], **self.summary.tenancy_row,
         }  # fmt: skip
 
 
@@ -62,6 +63,11 @@ class CandidateResult:
 class Comparison:
     ranked: tuple[CandidateResult, ...]
     skipped: tuple[str, ...]  # one note per combination left out
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The ranked table's columns (`evaluation.table_metrics`)."""
+        return table_metrics(r.summary for r in self.ranked)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -133,18 +139,21 @@ CSV_COLUMNS = ("rank", "candidate", "queue", "placement", "sizing", "backfill", 
 
 def write_report(out_dir: Path, comparison: Comparison, extra: dict[str, Any] | None = None) -> list[Path]:
     """DIR/summary.json (the ranked list) and DIR/summary.csv (one row per candidate and partition,
-    partition `all` first). Returns the paths written."""
+    partition `all` first; with tenants the cluster-wide TENANCY_METRICS too, on the `all` row).
+    Returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     data = {**(extra or {}), **comparison.to_json()}
     json_path, csv_path = out_dir / "summary.json", out_dir / "summary.csv"
     json_path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     with open(csv_path, "w", newline="") as fh:
         writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(CSV_COLUMNS)
+        tenancy = [k for k in comparison.metrics if k in TENANCY_METRICS]
+        writer.writerow([*CSV_COLUMNS, *tenancy])
         for row in data["candidates"]:
             head = [row[k] for k in CSV_COLUMNS[:6]]
             head = ["" if v is None else v for v in head]
-            writer.writerow([*head, "all", *(row[k] for k in TABLE_METRICS)])
+            wide = ["" if row[k] is None else row[k] for k in tenancy]
+            writer.writerow([*head, "all", *(row[k] for k in TABLE_METRICS), *wide])
             for name, metrics in row["partitions"].items():
-                writer.writerow([*head, name, *(metrics[k] for k in TABLE_METRICS)])
+                writer.writerow([*head, name, *(metrics[k] for k in TABLE_METRICS), *([""] * len(tenancy))])
     return [json_path, csv_path]

@@ -5,7 +5,10 @@
 run's counts. Its `to_json()` is the summary object those commands print and write (keys and
 values as README documents them); `from_json` reads one back (a sweep's task results).
 
-`METRICS` names every metric an evaluation knows, with the direction that makes it better; the
+`METRICS` names every metric an evaluation knows, with the direction that makes it better;
+`TENANCY_METRICS` the cluster-wide ones measured only on some clusters (Jain's index with tenants,
+fragmentation when a job asks for more than one GPU), which a summary, a table and a trial's scores
+carry only when the cluster has tenants, so a cluster without them prints what it always did. The
 `OBJECTIVES` are those a search or a ranking may optimise. `rank` orders results by one objective,
 best first, ties broken by each result's own `tiebreak` (a name, a trial number, a listing order),
 so the order never depends on which run finished first.
@@ -30,12 +33,15 @@ METRICS: dict[str, Direction] = {
     "p99_jct": "minimize", "avg_queue": "minimize", "p99_queue": "minimize", "gpu_utilization": "maximize",
     "avg_overhead": "minimize", "preemptions": "minimize", "makespan": "minimize",
 }  # fmt: skip
+# Cluster-wide, measured only on some clusters (module doc); shown with tenants.
+TENANCY_METRICS: dict[str, Direction] = {"jain": "maximize", "fragmented_gpus": "minimize"}
+DIRECTIONS: dict[str, Direction] = {**METRICS, **TENANCY_METRICS}
 # What `gputwin tune --objective` and a TraceReplay's spec.objective may optimise.
 OBJECTIVES: dict[str, Direction] = {
     k: METRICS[k]
     for k in ("avg_jct", "p50_jct", "p95_jct", "p99_jct", "avg_queue", "p99_queue", "makespan",
               "gpu_utilization")  # fmt: skip
-}
+} | TENANCY_METRICS
 # The columns of a ranked table (compare's table and CSV, the demo, the HTML report), in order.
 TABLE_METRICS = ("jobs", "avg_jct", "p99_jct", "avg_queue", "p99_queue", "gpu_utilization", "avg_overhead",
                  "preemptions")  # fmt: skip
@@ -133,9 +139,27 @@ class Summary(JobMetrics):
                    utilization_series=series, tenants=tenants, jain=data.get("jain"),
                    fragmented_gpus=data.get("fragmented_gpus"))  # fmt: skip
 
-    def scores(self, names: Iterable[str] = METRICS) -> Scores:
-        """The named overall metrics."""
-        return {name: getattr(self, _metric(name)) for name in names}
+    def scores(self, names: Iterable[str] | None = None) -> Scores:
+        """The named overall metrics; by default METRICS, and TENANCY_METRICS with tenants.
+
+        Unmeasured tenancy metrics score as what they mean: no fragmentation is measured when
+        every job asks for one GPU (any free GPU hosts it: 0), no Jain's index when no tenant
+        used a GPU (0, the worst: a search must not prefer a policy that ran nothing)."""
+        if names is None:
+            names = [*METRICS, *(TENANCY_METRICS if self.tenants else ())]
+        return {name: self._score(_metric(name)) for name in names}
+
+    def _score(self, name: str) -> float:
+        value: float | None = getattr(self, name)
+        return 0.0 if value is None else value
+
+    @property
+    def tenancy_row(self) -> dict[str, Any]:
+        """What a ranked row adds with tenants: the tenancy metrics and the per-tenant figures."""
+        if not self.tenants:
+            return {}
+        return {"jain": self.jain, "fragmented_gpus": self.fragmented_gpus,
+                "tenants": {name: m.to_json() for name, m in self.tenants.items()}}  # fmt: skip
 
     def partition_scores(self, partition: str, makespan: float, names: Iterable[str] = METRICS) -> Scores:
         """The named metrics of one partition's jobs alone (`makespan`: theirs, which no summary keeps)."""
@@ -154,8 +178,8 @@ def _numbers(data: Mapping[str, Any], wanted: Iterable[Field[Any]]) -> dict[str,
 
 
 def _metric(name: str) -> str:
-    if name not in METRICS:
-        raise KeyError(f"unknown metric {name!r}; known: {', '.join(METRICS)}")
+    if name not in DIRECTIONS:
+        raise KeyError(f"unknown metric {name!r}; known: {', '.join(DIRECTIONS)}")
     return name
 
 
@@ -172,9 +196,15 @@ R = TypeVar("R", bound=Rankable)
 
 
 def rank(results: Iterable[R], objective: str) -> list[R]:
-    """`results` best first by `objective` (its direction from METRICS); equal ones by tiebreak."""
-    sign = -1.0 if METRICS[_metric(objective)] == "maximize" else 1.0
+    """`results` best first by `objective` (its direction from DIRECTIONS); equal ones by tiebreak."""
+    sign = -1.0 if DIRECTIONS[_metric(objective)] == "maximize" else 1.0
     return sorted(results, key=lambda r: (sign * r.score(objective), r.tiebreak))
+
+
+def table_metrics(summaries: Iterable[Summary]) -> tuple[str, ...]:
+    """The columns of a ranked table of `summaries`: TABLE_METRICS, then TENANCY_METRICS if some
+    candidate's cluster has tenants."""
+    return (*TABLE_METRICS, *(TENANCY_METRICS if any(s.tenants for s in summaries) else ()))
 
 
 def table_row(name: str, summary: Summary) -> dict[str, Any]:
@@ -184,6 +214,7 @@ def table_row(name: str, summary: Summary) -> dict[str, Any]:
 
 __all__ = [
     "Candidate",
+    "DIRECTIONS",
     "Direction",
     "JobMetrics",
     "METRICS",
@@ -193,8 +224,10 @@ __all__ = [
     "Scores",
     "Summary",
     "TABLE_METRICS",
+    "TENANCY_METRICS",
     "TenantMetrics",
     "rank",
+    "table_metrics",
     "table_row",
 ]
 

@@ -2,8 +2,9 @@
 
 A plot that cannot tell the candidates apart is left out, with a sentence saying why: the
 switch-span histogram only when span differs between candidates, the queueing plot only for
-partitions where some job waited. Captions say what the plot shows (who is best, by how much), not
-its title again. Pure: no matplotlib here, so the markdown report needs none (`gputwin.sim.reportpage`).
+partitions where some job waited, the tenants' plot only when the cluster has tenants (a cluster
+without them gets neither the plot nor a note: it has nothing to say there). Captions say what
+the plot shows (who is best, by how much), not its title again. Pure: no matplotlib here, so the markdown report needs none (`gputwin.sim.reportpage`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ UTILIZATION_PANELS = 12  # small multiples drawn, best-ranked first
 class Plot:
     """A plot to draw: its file, title (the image's alt text) and the finding its caption states."""
 
-    kind: str  # "jct_cdf", "queue_by_partition", "utilization", "span_hist"
+    kind: str  # "jct_cdf", "queue_by_partition", "utilization", "span_hist", "tenant_quota"
     title: str
     finding: str
 
@@ -58,6 +59,8 @@ def findings(ranked: Sequence[CandidateResult]) -> Findings:
         plots.append(Plot("span_hist", "Leaf switches spanned per job", span_finding(ranked)))
     else:
         notes.append(span_note(ranked))
+    if tenant_names(ranked):
+        plots.append(Plot("tenant_quota", TENANT_TITLE, tenant_finding(ranked)))
     return Findings(tuple(plots), tuple(notes), tuple(queued))
 
 
@@ -142,6 +145,38 @@ def span_note(ranked: Sequence[CandidateResult]) -> str:
         return "No job spans more than one leaf switch under any candidate, so there is no span plot."
     return (f"Every candidate gives the same count of jobs per leaf-switch span ({spread:,} jobs over more "
             f"than one), so there is no span plot.")  # fmt: skip
+
+
+TENANT_TITLE = "Share of each tenant's guarantee delivered while it wanted it"
+
+
+def tenant_names(ranked: Sequence[CandidateResult]) -> list[str]:
+    """The tenants of any candidate's run, sorted (none: a cluster without quotas)."""
+    return sorted({t for r in ranked for t in r.summary.tenants})
+
+
+def delivered(result: CandidateResult, tenant: str) -> float:
+    m = result.summary.tenants.get(tenant)
+    return m.quota_delivered if m is not None else 1.0
+
+
+def tenant_finding(ranked: Sequence[CandidateResult]) -> str:
+    """Jain's index across candidates and the tenant served least, under whom."""
+    jain = FORMATS["jain"]
+    scored = [r for r in ranked if r.summary.jain is not None]
+    if not scored:
+        spread = "No tenant with a guarantee used a GPU, so there is no Jain's index. "
+    elif len(scored) == 1 or jain.cell(scored[0].summary.jain) == jain.cell(scored[-1].summary.jain):
+        spread = f"Jain's index is {jain.cell(scored[0].summary.jain)} under every candidate. "
+    else:
+        low, high = _spread(scored, "jain")
+        spread = (f"Jain's index runs from {jain.cell(low.summary.jain)} ({low.candidate.name}) to "
+                  f"{jain.cell(high.summary.jain)} ({high.candidate.name}). ")  # fmt: skip
+    worst = min(((delivered(r, t), t, r.candidate.name) for r in ranked for t in tenant_names(ranked)))
+    if worst[0] >= 1.0:
+        return spread + "Every tenant had its whole guarantee whenever it wanted it, under every candidate."
+    return (spread + f"The least served is {worst[1]} under {worst[2]}: {100 * worst[0]:.1f} % of its "
+            f"guarantee delivered while it wanted it.")  # fmt: skip
 
 
 __all__ = ["Findings", "Plot", "UTILIZATION_PANELS", "findings", "spans_vary"]

@@ -5,7 +5,8 @@ jct_cdf.png (CDF of job completion time, one line per candidate), queue_by_parti
 queueing delay, only the partitions where some job waited), utilization.png (GPU utilisation over
 virtual time as small multiples: one panel per candidate, the best-ranked in grey behind each, since
 hourly lines of 30 candidates drawn on one axis hide each other) and span_hist.png (leaf switches
-each finished job spanned, only when that differs between candidates). index.html is
+each finished job spanned, only when that differs between candidates) and tenant_quota.png (the
+share of each tenant's guarantee delivered, per candidate, only with tenants). index.html is
 `gputwin.sim.reportpage`'s page embedding them. Matplotlib runs on the Agg backend (no display).
 """
 
@@ -27,11 +28,12 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from gputwin.sim.compare import CandidateResult, Comparison
-from gputwin.sim.findings import UTILIZATION_PANELS, Findings, findings, queued_partitions
+from gputwin.sim.findings import TENANT_TITLE, UTILIZATION_PANELS, Findings, delivered, findings, queued_partitions
+from gputwin.sim.findings import tenant_names
 from gputwin.sim.provenance import Provenance
 from gputwin.sim.reportpage import html_page
 
-KINDS = ("jct_cdf", "queue_by_partition", "utilization", "span_hist")  # every plot there may be
+KINDS = ("jct_cdf", "queue_by_partition", "utilization", "span_hist", "tenant_quota")  # every plot there may be
 CDF_POINTS = 2000
 
 
@@ -78,7 +80,7 @@ def _render(task: tuple[str, Path]) -> Path:
     """Draw plot `kind` (one of KINDS) and save it as `path` (runs in a worker too)."""
     kind, path = task
     draw = {"jct_cdf": _jct_cdf, "queue_by_partition": _queue_by_partition, "utilization": _utilization,
-            "span_hist": _span_hist}[kind]  # fmt: skip
+            "span_hist": _span_hist, "tenant_quota": _tenant_quota}[kind]  # fmt: skip
     fig = draw(_RANKED)
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -200,3 +202,17 @@ def _span_hist(ranked: Sequence[CandidateResult]) -> Figure:
     return fig
 
 
+
+
+def _tenant_quota(ranked: Sequence[CandidateResult]) -> Figure:
+    fig, ax = _figure(TENANT_TITLE, "tenant", "guarantee delivered (%)")
+    tenants = tenant_names(ranked)
+    width = 0.8 / max(len(ranked), 1)
+    for i, result in enumerate(ranked):
+        values = [100 * delivered(result, t) for t in tenants]
+        xs = [x + i * width - 0.4 + width / 2 for x in range(len(tenants))]
+        ax.bar(xs, values, width, label=result.candidate.name)
+    ax.set_xticks(range(len(tenants)), tenants)
+    ax.set_ylim(0, 105)
+    _legend(ax, len(ranked))
+    return fig

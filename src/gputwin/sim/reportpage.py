@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from gputwin.sim.compare import Comparison
-from gputwin.sim.evaluation import TABLE_METRICS
 from gputwin.sim.findings import Findings, findings
 from gputwin.sim.provenance import Provenance
 from gputwin.sim.units import FORMATS
@@ -31,23 +30,24 @@ STYLE = (
 )
 
 
-def header_cells() -> list[tuple[str, str]]:
-    """(header, css class) of the ranked table's columns."""
-    return [("#", ""), ("candidate", "name"), *((FORMATS[k].header, "") for k in TABLE_METRICS)]
+def header_cells(metrics: Sequence[str]) -> list[tuple[str, str]]:
+    """(header, css class) of the ranked table's columns (`metrics`: `Comparison.metrics`)."""
+    return [("#", ""), ("candidate", "name"), *((FORMATS[k].header, "") for k in metrics)]
 
 
-def row_cells(row: Mapping[str, Any]) -> list[str]:
-    return [str(row["rank"]), str(row["candidate"]), *(FORMATS[k].cell(row[k]) for k in TABLE_METRICS)]
+def row_cells(row: Mapping[str, Any], metrics: Sequence[str]) -> list[str]:
+    return [str(row["rank"]), str(row["candidate"]), *(FORMATS[k].cell(row[k]) for k in metrics)]
 
 
 def html_page(comparison: Comparison, found: Findings, pngs: Mapping[str, Path],
               origin: Provenance | None) -> str:  # fmt: skip
     """index.html: `pngs` maps a plot's file name to the PNG written (embedded as a data URI)."""
-    esc = html.escape
-    head = "".join(f'<th class="{c}">{esc(h)}</th>' for h, c in header_cells())
-    classes = [c for _, c in header_cells()]
+    esc, metrics = html.escape, comparison.metrics
+    head = "".join(f'<th class="{c}">{esc(h)}</th>' for h, c in header_cells(metrics))
+    classes = [c for _, c in header_cells(metrics)]
     body = "".join(
-        "<tr>" + "".join(f'<td class="{c}">{esc(v)}</td>' for v, c in zip(row_cells(row), classes)) + "</tr>"
+        "<tr>" + "".join(f'<td class="{c}">{esc(v)}</td>' for v, c in zip(row_cells(row, metrics), classes))
+        + "</tr>"
         for row in comparison.to_json()["candidates"]
     )
     parts = [f"<h1>{TITLE}</h1>", _html_provenance(origin), f"<p>{INTRO}</p>",
@@ -80,10 +80,11 @@ def markdown(comparison: Comparison, found: Findings, pngs: Mapping[str, Path], 
     lines = [f"## {TITLE}", ""]
     if origin is not None:
         lines += [f"- **{k}**: `{_md_cell(v)}`" for k, v in origin.lines()] + [""]
-    heads = [h for h, _ in header_cells()]
+    metrics = comparison.metrics
+    heads = [h for h, _ in header_cells(metrics)]
     lines += [INTRO, "", "| " + " | ".join(heads) + " |",
-              "|" + "|".join(":--" if c == "name" else "--:" for _, c in header_cells()) + "|"]  # fmt: skip
-    lines += ["| " + " | ".join(_md_cell(c) for c in row_cells(row)) + " |"
+              "|" + "|".join(":--" if c == "name" else "--:" for _, c in header_cells(metrics)) + "|"]  # fmt: skip
+    lines += ["| " + " | ".join(_md_cell(c) for c in row_cells(row, metrics)) + " |"
               for row in comparison.to_json()["candidates"]]  # fmt: skip
     lines.append("")
     lines += [f"- skipped: {n}" for n in comparison.skipped]

@@ -55,6 +55,8 @@ FORMATS: dict[str, MetricFormat] = {
     "avg_overhead": MetricFormat("overhead", "%", ".2f", 100.0),
     "preemptions": MetricFormat("preemptions", "", ",.0f"),
     "makespan": MetricFormat("makespan", "s", ",.0f"),
+    "jain": MetricFormat("Jain", "", ".4f"),
+    "fragmented_gpus": MetricFormat("fragmented GPUs", "", ",.2f"),
 }
 
 
