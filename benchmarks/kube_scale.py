@@ -617,7 +617,7 @@ def run_kube_gangs(plane: Plane, tracker: Tracker, args: argparse.Namespace) -> 
     """The gangs with the default kube-scheduler; its pods are deleted afterwards (they never end)."""
     gangs = gang_workload(args.gang_jobs, args.seed)
     result = run_gang_phase(plane.kube, tracker, gangs, "ga", "default-scheduler", args, TASK_TYPE, RUN_LABEL)
-    clear_gang_pods(plane.kube, tracker, "ga")
+    clear_gang_pods(plane.kube, tracker, "ga", [f"{g.name}-0-{i}" for g in gangs for i in range(g.pods)])
     return result
 
 
