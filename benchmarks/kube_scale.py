@@ -15,6 +15,12 @@ kube-apiserver, kube-scheduler, KWOK; stopped at the end, also on Ctrl-C):
    and SchedulingPolicy that describe the same nodes. `--restart` kills it (SIGKILL) when half the
    pods are bound and starts a new one. When the operator cannot start (no such backend), phase B
    says so and reports nothing else.
+5. Phase T (between A and B): the same pods in bench-t for a second kube-scheduler with its client
+   rate limits raised (qps 1000 / burst 2000, kube_scale_peers.TunedScheduler), an honest peer.
+6. Phase G: gangs (jobs of 2-8 pods x 8 GPUs that must start together, 1.5 x the cluster's GPUs):
+   as plain pods for kube-scheduler (after T; deleted afterwards), as GPUJobs for gputwin (after
+   B); once binding stops, the jobs left partly placed and the GPUs they strand
+   (kube_scale_peers says more).
 
 Everything is measured from ONE watch on the benchmark's pods (no list polling), timestamped on
 arrival: creation -> binding latency (ADDED -> first event with spec.nodeName), pods bound per
@@ -30,6 +36,7 @@ peak RSS of the scheduler process come from /proc (utime+stime, VmHWM).
 
     python benchmarks/kube_scale.py                          # 1,000 nodes, 10,000 pods
     python benchmarks/kube_scale.py --nodes 100 --pods 1000 --restart --json
+    python benchmarks/kube_scale.py --phases a,b              # without the tuned peer and the gangs
 """
 
 from __future__ import annotations
@@ -53,6 +60,17 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/ is no package: its sibling module
+from kube_scale_peers import (
+    TUNED,
+    GangResult,
+    TunedScheduler,
+    clear_gang_pods,
+    default_gang_jobs,
+    gang_summary,
+    gang_table,
+    gang_workload,
+    run_gang_phase,
+)
 from kube_scale_lib import (
     Kube,
     ProcStats,
@@ -90,7 +108,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1, help="seed of the pods' GPUs and run times")
     parser.add_argument("--durations", default="5-30", metavar="MIN-MAX",
                         help="run time of each pod, whole seconds drawn uniformly (default 5-30)")  # fmt: skip
-    parser.add_argument("--phases", default="a,b", help="a (kube-scheduler), b (gputwin) or a,b")
+    parser.add_argument("--phases", default="a,t,b,g",
+                        help="a comma list of a (kube-scheduler), t (kube-scheduler tuned: client qps 1000, "
+                        "burst 2000), b (gputwin), g (gangs, with kube-scheduler if a, gputwin if b); "
+                        "default a,t,b,g")  # fmt: skip
+    parser.add_argument("--gang-jobs", type=int, default=None, metavar="N",
+                        help="gang jobs of 2-8 pods x 8 GPUs (default: 1.5 x the cluster's GPUs, ~0.3 per node)")  # fmt: skip
+    parser.add_argument("--gang-order", choices=("shuffled", "grouped"), default="shuffled",
+                        help="kube-scheduler's gang pods: all jobs submitted at once, their pods interleaved "
+                        "(default), or job after job")  # fmt: skip
+    parser.add_argument("--gang-stall", type=float, default=15.0, metavar="S",
+                        help="a gang phase ends when nothing bound for S s (default 15)")  # fmt: skip
     parser.add_argument("--restart", action="store_true",
                         help="phase B: SIGKILL the operator when half the pods are bound, start another")  # fmt: skip
     parser.add_argument("--stall", type=float, default=None, metavar="S",
@@ -107,11 +135,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not 1 <= low <= high:
         parser.error(f"--durations {args.durations!r}: need 1 <= MIN <= MAX")
     phases = {p.strip() for p in args.phases.split(",")}
-    if not phases or phases - {"a", "b"}:
-        parser.error(f"--phases {args.phases!r}: a comma list of a and b")
+    if not phases or phases - {"a", "t", "b", "g"} or phases == {"g"}:
+        parser.error(f"--phases {args.phases!r}: a comma list of a, t, b and g (g with a or b)")
     if args.nodes < 1 or args.pods < 1:
         parser.error("--nodes and --pods must be >= 1")
+    if args.gang_jobs is not None and args.gang_jobs < 1:
+        parser.error("--gang-jobs must be >= 1")
     args.durations, args.phases = (low, high), phases
+    args.gang_jobs = args.gang_jobs or default_gang_jobs(args.nodes)
     args.stall = args.stall if args.stall is not None else high + 30.0
     return args
 
@@ -129,6 +160,7 @@ class Plane:
     kube: Kube
     kubectl: Path
     scheduler_pid: int
+    bin_dir: Path
 
     def kubectl_run(self, *args: str, stdin: str | None = None) -> str:
         env = {**os.environ, "KUBECONFIG": str(self.state / "kubeconfig"),
@@ -154,7 +186,7 @@ def control_plane() -> Iterator[Plane]:
                    and not line.startswith("#"))  # fmt: skip
         pids = {line.split()[0]: int(line.split()[1]) for line in (state / "pids").read_text().splitlines()}
         yield Plane(state, Kube.from_kubeconfig(state / "kubeconfig"), Path(env["KUBECTL"]),
-                    pids["kube-scheduler"])  # fmt: skip
+                    pids["kube-scheduler"], Path(env["K8S_BIN_DIR"]))  # fmt: skip
     finally:
         subprocess.run(["bash", str(SCRIPTS / "stop.sh"), "--state", str(state)], capture_output=True,
                        timeout=120, check=False)  # fmt: skip
@@ -452,11 +484,12 @@ def wait_for_bindings(tracker: Tracker, phase: str, total: int, args: argparse.N
 
 
 def run_phase(plane: Plane, tracker: Tracker, jobs: list[Job], phase: str, args: argparse.Namespace,
-              operator: Operator | None) -> PhaseResult:  # fmt: skip
+              operator: Operator | None, tuned: TunedScheduler | None = None) -> PhaseResult:  # fmt: skip
     kube, namespace = plane.kube, f"bench-{phase}"
-    scheduler = "default-scheduler" if operator is None else "gputwin"
+    scheduler = "gputwin" if operator else TUNED if tuned else "default-scheduler"
+    pid = tuned.proc.pid if tuned and tuned.proc else plane.scheduler_pid
     kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
-    before, cpu0 = request_counts(kube), proc_stats(plane.scheduler_pid)
+    before, cpu0 = request_counts(kube), proc_stats(pid)
     if operator is not None:
         operator.start_counting()
     log(f"phase {phase.upper()}: {len(jobs)} pods, schedulerName {scheduler}")
@@ -470,7 +503,7 @@ def run_phase(plane: Plane, tracker: Tracker, jobs: list[Job], phase: str, args:
         operator.stop()
         cpu, rss = operator.cpu_s, operator.rss_mb
     else:
-        cpu1 = proc_stats(plane.scheduler_pid)
+        cpu1 = proc_stats(pid)
         cpu, rss = cpu1.cpu_s - cpu0.cpu_s, cpu1.peak_rss_mb
     log(f"  {ended} after {phase_s:.1f} s")
     result = summarize(tracker, phase, scheduler, len(jobs), before, after, create_s, phase_s, cpu, rss,
@@ -538,7 +571,9 @@ def drain_phase(tracker: Tracker, phase: str, args: argparse.Namespace) -> None:
         log(f"phase {phase.upper()}: {running} pod(s) still hold GPUs; the next phase starts anyway")
 
 
-def run_gputwin(plane: Plane, tracker: Tracker, jobs: list[Job], args: argparse.Namespace) -> PhaseResult:
+def run_gputwin(plane: Plane, tracker: Tracker, jobs: list[Job], args: argparse.Namespace,
+                gangs: dict[str, GangResult]) -> PhaseResult:  # fmt: skip
+    """Phase B, then (with g) the gang phase through a fresh operator; `gangs` gets its result."""
     plane.kubectl_run("apply", "-f", str(ROOT / "crds"))
     plane.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
     plane.kubectl_run(
@@ -550,10 +585,40 @@ def run_gputwin(plane: Plane, tracker: Tracker, jobs: list[Job], args: argparse.
         why = operator.wait_ready()
         if why:
             log(f"phase B: the gputwin operator is not available: {why}")
+            if "g" in args.phases:
+                gangs["gputwin"] = GangResult("gputwin", False, note=why)
             return PhaseResult("gputwin", False, note=why)
-        return run_phase(plane, tracker, jobs, "b", args, operator)
+        result = run_phase(plane, tracker, jobs, "b", args, operator)  # stops the operator at its end
+        if "g" in args.phases:
+            drain_phase(tracker, "b", args)
+            operator.start()  # its start-up is no part of the gang phase
+            why = operator.wait_ready()
+            gangs["gputwin"] = (GangResult("gputwin", False, note=why) if why else
+                                run_gang_phase(plane.kube, tracker, gang_workload(args.gang_jobs, args.seed), "gb",
+                                               "gputwin", args, TASK_TYPE, RUN_LABEL))  # fmt: skip
+        return result
     finally:
         operator.stop()
+
+
+def run_tuned(plane: Plane, tracker: Tracker, jobs: list[Job], args: argparse.Namespace) -> PhaseResult:
+    tuned = TunedScheduler(plane.state, plane.bin_dir)
+    try:
+        why = tuned.start()
+        if why:
+            log(f"phase T: {why}")
+            return PhaseResult(TUNED, False, note=why)
+        return run_phase(plane, tracker, jobs, "t", args, None, tuned)
+    finally:
+        tuned.stop()
+
+
+def run_kube_gangs(plane: Plane, tracker: Tracker, args: argparse.Namespace) -> GangResult:
+    """The gangs with the default kube-scheduler; its pods are deleted afterwards (they never end)."""
+    gangs = gang_workload(args.gang_jobs, args.seed)
+    result = run_gang_phase(plane.kube, tracker, gangs, "ga", "default-scheduler", args, TASK_TYPE, RUN_LABEL)
+    clear_gang_pods(plane.kube, tracker, "ga", [f"{g.name}-0-{i}" for g in gangs for i in range(g.pods)])
+    return result
 
 
 # --- report --------------------------------------------------------------------------------------------
@@ -604,16 +669,23 @@ def table(results: dict[str, PhaseResult]) -> str:
     return "\n".join(lines)
 
 
-def summary(args: argparse.Namespace, results: dict[str, PhaseResult]) -> dict[str, Any]:
-    a, b = results.get("kube-scheduler"), results.get("gputwin")
-    ran = [r for r in results.values() if r.available]
+def summary(args: argparse.Namespace, results: dict[str, PhaseResult],
+            gangs: dict[str, GangResult] | None = None) -> dict[str, Any]:  # fmt: skip
+    a, b, t = results.get("kube-scheduler"), results.get("gputwin"), results.get("tuned kube-scheduler")
+    ran: list[PhaseResult | GangResult] = [r for r in results.values() if r.available]
+    ran += [g for g in (gangs or {}).values() if g.available]
     a_rate = a.pods_per_s if a and a.available else None
     b_rate = b.pods_per_s if b and b.available else None
+    t_rate = t.pods_per_s if t and t.available else None
     return {
         "nodes": args.nodes, "gpus_per_node": GPUS_PER_NODE, "leaves": LEAVES, "pods": args.pods,
         "seed": args.seed, "durations_s": list(args.durations), "restart": args.restart,
         "kube_scheduler_pods_per_s": a_rate, "gputwin_pods_per_s": b_rate,
         "ratio": round(b_rate / a_rate, 3) if a_rate and b_rate else None,
+        "tuned_kube_scheduler_pods_per_s": t_rate,
+        "ratio_tuned": round(b_rate / t_rate, 3) if t_rate and b_rate else None,
+        "tuned_kube_scheduler_p99_bind_s": t.p99_bind_s if t and t.available else None,
+        "tuned_kube_scheduler_p99_after_room_s": t.p99_after_room_s if t and t.available else None,
         "p99_bind_s": b.p99_bind_s if b and b.available else None,
         "kube_scheduler_p99_bind_s": a.p99_bind_s if a and a.available else None,
         "p99_after_room_s": b.p99_after_room_s if b and b.available else None,
@@ -624,19 +696,22 @@ def summary(args: argparse.Namespace, results: dict[str, PhaseResult]) -> dict[s
         "p99_scheduler_latency_freed_s": b.p99_scheduler_freed_s if b and b.available else None,
         "breakdown_p99_s": b.breakdown_p99_s if b and b.available else None,
         "overallocated_gpus": sum(r.overallocated_gpus for r in ran),
-        "lost_jobs": sum(r.lost_jobs for r in ran), "double_bound": sum(r.double_bound for r in ran),
+        "lost_jobs": sum(r.lost_jobs for r in ran if isinstance(r, PhaseResult)),
+        "double_bound": sum(r.double_bound for r in ran),
         "gputwin_available": bool(b and b.available), "gputwin_note": b.note if b else "not run (--phases)",
         "phases": {name: asdict(r) for name, r in results.items()},
+        **gang_summary(gangs or {}),
     }  # fmt: skip
 
 
 # --- main --------------------------------------------------------------------------------------------------
 
 
-def run(args: argparse.Namespace) -> dict[str, PhaseResult]:
+def run(args: argparse.Namespace) -> tuple[dict[str, PhaseResult], dict[str, GangResult]]:
     jobs = workload(args.pods, args.seed, args.durations)
     log(f"{args.pods} pods, {sum(j.gpus for j in jobs)} GPUs asked, on {args.nodes * GPUS_PER_NODE} GPUs")
     results: dict[str, PhaseResult] = {}
+    gangs: dict[str, GangResult] = {}
     with control_plane() as plane:
         create_nodes(plane.kube, args.nodes)
         capacity = {node_name(i): GPUS_PER_NODE for i in range(args.nodes)}
@@ -645,13 +720,18 @@ def run(args: argparse.Namespace) -> dict[str, PhaseResult]:
                 results["kube-scheduler"] = run_phase(plane, tracker, jobs, "a", args, None)
                 log(f"  kube-scheduler: {json.dumps(asdict(results['kube-scheduler']))}")
                 drain_phase(tracker, "a", args)
+            if "t" in args.phases:
+                results["tuned kube-scheduler"] = run_tuned(plane, tracker, jobs, args)
+                drain_phase(tracker, "t", args)
+            if "g" in args.phases and "a" in args.phases:
+                gangs["kube-scheduler"] = run_kube_gangs(plane, tracker, args)
             if "b" in args.phases:
                 try:
-                    results["gputwin"] = run_gputwin(plane, tracker, jobs, args)
+                    results["gputwin"] = run_gputwin(plane, tracker, jobs, args, gangs)
                 except Exception as exc:  # noqa: BLE001  (keep phase A's figures; the traceback is logged)
                     log(f"phase B failed: {traceback.format_exc()}")
                     results["gputwin"] = PhaseResult("gputwin", False, note=f"phase B failed: {exc!r}"[:400])
-    return results
+    return results, gangs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -659,15 +739,18 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C, so the control plane and the operator are stopped either way.
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        results = run(args)
+        results, gangs = run(args)
     except KeyboardInterrupt:
         log("interrupted: everything this run started has been stopped")
         return 130
-    out = summary(args, results)
-    print(table(results), file=sys.stderr if args.json else sys.stdout)
-    if out["ratio"] is not None:
-        print(f"gputwin / kube-scheduler pods bound per second: {out['ratio']}",
-              file=sys.stderr if args.json else sys.stdout)  # fmt: skip
+    out = summary(args, results, gangs)
+    where = sys.stderr if args.json else sys.stdout
+    print(table(results), file=where)
+    for key, peer in (("ratio", "kube-scheduler"), ("ratio_tuned", "kube-scheduler tuned (qps 1000)")):
+        if out[key] is not None:
+            print(f"gputwin / {peer} pods bound per second: {out[key]}", file=where)
+    if gangs:
+        print(gang_table(gangs), file=where)
     if args.json:
         print(json.dumps(out))
     return 0

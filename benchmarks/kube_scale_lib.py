@@ -174,6 +174,7 @@ class PodSeen:
     released: bool = False
     deleted: bool = False
     name: str = ""  # namespace/name
+    gang: str = ""  # the gang job it is part of (benchmarks/kube_scale_peers.py), or ""
 
 
 @dataclass(frozen=True)
@@ -286,8 +287,11 @@ class Tracker:
             gpus = sum(
                 int(c.get("resources", {}).get("limits", {}).get(GPU, 0)) for c in spec.get("containers", [])
             )
-            seen = PodSeen(labels.get("bench.gputwin.io/phase", "?"), labels.get("bench.gputwin.io/job", "?"),
-                           gpus, now, name=f"{meta.get('namespace')}/{meta.get('name')}", added_rv=rv)  # fmt: skip
+            name = f"{meta.get('namespace')}/{meta.get('name')}"
+            # A gang's pods share no job label: each pod name is its own job (two uids bound under
+            # one name is a double binding).
+            seen = PodSeen(labels.get("bench.gputwin.io/phase", "?"), labels.get("bench.gputwin.io/job") or name,
+                           gpus, now, name=name, added_rv=rv, gang=labels.get("bench.gputwin.io/gang", ""))  # fmt: skip
             self.pods[uid] = seen
             phase = self.phases.setdefault(seen.phase, _Phase())
             phase.first_added = phase.first_added if phase.first_added is not None else now
@@ -311,6 +315,8 @@ class Tracker:
         phase.bound += 1
         phase.last_bind = now
         uids = phase.jobs.setdefault(seen.job, set())
+        if seen.gang:  # gputwin deletes a gang's pods when a start fails, and makes them again later
+            uids.difference_update([u for u in uids if self.pods[u].released])
         uids.add(uid)
         if len(uids) == 2:
             phase.double_bound += 1  # one job bound under two pods
@@ -368,6 +374,15 @@ class Tracker:
             return {p.name: (max(p.added, p.room), p.bound, p.room > p.added, max(p.added_rv, p.room_rv))
                     for p in self.pods.values()
                     if p.phase == phase and p.bound is not None and p.room is not None}  # fmt: skip
+
+    def gang_gpus(self, phase: str) -> dict[str, int]:
+        """gang -> GPUs its pods of `phase` hold now (bound, not finished or deleted)."""
+        out: dict[str, int] = defaultdict(int)
+        with self.lock:
+            for p in self.pods.values():
+                if p.phase == phase and p.gang and p.node and not p.released:
+                    out[p.gang] += p.gpus
+        return dict(out)
 
     def overallocated_gpus(self, phase: str, own: bool = False) -> int:
         """Sum over nodes of the peak excess over capacity at this phase's bindings (`own`: its pods only)."""

@@ -1,6 +1,6 @@
 """benchmarks/kube_scale.py: its bookkeeping on hand-made watch events, and a tiny run on a real control plane.
 
-The tiny run (20 KWOK nodes, 100 pods of 1-3 s) starts its own control plane through
+The tiny run (20 KWOK nodes, 100 pods of 1-3 s, 6 gang jobs) starts its own control plane through
 scripts/k8s/start.sh, like the benchmark always does; it needs the binaries of scripts/k8s/build.sh
 (the `k8s_bin` fixture skips, or fails under CI, without them). No timing is asserted: only the
 JSON report's keys and the invariants (every pod bound, none over capacity, none twice, none lost).
@@ -17,16 +17,30 @@ from typing import Any
 import pytest
 
 from gputwin.api.convert import cluster_spec
-from gputwin.api.v1alpha1 import GPUPartition, SchedulingPolicy, SwitchTopology
+from gputwin.api.v1alpha1 import GPUJob, GPUPartition, SchedulingPolicy, SwitchTopology
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from kube_scale import cluster_objects, leaf_of, workload
+from kube_scale import PhaseResult, cluster_objects, leaf_of, parse_args, summary, workload
 from kube_scale_lib import Trace, Tracker, breakdown, percentile, read_trace
+from kube_scale_peers import (
+    TUNED_BURST,
+    TUNED_QPS,
+    Gang,
+    GangResult,
+    gang_gpujob,
+    gang_outcome,
+    gang_pod_manifest,
+    gang_pod_order,
+    gang_workload,
+    tuned_config,
+)
 
 KEYS = {"gputwin_pods_per_s", "kube_scheduler_pods_per_s", "ratio", "p99_bind_s", "overallocated_gpus",
-        "lost_jobs", "double_bound"}  # fmt: skip
+        "lost_jobs", "double_bound", "tuned_kube_scheduler_pods_per_s", "ratio_tuned",
+        "gang_partial_jobs_kube_scheduler", "gang_stranded_gpus_kube_scheduler", "gang_partial_jobs_gputwin",
+        "gang_stranded_gpus_gputwin"}  # fmt: skip
 
 
 def pod_event(kind: str, uid: str, gpus: int, node: str | None = None, phase: str = "Pending",
@@ -163,7 +177,18 @@ def test_tiny_run_on_a_real_control_plane(k8s_bin: Path) -> None:
         assert b["scheduler_requests_per_job"] > 0 and b["peak_rss_mb"] > 0
     else:  # the backend is missing: phase B says why instead of inventing figures
         assert report["gputwin_note"] and report["gputwin_pods_per_s"] is None and report["ratio"] is None
-    assert "pods bound per second" in done.stderr  # the table goes to stderr with --json
+    t = report["phases"]["tuned kube-scheduler"]
+    assert t["bound"] == 100 and t["ended"] == "all bound" and report["tuned_kube_scheduler_pods_per_s"] > 0
+    ga = report["gang_phases"]["kube-scheduler"]
+    assert ga["jobs"] == report["gang_jobs"] == 6 and ga["complete"] + ga["partial"] + ga["waiting"] == 6
+    assert 0 < ga["bound_gpus"] <= 160 and ga["overallocated_gpus"] == 0 and ga["double_bound"] == 0
+    if report["gputwin_available"]:
+        assert report["ratio_tuned"] == pytest.approx(
+            report["gputwin_pods_per_s"] / report["tuned_kube_scheduler_pods_per_s"], rel=0.01)
+        gb = report["gang_phases"]["gputwin"]
+        assert (gb["partial"], report["gang_stranded_gpus_gputwin"], gb["overallocated_gpus"]) == (0, 0, 0), gb
+        assert gb["complete"] > 0 and gb["bound_gpus"] == 8 * gb["bound_pods"] <= 160
+    assert "pods bound per second" in done.stderr and "partly placed" in done.stderr  # tables on stderr
 
 
 # pod -> (ready, binding seen, waited for capacity, resourceVersion of the event that gave it room), its
@@ -207,3 +232,96 @@ def test_read_trace_keeps_successful_binds_and_skips_a_torn_line(tmp_path: Path)
     trace.write_text("\n".join(json.dumps(line) for line in lines) + '\n{"pod": "ns/b", "sn')
     found = read_trace(trace)
     assert found.snaps == [1.0, 2.0] and found.rvs == [0, 7] and list(found.binds) == ["ns/a"] and found.binds["ns/a"]["snap"] == 2.0
+
+
+# --- the tuned peer and the gangs (benchmarks/kube_scale_peers.py) ------------------------------------
+
+
+def test_tuned_config_raises_the_client_limits_for_its_own_scheduler_name(tmp_path: Path) -> None:
+    conf = tuned_config(tmp_path / "kubeconfig")
+    assert conf["kind"] == "KubeSchedulerConfiguration" and conf["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert conf["clientConnection"] == {"kubeconfig": str(tmp_path / "kubeconfig"), "qps": 1000, "burst": 2000}
+    assert (TUNED_QPS, TUNED_BURST) == (1000, 2000)
+    assert [p["schedulerName"] for p in conf["profiles"]] == ["tuned-scheduler"]  # never default-scheduler
+
+
+def gang_pod_event(kind: str, gang: Gang, index: int, node: str | None, phase: str = "Running",
+                   uid: str | None = None) -> dict[str, Any]:  # fmt: skip
+    pod = gang_pod_manifest(gang, index, "ga", "default-scheduler", "bench", "bench.gputwin.io/run")
+    pod["metadata"] |= {"uid": uid or f"{gang.name}-{index}", "namespace": "bench-ga", "resourceVersion": "1"}
+    if node:
+        pod["spec"]["nodeName"] = node
+    pod["status"] = {"phase": phase}
+    return {"type": kind, "object": pod}
+
+
+# bound pods as (gang index, pod index, node); expected (complete, partial, waiting, stranded GPUs)
+G0, G1, G2 = Gang(0, 2), Gang(1, 3), Gang(2, 2)
+GANG_CASES: dict[str, tuple[list[tuple[Gang, int, str]], tuple[int, int, int, int]]] = {
+    "none bound": ([], (0, 0, 3, 0)),
+    "one whole, one partial": ([(G0, 0, "n0"), (G0, 1, "n1"), (G1, 0, "n2")], (1, 1, 1, 8)),
+    "every job partial": ([(G0, 0, "n0"), (G1, 0, "n1"), (G1, 1, "n2"), (G2, 1, "n3")], (0, 3, 0, 32)),
+    "all whole": ([(G0, 0, "n0"), (G0, 1, "n1"), (G1, 0, "n2"), (G1, 1, "n3"), (G1, 2, "n4"), (G2, 0, "n5"),
+                   (G2, 1, "n6")], (3, 0, 0, 0)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(GANG_CASES))
+def test_gang_outcome_counts_partial_jobs_and_the_gpus_they_strand(name: str) -> None:
+    bound, (complete, partial, waiting, stranded) = GANG_CASES[name]
+    tracker = Tracker({f"n{i}": 8 for i in range(8)})
+    for gang in (G0, G1, G2):
+        for i in range(gang.pods):
+            tracker.feed(gang_pod_event("ADDED", gang, i, None, "Pending"), now=0.0)
+    for t, (gang, i, node) in enumerate(bound):
+        tracker.feed(gang_pod_event("MODIFIED", gang, i, node), now=1.0 + t)
+    out = gang_outcome(tracker, "ga", [G0, G1, G2])
+    assert (out.complete, out.partial, out.waiting, out.stranded_gpus) == (complete, partial, waiting, stranded)
+    assert out.bound_gpus == 8 * len(bound) and tracker.phase_view("ga").double_bound == 0
+
+
+def test_a_gang_pod_made_again_after_its_deletion_is_not_double_bound() -> None:
+    tracker = Tracker({"n0": 8, "n1": 8})
+    tracker.feed(gang_pod_event("ADDED", G0, 0, "n0", uid="first"), now=0.0)
+    tracker.feed(gang_pod_event("DELETED", G0, 0, "n0", uid="first"), now=1.0)  # a failed start, undone
+    tracker.feed(gang_pod_event("ADDED", G0, 0, "n1", uid="again"), now=2.0)
+    assert tracker.phase_view("ga").double_bound == 0
+    tracker.feed(gang_pod_event("ADDED", G0, 0, "n0", uid="third"), now=3.0)  # while "again" still runs
+    assert tracker.phase_view("ga").double_bound == 1
+
+
+def test_gang_workload_and_pod_order_are_seeded() -> None:
+    gangs = gang_workload(50, 3)
+    assert gangs == gang_workload(50, 3) and {g.pods for g in gangs} <= set(range(2, 9)) and len(gangs) == 50
+    grouped, shuffled = gang_pod_order(gangs, 3, False), gang_pod_order(gangs, 3, True)
+    assert sorted(shuffled, key=lambda p: (p[0].index, p[1])) == grouped != shuffled
+    assert grouped == [(g, i) for g in gangs for i in range(g.pods)]
+
+
+def test_gang_gpujob_is_a_valid_gpujob_of_all_its_gpus() -> None:
+    body = gang_gpujob(Gang(7, 5), "gb", "bench", "bench.gputwin.io/run")
+    job = GPUJob.model_validate(body)
+    assert job.spec.gpus == 40 and job.spec.duration_seconds is None and job.metadata.name == "gang-00007"
+    labels = body["spec"]["podTemplate"]["metadata"]["labels"]
+    assert labels["bench.gputwin.io/gang"] == "gang-00007" and labels["bench.gputwin.io/phase"] == "gb"
+
+
+def test_summary_gives_both_ratios_and_the_gang_figures() -> None:
+    args = parse_args(["--nodes", "20", "--pods", "10"])
+    assert args.phases == {"a", "t", "b", "g"} and args.gang_jobs == 6
+    results = {"kube-scheduler": PhaseResult("default-scheduler", True, pods_per_s=50.0),
+               "tuned kube-scheduler": PhaseResult("tuned-scheduler", True, pods_per_s=200.0, overallocated_gpus=1),
+               "gputwin": PhaseResult("gputwin", True, pods_per_s=100.0)}  # fmt: skip
+    gangs = {"kube-scheduler": GangResult("default-scheduler", True, jobs=6, partial=2, stranded_gpus=40),
+             "gputwin": GangResult("gputwin", True, jobs=6, overallocated_gpus=2)}  # fmt: skip
+    out = summary(args, results, gangs)
+    assert (out["ratio"], out["ratio_tuned"], out["tuned_kube_scheduler_pods_per_s"]) == (2.0, 0.5, 200.0)
+    assert (out["gang_partial_jobs_kube_scheduler"], out["gang_stranded_gpus_kube_scheduler"]) == (2, 40)
+    assert (out["gang_partial_jobs_gputwin"], out["gang_stranded_gpus_gputwin"]) == (0, 0)
+    assert out["overallocated_gpus"] == 3  # every phase counts, gangs too
+
+
+@pytest.mark.parametrize("phases", ["g", "a,x", ""], ids=["gangs-alone", "unknown", "empty"])
+def test_phases_refused(phases: str) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--phases", phases])
