@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from gputwin.core.decision import EMPTY
 from gputwin.core.model import JobSpec
 from gputwin.runtime.loop import Runtime
 
@@ -72,14 +73,26 @@ def run_steps(target: Steps, clock: Clock, until: float = float("inf")) -> int:
 
 
 class Replay:
-    """A trace's jobs (sorted by submit time) arriving into a runtime as their times come."""
+    """A trace's jobs (sorted by submit time) arriving into a runtime as their times come; `after`
+    (if given) is called at the end of each instant, with the state the instant leaves."""
 
-    def __init__(self, runtime: Runtime, jobs: Sequence[JobSpec], progress: Callable[[int], None] | None = None):
-        self.runtime, self.jobs, self.progress = runtime, jobs, progress
+    def __init__(
+        self,
+        runtime: Runtime,
+        jobs: Sequence[JobSpec],
+        progress: Callable[[int], None] | None = None,
+        after: Callable[[float], None] | None = None,
+    ) -> None:
+        self.runtime, self.jobs, self.progress, self.after = runtime, jobs, progress, after
         self.submitted, self._count = 0, len(jobs)
 
     def next_event(self) -> float | None:
-        when = self.runtime.next_event()
+        # `runtime.next_event()`, inlined: this and `step` run once per instant of a replay.
+        runtime = self.runtime
+        when = runtime.runs.next_event()
+        wakes = runtime.wakes
+        if wakes and (when is None or wakes[0][0] < when):
+            when = wakes[0][0]
         if self.submitted < self._count:
             arrival = self.jobs[self.submitted].submit
             if when is None or arrival < when:
@@ -90,7 +103,11 @@ class Replay:
         runtime = self.runtime
         runtime.due(now)
         self.submitted = i = runtime.submit_arrived(self.jobs, self.submitted, now)
-        runtime.cycle(now)
+        decision = runtime.scheduler.run_cycle(now)  # `runtime.cycle(now)`, inlined
+        if decision is not EMPTY:
+            runtime.apply(decision, now)
+        if self.after is not None:
+            self.after(now)
         if self.progress is not None:
             self.progress(i)
 

@@ -87,7 +87,7 @@ class Runtime:
 
     def __init__(self, scheduler: Scheduler, runs: RunsJobs, listener: Transitions = QUIET) -> None:
         self.scheduler, self.runs, self.listener = scheduler, runs, listener
-        self._wakes: list[tuple[float, int, str]] = []  # (when, sequence, partition)
+        self.wakes: list[tuple[float, int, str]] = []  # a heap of (when, sequence, partition); read-only outside
         self._earliest: dict[str, float] = {}  # partition -> its earliest wake-up not yet fired
         self._seq = 0
         self.wakes_fired = 0
@@ -106,7 +106,7 @@ class Runtime:
                     listener.completed(complete(job_id, end), end, now)
                 else:
                     listener.ended_elsewhere(job_id, end, now)
-        wakes = self._wakes
+        wakes = self.wakes
         while wakes and wakes[0][0] <= now:
             when, _, partition = heapq.heappop(wakes)
             self.wakes_fired += 1
@@ -157,9 +157,9 @@ class Runtime:
     def next_event(self) -> float | None:
         """When something next happens by itself: a run ends or a policy wakes up."""
         end = self.runs.next_event()
-        if not self._wakes:
+        if not self.wakes:
             return end
-        wake = self._wakes[0][0]
+        wake = self.wakes[0][0]
         return wake if end is None or wake < end else end
 
     # --- carrying a decision out -----------------------------------------------------------------
@@ -201,11 +201,11 @@ class Runtime:
         if when > now and (pending is None or when < pending):
             self._earliest[partition] = when
             self._seq += 1
-            heapq.heappush(self._wakes, (when, self._seq, partition))
+            heapq.heappush(self.wakes, (when, self._seq, partition))
 
     def reset_wakes(self) -> None:
         """Forget every wake-up (a new scheduler for a changed cluster reconsiders everything)."""
-        self._wakes.clear()
+        self.wakes.clear()
         self._earliest.clear()
 
 

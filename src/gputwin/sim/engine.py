@@ -44,27 +44,19 @@ class Recorder:
         self.finished: list[JobState] = []
         self.rejects: list[Reject] = []
         self.resizes = 0
-        self.frag: FragmentTracker | None = None  # set when fragmentation is measured
 
     def started(self, start: Start, now: float) -> None:
         self.busy.change(start.partition, now, self.jobs[start.job_id].gpus)
-        if self.frag is not None:
-            self.frag.touched.add(start.partition)
 
     def preempted(self, preempt: Preempt, now: float) -> None:
         self.busy.change(preempt.partition, now, -self.jobs[preempt.job_id].gpus)
-        if self.frag is not None:
-            self.frag.touched.add(preempt.partition)
 
     def completed(self, state: JobState, end: float, now: float) -> None:
         self.busy.change(state.partition, end, -state.gpus)
         self.finished.append(state)
-        if self.frag is not None:
-            self.frag.touched.add(state.partition)
 
     def submitted(self, spec: JobSpec, now: float) -> None:
-        if self.frag is not None and (job := self.jobs.get(spec.job_id)) is not None:
-            self.frag.touched.add(job.partition)
+        pass  # the job waits: nothing to record yet
 
     def start_failed(self, start: Start, error: Exception, now: float) -> None:
         pass  # a virtual run always starts
@@ -79,6 +71,32 @@ class Recorder:
         self.resizes += 1
 
 
+class FragRecorder(Recorder):
+    """A `Recorder` that also tells `frag` which partitions each transition touched (a subclass
+    rather than a test in every method: these run once or twice per job)."""
+
+    def __init__(self, jobs: dict[str, JobState], busy: BusyTracker, frag: FragmentTracker) -> None:
+        super().__init__(jobs, busy)
+        self.frag, self.touched = frag, frag.touched
+
+    def started(self, start: Start, now: float) -> None:
+        self.busy.change(start.partition, now, self.jobs[start.job_id].gpus)
+        self.touched.add(start.partition)
+
+    def preempted(self, preempt: Preempt, now: float) -> None:
+        self.busy.change(preempt.partition, now, -self.jobs[preempt.job_id].gpus)
+        self.touched.add(preempt.partition)
+
+    def completed(self, state: JobState, end: float, now: float) -> None:
+        self.busy.change(state.partition, end, -state.gpus)
+        self.finished.append(state)
+        self.touched.add(state.partition)
+
+    def submitted(self, spec: JobSpec, now: float) -> None:
+        if (job := self.jobs.get(spec.job_id)) is not None:
+            self.touched.add(job.partition)
+
+
 class Simulator:
     """One replay of `jobs` (sorted by submit, then file order) on `cluster`."""
 
@@ -91,36 +109,24 @@ class Simulator:
         self.scheduler = Scheduler(cluster, options)
         totals = {name: p.ledger.total_gpus for name, p in self.scheduler.partitions.items()}
         self.busy = BusyTracker(totals, util_interval)
+        self.frag: FragmentTracker | None = None
         self.recorder = Recorder(self.scheduler.jobs, self.busy)
         self.runs = VirtualRuns()
         self.runtime = Runtime(self.scheduler, self.runs, self.recorder)
 
     def run(self, jobs: Sequence[JobSpec], progress: Callable[[int], None] | None = None) -> SimOutcome:
-        rec = self.recorder
-        replay = Replay(self.runtime, jobs, progress)
+        after: Callable[[float], None] | None = None
         if any(job.gpus > 1 for job in jobs):  # 1-GPU jobs fit any free GPU: nothing to measure
-            rec.frag = FragmentTracker(self.scheduler.partitions)
-            run_steps(_Sampled(replay, rec.frag), VirtualClock())
-        else:
-            run_steps(replay, VirtualClock())
+            # The count depends on the state an instant leaves, not on each transition within
+            # it: sampled after each instant, once per partition touched.
+            self.frag = frag = FragmentTracker(self.scheduler.partitions)
+            self.recorder = self.runtime.listener = FragRecorder(self.scheduler.jobs, self.busy, frag)
+            after = frag.sample
+        run_steps(Replay(self.runtime, jobs, progress, after), VirtualClock())
+        rec = self.recorder
         events = self.runs.popped + self.runtime.wakes_fired
         return SimOutcome(rec.finished, rec.rejects, rec.resizes, self.busy, events, dict(self.busy.totals),
-                          None if rec.frag is None else rec.frag.area)  # fmt: skip
-
-
-class _Sampled:
-    """A replay whose fragmentation is counted after each instant, once per partition touched (the
-    count depends on the state an instant leaves, not on each transition within it)."""
-
-    def __init__(self, replay: Replay, frag: FragmentTracker) -> None:
-        self.replay, self.frag = replay, frag
-
-    def next_event(self) -> float | None:
-        return self.replay.next_event()
-
-    def step(self, now: float) -> None:
-        self.replay.step(now)
-        self.frag.sample(now)
+                          None if self.frag is None else self.frag.area)  # fmt: skip
 
 
 def simulate(

@@ -127,7 +127,15 @@ class FragmentTracker:
             part = partitions[name]
             # Nothing waits, or the head takes one GPU (any free GPU hosts it): none fragmented.
             head = part.head() if part.queued else None
-            count = 0 if head is None or head.gpus == 1 else part.ledger.fragmented(head.gpus)
+            if head is None or head.gpus == 1:
+                count = 0
+            else:
+                # `free_gpus` is what placers see, summed over nodes: when the head asks for more
+                # than that (the usual case on a busy cluster), no node has enough and every free
+                # GPU counts - what `fragmented` would sum up node by node (none when none is free).
+                ledger, gpus = part.ledger, head.gpus
+                free = ledger.free_gpus
+                count = free if free < gpus <= ledger.max_node_gpus or not free else ledger.fragmented(gpus)
             self.current += count - by_part[name]
             by_part[name] = count
         touched.clear()
