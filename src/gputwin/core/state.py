@@ -25,6 +25,7 @@ from gputwin.core.model import JobSpec, PartitionSpec
 from gputwin.core.placement import ModelPools, Placer
 from gputwin.core.policies import Key, QueuePolicy
 from gputwin.core.quota import PartitionQuota
+from gputwin.core.sharing import Shares
 from gputwin.core.sizing import Sizer
 
 
@@ -108,6 +109,9 @@ class PartitionState:
     quota: PartitionQuota | None = None  # tenants' quotas of its GPUs, if it declares any
     fair: Fairness | None = None  # its policy's fairness among tenants, unless none
     models: ModelPools | None = None  # its nodes by GPU model, if they declare models
+    # Its shared GPUs (`gputwin.core.sharing`): made when its first GPU share is submitted, so a
+    # partition without shares keeps None and every whole-GPU path tests just that.
+    shares: Shares | None = None
     # EASY backfill's reservation walks the running jobs in order of expected end, GPUs, then
     # start order (`gputwin.core.reservation`): kept sorted here as jobs start and stop, only by a
     # partition that backfills (strict order with `backfill`); None elsewhere, which pays nothing.

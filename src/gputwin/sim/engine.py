@@ -47,17 +47,20 @@ class Recorder:
         self.frag: FragmentTracker | None = None  # set when fragmentation is measured
 
     def started(self, start: Start, now: float) -> None:
-        self.busy.change(start.partition, now, self.jobs[start.job_id].gpus)
+        job = self.jobs[start.job_id]  # a GPU share (gputwin.core.sharing) is busy by its fraction
+        self.busy.change(start.partition, now, job.gpus if job.spec.gpu_milli == 1000 else job.spec.gpu_milli / 1000)
         if self.frag is not None:
             self.frag.touched.add(start.partition)
 
     def preempted(self, preempt: Preempt, now: float) -> None:
-        self.busy.change(preempt.partition, now, -self.jobs[preempt.job_id].gpus)
+        job = self.jobs[preempt.job_id]
+        self.busy.change(preempt.partition, now, -job.gpus if job.spec.gpu_milli == 1000 else -job.spec.gpu_milli / 1000)
         if self.frag is not None:
             self.frag.touched.add(preempt.partition)
 
     def completed(self, state: JobState, end: float, now: float) -> None:
-        self.busy.change(state.partition, end, -state.gpus)
+        milli = state.spec.gpu_milli
+        self.busy.change(state.partition, end, -state.gpus if milli == 1000 else -milli / 1000)
         self.finished.append(state)
         if self.frag is not None:
             self.frag.touched.add(state.partition)
