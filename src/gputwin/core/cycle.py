@@ -21,7 +21,7 @@ from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
 from gputwin.core.reservation import reservation
 from gputwin.core.history import Estimator, TableEstimator
-from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end
+from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end, release
 from gputwin.core.topology import Span, Topology
 
 _ONE_NODE = Span(1, 0)
@@ -51,7 +51,6 @@ class SchedulerOptions:
     def helios(seed: int = 0, estimates: TableEstimator | None = None) -> SchedulerOptions:
         return SchedulerOptions(release_lag=1.0, wake_after_change=True, compat="helios", seed=seed,
                                 estimates=estimates)  # fmt: skip
-
 
 
 class Cycle:
@@ -373,10 +372,7 @@ class Cycle:
         del part.running[job.spec.job_id]
         if part.ends is not None:
             drop_end(part.ends, job)
-        if part.shares is not None and job.spec.gpu_milli < 1000:  # a GPU share: gputwin.core.sharing
-            part.shares.give_back(job.spec.job_id, now)
-        else:
-            part.ledger.release(job.slots)
+        release(part, job, now)
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus)
         if part.fair is not None:

@@ -32,7 +32,7 @@ from gputwin.core.plugins import make_placer, make_sizer
 from gputwin.core.policies import make_policy
 from gputwin.core.quota import PartitionQuota, TenantUsage, quota_problem
 from gputwin.core.sharing import Shares, share_problem
-from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end
+from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end, release
 from gputwin.core.topology import Topology
 
 
@@ -210,10 +210,7 @@ class Scheduler(Cycle):
         del part.running[job_id]
         if part.ends is not None:
             drop_end(part.ends, job)
-        if part.shares is not None and job.spec.gpu_milli < 1000:  # a GPU share: gputwin.core.sharing
-            part.shares.give_back(job_id, now)
-        else:
-            part.ledger.release(job.slots)
+        release(part, job, now)
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus)
         if part.fair is not None:
@@ -235,10 +232,7 @@ class Scheduler(Cycle):
             del part.running[job_id]
             if part.ends is not None:
                 drop_end(part.ends, job)
-            if part.shares is not None and job.spec.gpu_milli < 1000:  # a GPU share: gputwin.core.sharing
-                part.shares.give_back(job_id, now)
-            else:
-                part.ledger.release(job.slots)
+            release(part, job, now)
             job.slots = ()
             if part.fair is not None:
                 part.fair.change(now, job, -job.gpus)

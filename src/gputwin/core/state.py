@@ -163,3 +163,11 @@ def add_end(ends: list[tuple[float, int, int]], job: JobState) -> None:
 def drop_end(ends: list[tuple[float, int, int]], job: JobState) -> None:
     """`job` stopped running: its entry out of a partition's `ends` (entries are unique)."""
     del ends[bisect_left(ends, (job.seg_end, job.gpus, job.order))]
+
+
+def release(part: PartitionState, job: JobState, now: float) -> None:
+    """`job` stops running: its GPUs back to the ledger, or its GPU share to its shared GPU."""
+    if part.shares is not None and job.spec.gpu_milli < 1000:  # gputwin.core.sharing
+        part.shares.give_back(job.spec.job_id, now)
+    else:
+        part.ledger.release(job.slots)
