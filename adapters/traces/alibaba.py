@@ -3,13 +3,15 @@
 Required columns: `name,num_gpu,gpu_milli,creation_time,scheduled_time,deletion_time`; optional
 `gpu_spec,qos,pod_phase` (the CPU and memory columns are ignored). Times are seconds from the
 trace start, so the origin is 0.0 and submit times are kept as they are. Decisions, for a
-whole-GPU scheduler replaying a Kubernetes trace:
+scheduler replaying a Kubernetes trace:
 
 - submit = `creation_time`; duration = `deletion_time - scheduled_time` (the time it held GPUs).
 - `num_gpu == 0` (CPU-only pods): skipped, counted under "zero GPUs".
-- `num_gpu == 1` with `gpu_milli < 1000` (a GPU share): kept as one whole GPU, counted under
-  "fractional GPU rounded up" -- a whole-GPU scheduler cannot pack shares, so the pod occupies a
-  GPU. `gpu_milli` of multi-GPU pods is per GPU and always 1000 in the trace.
+- `num_gpu == 1` with `0 < gpu_milli < 1000` (a GPU share): kept as that share,
+  `JobSpec(gpus=1, gpu_milli=gpu_milli)`, counted under "fractional GPU kept as a share" (the
+  core packs shares onto shared GPUs, `gputwin.core.sharing`; a preemptive partition gives it a
+  whole GPU). `gpu_milli` 0 or 1000, and that of multi-GPU pods (per GPU, always 1000 in the
+  trace), mean whole GPUs.
 - no `scheduled_time` (pods still Pending at the snapshot): skipped, "never scheduled".
 - no `deletion_time`, or `deletion_time <= scheduled_time`: skipped, "no run time".
 - `pod_phase == Running`: kept with the duration cut off at the snapshot end, counted under
@@ -31,7 +33,7 @@ from .table import Converter, ReadContext, Row, Table, convert_rows, open_text
 
 REQUIRED = ("name", "num_gpu", "gpu_milli", "creation_time", "scheduled_time", "deletion_time")
 ZERO_GPUS = "zero GPUs"
-FRACTIONAL = "fractional GPU rounded up"
+FRACTIONAL = "fractional GPU kept as a share"
 NEVER_SCHEDULED = "never scheduled"
 NO_RUN = "no run time"
 CUT_OFF = "cut off at snapshot"
@@ -71,7 +73,8 @@ def _converter(ctx: ReadContext, table: Table) -> Converter:
         check_seconds(end - start, "deletion_time", MAX_DURATION)  # the run time, deletion - scheduled
         phase = table.get(row, "pod_phase").strip()
         # Notes, not skips: the pod is kept, but the caller should know how it was read.
-        if gpus == 1 and gpu_milli < 1000:
+        share = gpus == 1 and 0 < gpu_milli < 1000
+        if share:
             ctx.skipped[FRACTIONAL] += 1
         if phase == "Running":
             ctx.skipped[CUT_OFF] += 1
@@ -86,6 +89,7 @@ def _converter(ctx: ReadContext, table: Table) -> Converter:
             num_nodes=1,
             seq=seq,
             model=table.get(row, "gpu_spec").strip(),
+            gpu_milli=gpu_milli if share else 1000,
         )
 
     return convert

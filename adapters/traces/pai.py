@@ -12,9 +12,10 @@ tasks joined with their jobs):
   job_id = `job_name/task_name`, name = `task_name`, task_type (the partition) = `gpu_type`
   (T4, P100, V100, V100M32, MISC), "default" when empty.
 - GPUs: `plan_gpu` is percent of one GPU per instance (50.0 is half a GPU), `inst_num` instances.
-  The core counts whole GPUs, so each instance takes `ceil(plan_gpu / 100)` and the job
-  `inst_num` times that; a `plan_gpu` that is not a multiple of 100 is counted under
-  "fractional GPU rounded up" (a note: the job is kept). The fraction itself is kept in
+  One instance under 100 is a GPU share: `gpus=1, gpu_milli=round(plan_gpu * 10)` (at least 1,
+  `gputwin.core.sharing`), counted under "fractional GPU kept as a share". Otherwise each instance
+  takes `ceil(plan_gpu / 100)` whole GPUs and the job `inst_num` times that; a `plan_gpu` that is
+  not a multiple of 100 is then counted under "fractional GPU rounded up" (notes: jobs are kept). The fraction itself is kept in
   `PaiTask.plan_gpu` (`iter_tasks` streams those) for the tenancy work's milli-GPUs. Empty or 0 `plan_gpu`
   (CPU tasks such as parameter servers): skipped, "zero GPUs"; `inst_num` 0: "zero instances".
 - submit = the job's `start_time` (its submission; the gap to the task's start is the wait the
@@ -53,6 +54,7 @@ MAX_PLAN_GPU = 100.0 * MAX_GPUS
 ZERO_GPUS = "zero GPUs"
 ZERO_INSTANCES = "zero instances"
 FRACTIONAL = "fractional GPU rounded up"
+SHARE = "fractional GPU kept as a share"
 NO_JOB = "no job record"
 NEVER_STARTED = "never started"
 STILL_RUNNING = "still running"
@@ -166,7 +168,10 @@ def _convert(ctx: ReadContext, task: PaiTask, jobs: Jobs | None, seq: int) -> Jo
     # Notes, not skips: the task is kept, but the caller should know how it was read.
     if job is None and jobs is not None:
         ctx.skipped[NO_JOB] += 1
-    if task.plan_gpu % 100:
+    milli = max(task.gpu_milli, 1) if task.inst_num == 1 and task.plan_gpu < 100 else 1000
+    if milli < 1000:
+        ctx.skipped[SHARE] += 1
+    elif task.plan_gpu % 100:
         ctx.skipped[FRACTIONAL] += 1
     user, submitted = job if job is not None else ("", task.start)
     return JobSpec(
@@ -179,6 +184,7 @@ def _convert(ctx: ReadContext, task: PaiTask, jobs: Jobs | None, seq: int) -> Jo
         name=task.task_name,
         state=_STATES.get(task.status, task.status.upper() or "COMPLETED"),
         seq=seq,
+        gpu_milli=milli,
     )
 
 

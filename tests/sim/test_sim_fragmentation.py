@@ -5,6 +5,7 @@ tests/sim/test_sim_tenancy_golden.py and the Alibaba 2023 default pod list)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,7 @@ def test_golden_on_the_alibaba_pods(queue: str, expected: float) -> None:
     # most pods ask for one GPU, so a waiting head rarely finds no hole it fits
     from gputwin.api.resources import demo_cluster_path
 
-    jobs = read_trace(TRACES / "alibaba_openb" / "openb_pod_list_default.csv").jobs
+    # GPU shares rounded up to whole GPUs, as the reader once did (packed shares: tests/sim/test_sim_shares.py)
+    jobs = [replace(j, gpu_milli=1000) for j in read_trace(TRACES / "alibaba_openb" / "openb_pod_list_default.csv").jobs]
     summary, _ = run(load_cluster(demo_cluster_path()), jobs, overrides=Overrides(queue=queue, placement="consolidate"))
     assert summary["fragmented_gpus"] == expected

@@ -62,6 +62,14 @@ class GPUJobSpec(ApiModel):
         description="GPU model the job must run on, e.g. a100 (a node group's model); empty = any. "
         "Ignored by partitions whose nodes declare no models.",
     )
+    gpu_fraction: float | None = Field(
+        default=None,
+        ge=0.001,
+        le=0.999,
+        description="A share of one GPU, 0.001 to 0.999 (KAI scheduler's and Run:ai's gpu-fraction), "
+        "with gpus 1: packed with other shares onto one GPU, none ever over a whole GPU; counted in "
+        "milli-GPU (rounded to 0.001). Unset: whole GPUs (docs/tenancy.md).",
+    )
     priority: int = Field(
         default=0,
         ge=-MAX_PRIORITY,
@@ -74,6 +82,18 @@ class GPUJobSpec(ApiModel):
         description="Kubernetes backend only: the pod to run (a PodTemplateSpec); GPUs are set from gpus.",
         json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
+
+
+    @model_validator(mode="after")
+    def _fraction_of_one_gpu(self) -> Self:
+        if self.gpu_fraction is not None and self.gpus != 1:
+            raise PydanticCustomError("gpu_fraction", "gpuFraction is a share of one GPU: set gpus to 1")
+        return self
+
+    @property
+    def gpu_milli(self) -> int:
+        """The core's request (`JobSpec.gpu_milli`): the fraction in thousandths, 1000 for whole GPUs."""
+        return 1000 if self.gpu_fraction is None else min(max(round(self.gpu_fraction * 1000), 1), 999)
 
 
 class GPUJob(ResourceBase):

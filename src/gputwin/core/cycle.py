@@ -21,7 +21,7 @@ from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
 from gputwin.core.reservation import reservation
 from gputwin.core.history import Estimator, TableEstimator
-from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end
+from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end, release
 from gputwin.core.topology import Span, Topology
 
 _ONE_NODE = Span(1, 0)
@@ -51,7 +51,6 @@ class SchedulerOptions:
     def helios(seed: int = 0, estimates: TableEstimator | None = None) -> SchedulerOptions:
         return SchedulerOptions(release_lag=1.0, wake_after_change=True, compat="helios", seed=seed,
                                 estimates=estimates)  # fmt: skip
-
 
 
 class Cycle:
@@ -302,6 +301,8 @@ class Cycle:
 
     def _place(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> Slots | None:
         """The placer's choice for `job` now, or None (then ask to be woken if the placer waits)."""
+        if part.shares is not None and job.spec.gpu_milli < 1000:  # a GPU share: gputwin.core.sharing
+            return part.shares.place(part.placer, job.spec, now - job.queued_since, part.models)
         if job.gpus > part.ledger.free_gpus:
             return None
         if part.models is None:  # the usual case: no GPU models declared, no filter (`place_model`)
@@ -324,7 +325,10 @@ class Cycle:
 
     def _commit(self, part: PartitionState, job: JobState, slots: Slots, now: float, out: DecisionBuilder) -> None:
         part.dequeue(job)
-        part.ledger.allocate(slots)
+        if part.shares is not None and job.spec.gpu_milli < 1000:  # a GPU share: gputwin.core.sharing
+            part.shares.take(job.spec.job_id, slots[0][0], job.spec.gpu_milli, now)
+        else:
+            part.ledger.allocate(slots)
         # Most jobs fit on one node: no span to work out and no overhead (`_span`'s first case,
         # without the call and the Span it returns, once per job started).
         if len(slots) == 1:
@@ -368,7 +372,7 @@ class Cycle:
         del part.running[job.spec.job_id]
         if part.ends is not None:
             drop_end(part.ends, job)
-        part.ledger.release(job.slots)
+        release(part, job, now)
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus)
         if part.fair is not None:

@@ -83,6 +83,10 @@ class Ledger:
         """Free GPUs a placer may use on `node` (0 while it is out of service, less what others hold)."""
         return self._visible(self._local[node])
 
+    def in_service(self, node: int) -> bool:
+        """Whether `node` takes new work (not out of service): shares join open GPUs only there."""
+        return not self._out >> self._local[node] & 1
+
     def external_use(self) -> dict[int, int]:
         """Global node index -> GPUs held by others, for the nodes where that is not 0."""
         return {self.nodes[i]: gpus for i, gpus in enumerate(self._external) if gpus}

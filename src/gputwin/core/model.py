@@ -21,6 +21,8 @@ class JobSpec:
     `seq` is the job's position in its source (file order); it is the final tie-break of every
     ordering, so equal keys always resolve the same way. `model` is the GPU model it asks for
     ("": any); `duration` is its run time on GPUs of speed 1 (`TopologySpec.speeds`).
+    `gpu_milli` below 1000 asks for that share of one GPU (`gpus` is then 1), packed with other
+    shares onto one GPU (`gputwin.core.sharing`); 1000, the default, means whole GPUs.
     """
 
     job_id: str
@@ -35,6 +37,7 @@ class JobSpec:
     num_nodes: int = 0
     seq: int = 0
     model: str = ""
+    gpu_milli: int = 1000
 
 
 # --- topology -------------------------------------------------------------------------------------

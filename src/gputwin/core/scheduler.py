@@ -31,7 +31,8 @@ from gputwin.core.placement import Slots, model_pools
 from gputwin.core.plugins import make_placer, make_sizer
 from gputwin.core.policies import make_policy
 from gputwin.core.quota import PartitionQuota, TenantUsage, quota_problem
-from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end
+from gputwin.core.sharing import Shares, share_problem
+from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end, release
 from gputwin.core.topology import Topology
 
 
@@ -62,6 +63,7 @@ class Scheduler(Cycle):
         self._order = 0
         self._dirty = set()
         self._fairness = [p.fair for p in self.partitions.values() if p.fair is not None]
+        self.saw_shares = False  # some job submitted asked for a GPU share (gputwin.core.sharing)
 
     def _partition(self, spec: PartitionSpec) -> PartitionState:
         nodes = [self.topology.node_index[n] for n in spec.nodes]
@@ -108,6 +110,11 @@ class Scheduler(Cycle):
             problem = part.models.problem(spec.model, spec.gpus, name)
         if problem is None and spec.job_id in self.jobs:
             problem = self._duplicate(spec)
+        if spec.gpu_milli != 1000:  # a GPU share (gputwin.core.sharing); whole-GPU jobs skip this
+            self.saw_shares = True
+            problem = problem or share_problem(spec)
+            if problem is None and part.shares is None and not part.policy.preemptive:
+                part.shares = Shares(part.ledger)
         if problem:
             return Decision(rejects=(Reject(spec.job_id, problem),))
         gpus, duration = spec.gpus, spec.duration
@@ -138,7 +145,13 @@ class Scheduler(Cycle):
             raise ValueError(f"job {spec.job_id!r}: no partition serves it, or it is already known")
         part = self.partitions[name]
         job = JobState(spec, name, spec.gpus, spec.duration, spec.duration)
-        part.ledger.allocate(slots)
+        if spec.gpu_milli != 1000 and (problem := share_problem(spec)) is not None:
+            raise ValueError(f"job {spec.job_id!r}: {problem}")
+        if spec.gpu_milli != 1000 and not part.policy.preemptive:  # a GPU share: gputwin.core.sharing
+            part.shares = part.shares or Shares(part.ledger)
+            part.shares.take(spec.job_id, slots[0][0], spec.gpu_milli, started)
+        else:
+            part.ledger.allocate(slots)
         span, fraction = self._span(slots)
         job.slots, job.leaves, job.tiers = slots, span.leaves, span.tiers
         job.slowdown = (1.0 + fraction) / (1.0 if part.models is None else part.models.speed(slots))
@@ -172,7 +185,10 @@ class Scheduler(Cycle):
         del part.running[job_id]
         if part.ends is not None:
             drop_end(part.ends, job)
-        part.ledger.release(job.slots)
+        if part.shares is not None and job.spec.gpu_milli < 1000:  # a GPU share: gputwin.core.sharing
+            part.shares.give_back(job_id, now)
+        else:
+            part.ledger.release(job.slots)
         # `attained_at(now)` for a running job (it is one: it was in `part.running`), inlined.
         job.attained += (now - job.seg_start) * job.gpus
         job.phase, job.end, job.work_left = Phase.DONE, now, 0.0
@@ -194,7 +210,7 @@ class Scheduler(Cycle):
         del part.running[job_id]
         if part.ends is not None:
             drop_end(part.ends, job)
-        part.ledger.release(job.slots)
+        release(part, job, now)
         if part.quota is not None:
             part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus)
         if part.fair is not None:
@@ -216,7 +232,7 @@ class Scheduler(Cycle):
             del part.running[job_id]
             if part.ends is not None:
                 drop_end(part.ends, job)
-            part.ledger.release(job.slots)
+            release(part, job, now)
             job.slots = ()
             if part.fair is not None:
                 part.fair.change(now, job, -job.gpus)

@@ -25,6 +25,7 @@ from gputwin.core.model import JobSpec, PartitionSpec
 from gputwin.core.placement import ModelPools, Placer
 from gputwin.core.policies import Key, QueuePolicy
 from gputwin.core.quota import PartitionQuota
+from gputwin.core.sharing import Shares
 from gputwin.core.sizing import Sizer
 
 
@@ -108,6 +109,9 @@ class PartitionState:
     quota: PartitionQuota | None = None  # tenants' quotas of its GPUs, if it declares any
     fair: Fairness | None = None  # its policy's fairness among tenants, unless none
     models: ModelPools | None = None  # its nodes by GPU model, if they declare models
+    # Its shared GPUs (`gputwin.core.sharing`): made when its first GPU share is submitted, so a
+    # partition without shares keeps None and every whole-GPU path tests just that.
+    shares: Shares | None = None
     # EASY backfill's reservation walks the running jobs in order of expected end, GPUs, then
     # start order (`gputwin.core.reservation`): kept sorted here as jobs start and stop, only by a
     # partition that backfills (strict order with `backfill`); None elsewhere, which pays nothing.
@@ -159,3 +163,11 @@ def add_end(ends: list[tuple[float, int, int]], job: JobState) -> None:
 def drop_end(ends: list[tuple[float, int, int]], job: JobState) -> None:
     """`job` stopped running: its entry out of a partition's `ends` (entries are unique)."""
     del ends[bisect_left(ends, (job.seg_end, job.gpus, job.order))]
+
+
+def release(part: PartitionState, job: JobState, now: float) -> None:
+    """`job` stops running: its GPUs back to the ledger, or its GPU share to its shared GPU."""
+    if part.shares is not None and job.spec.gpu_milli < 1000:  # gputwin.core.sharing
+        part.shares.give_back(job.spec.job_id, now)
+    else:
+        part.ledger.release(job.slots)

@@ -46,13 +46,16 @@ class Recorder:
         self.resizes = 0
 
     def started(self, start: Start, now: float) -> None:
-        self.busy.change(start.partition, now, self.jobs[start.job_id].gpus)
+        job = self.jobs[start.job_id]  # a GPU share (gputwin.core.sharing) is busy by its fraction
+        self.busy.change(start.partition, now, job.gpus if job.spec.gpu_milli == 1000 else job.spec.gpu_milli / 1000)
 
     def preempted(self, preempt: Preempt, now: float) -> None:
-        self.busy.change(preempt.partition, now, -self.jobs[preempt.job_id].gpus)
+        job = self.jobs[preempt.job_id]
+        self.busy.change(preempt.partition, now, -job.gpus if job.spec.gpu_milli == 1000 else -job.spec.gpu_milli / 1000)
 
     def completed(self, state: JobState, end: float, now: float) -> None:
-        self.busy.change(state.partition, end, -state.gpus)
+        milli = state.spec.gpu_milli
+        self.busy.change(state.partition, end, -state.gpus if milli == 1000 else -milli / 1000)
         self.finished.append(state)
 
     def submitted(self, spec: JobSpec, now: float) -> None:
@@ -80,16 +83,15 @@ class FragRecorder(Recorder):
         self.frag, self.touched = frag, frag.touched
 
     def started(self, start: Start, now: float) -> None:
-        self.busy.change(start.partition, now, self.jobs[start.job_id].gpus)
+        super().started(start, now)
         self.touched.add(start.partition)
 
     def preempted(self, preempt: Preempt, now: float) -> None:
-        self.busy.change(preempt.partition, now, -self.jobs[preempt.job_id].gpus)
+        super().preempted(preempt, now)
         self.touched.add(preempt.partition)
 
     def completed(self, state: JobState, end: float, now: float) -> None:
-        self.busy.change(state.partition, end, -state.gpus)
-        self.finished.append(state)
+        super().completed(state, end, now)
         self.touched.add(state.partition)
 
     def submitted(self, spec: JobSpec, now: float) -> None:

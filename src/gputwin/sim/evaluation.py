@@ -110,6 +110,7 @@ class Summary(JobMetrics):
     tenants: Mapping[str, TenantMetrics] = field(default_factory=dict)  # by name; empty without quotas
     jain: float | None = None  # Jain's fairness index over tenants with a guarantee
     fragmented_gpus: float | None = None  # time-averaged (gputwin.sim.metrics); None: not measured
+    sharing: Mapping[str, float] | None = None  # GPU shares' figures (gputwin.sim.shares); None: no shares
 
     def to_json(self) -> dict[str, Any]:
         """The summary object of `gputwin simulate --json` (plus `utilization_series`)."""
@@ -123,6 +124,8 @@ class Summary(JobMetrics):
             out.update(tenants={name: m.to_json() for name, m in self.tenants.items()}, jain=self.jain)
         if self.fragmented_gpus is not None:  # 1-GPU-only traces print what they always did
             out["fragmented_gpus"] = self.fragmented_gpus
+        if self.sharing is not None:  # traces without GPU shares print what they always did
+            out["sharing"] = dict(self.sharing)
         return out
 
     @classmethod
@@ -137,7 +140,7 @@ class Summary(JobMetrics):
                    wall_seconds=data["wall_seconds"], rejected=dict(data["rejected"]),
                    resized=data.get("resized", 0), policies=dict(data["policies"]), compat=data.get("compat"),
                    utilization_series=series, tenants=tenants, jain=data.get("jain"),
-                   fragmented_gpus=data.get("fragmented_gpus"))  # fmt: skip
+                   fragmented_gpus=data.get("fragmented_gpus"), sharing=data.get("sharing"))  # fmt: skip
 
     def scores(self, names: Iterable[str] | None = None) -> Scores:
         """The named overall metrics; by default METRICS, and TENANCY_METRICS with tenants.

@@ -46,13 +46,13 @@ class BusyTracker:
     def __init__(self, totals: dict[str, int], interval: float) -> None:
         self.totals = totals
         self.interval = interval
-        self.busy = {name: 0 for name in totals}
+        self.busy: dict[str, float] = {name: 0 for name in totals}  # a GPU share counts its fraction
         self.since = {name: 0.0 for name in totals}
         self.area = {name: 0.0 for name in totals}
         self.buckets: dict[str, defaultdict[int, float]] = {name: defaultdict(float) for name in totals}
         self._span: tuple[int, int] | None = None  # first and last bucket touched, all partitions
 
-    def change(self, partition: str, now: float, delta: int) -> None:
+    def change(self, partition: str, now: float, delta: float) -> None:
         busy, since = self.busy[partition], self.since[partition]
         if busy and now > since:
             self.area[partition] += busy * (now - since)
@@ -60,7 +60,7 @@ class BusyTracker:
         self.busy[partition] = busy + delta
         self.since[partition] = now
 
-    def _spread(self, partition: str, start: float, end: float, busy: int) -> None:
+    def _spread(self, partition: str, start: float, end: float, busy: float) -> None:
         width, span = self.interval, self._span
         first, last = int(start // width), int(end // width)
         if span is None or first < span[0] or last > span[1]:  # else `_fit`'s usual case, inlined

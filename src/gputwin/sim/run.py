@@ -25,6 +25,7 @@ from gputwin.errors import InputError
 from gputwin.sim.engine import SimOutcome, Simulator
 from gputwin.sim.evaluation import Summary
 from gputwin.sim.metrics import jain_index, summarize, tenant_metrics, utilization_series
+from gputwin.sim.shares import share_metrics
 
 HELIOS_QUEUES = ("fifo", "sjf", "srtf")
 HELIOS_PLACERS = ("consolidate", "random")
@@ -132,6 +133,8 @@ def run_summary(
         summary = _with_tenants(summary, outcome, scheduler)
     if outcome.fragmented is not None and summary.makespan > 0:
         summary = dataclasses.replace(summary, fragmented_gpus=round(outcome.fragmented / summary.makespan, 3))
+    if scheduler.saw_shares:  # GPU shares (gputwin.sim.shares)
+        summary = dataclasses.replace(summary, sharing=share_metrics(outcome, scheduler.partitions, summary.makespan))
     return summary, outcome
 
 

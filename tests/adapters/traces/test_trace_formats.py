@@ -172,7 +172,7 @@ def test_alibaba_decisions(tmp_path: Path) -> None:
         "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
         "creation_time,deletion_time,scheduled_time\n"
         "p0,1,1,0,0,,LS,Succeeded,0,10,0\n"  # CPU only
-        "p1,1,1,1,500,,BE,Succeeded,5,20,8\n"  # a GPU share: one whole GPU
+        "p1,1,1,1,500,,BE,Succeeded,5,20,8\n"  # a GPU share: kept as gpu_milli 500
         "p2,1,1,2,1000,V100M32,LS,Running,6,100,6\n"  # cut off at the snapshot
         "p3,1,1,1,1000,,LS,Pending,7,100,\n"  # never scheduled
         "p4,1,1,4,1000,,LS,Failed,9,9,9\n",
@@ -184,9 +184,10 @@ def test_alibaba_decisions(tmp_path: Path) -> None:
     ]
     assert result.jobs[0].user == "BE"
     assert [job.model for job in result.jobs] == ["", "V100M32"]  # gpu_spec is the model it asks for
+    assert [job.gpu_milli for job in result.jobs] == [500, 1000]  # the share kept, multi-GPU pods whole
     assert dict(result.skipped) == {
         "zero GPUs": 1,
-        "fractional GPU rounded up": 1,
+        "fractional GPU kept as a share": 1,
         "cut off at snapshot": 1,
         "never scheduled": 1,
         "no run time": 1,

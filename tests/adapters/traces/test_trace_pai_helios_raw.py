@@ -52,6 +52,9 @@ def task(name: str = "j1", role: str = "worker", inst: str = "1.0", status: str 
         # 2 instances of half a GPU each: each instance rounds up to one whole GPU.
         (task(inst="2.0", gpu="50.0", kind="T4"), ("j1/worker", 100.0, 60.0, 2, "T4", "", "COMPLETED"),
          {"fractional GPU rounded up": 1}),
+        # 1 instance of a quarter GPU: a share of one GPU (250 milli: the test after this one).
+        (task(gpu="25.0", kind="T4"), ("j1/worker", 100.0, 60.0, 1, "T4", "", "COMPLETED"),
+         {"fractional GPU kept as a share": 1}),
         (task(gpu="800.0", status="Failed", kind=""), ("j1/worker", 100.0, 60.0, 8, "default", "", "FAILED"), {}),
         (task(gpu="", role="ps"), None, {"zero GPUs": 1}),
         (task(gpu="0.0"), None, {"zero GPUs": 1}),
@@ -59,13 +62,20 @@ def task(name: str = "j1", role: str = "worker", inst: str = "1.0", status: str 
         (task(start="", status="Waiting"), None, {"never started": 1}),
         (task(end="", status="Running"), None, {"still running": 1}),
     ],
-    ids=["whole", "two-halves", "eight-failed-no-type", "cpu-ps", "zero-gpu", "zero-inst", "waiting", "running"],
+    ids=["whole", "two-halves", "one-quarter-share", "eight-failed-no-type", "cpu-ps", "zero-gpu", "zero-inst", "waiting", "running"],
 )  # fmt: skip
 def test_pai_task_mapping(tmp_path: Path, row: str, expected: object, notes: dict[str, int]) -> None:
     kept = task(name="k", start="0.0", end="1.0")
     result = read_trace(write(tmp_path, "t_task_table.csv", kept + row), "pai")
     assert dict(result.skipped) == notes
     assert [brief(job) for job in result.jobs[1:]] == ([] if expected is None else [expected])
+
+
+@pytest.mark.parametrize(("gpu", "milli"), [("25.0", 250), ("0.01", 1), ("99.99", 1000), ("100.0", 1000)],
+                         ids=["quarter", "tiny-is-1-milli", "rounds-to-whole", "whole"])  # fmt: skip
+def test_pai_one_instance_share_keeps_its_milli(tmp_path: Path, gpu: str, milli: int) -> None:
+    result = read_trace(write(tmp_path, "t_task_table.csv", task(gpu=gpu)), "pai")
+    assert [(job.gpus, job.gpu_milli) for job in result.jobs] == [(1, milli)]
 
 
 def test_pai_job_table_beside_gives_user_and_submission(tmp_path: Path) -> None:
@@ -129,8 +139,9 @@ def test_pai_job_table_as_trace_is_refused_with_the_fix() -> None:
 def test_pai_real_excerpt_golden() -> None:
     result = read_trace(PAI)
     assert (result.format, len(result.jobs), result.origin) == ("pai", 1, 1739162.0)
-    # plan_gpu 50.0 (half a GPU) rounds up; the README's job row is another job than its task row.
-    assert result.skipped == {"fractional GPU rounded up": 1, "no job record": 1}
+    # plan_gpu 50.0 of one instance is a share of 500 milli; the README's job row is another job than its task row.
+    assert result.skipped == {"fractional GPU kept as a share": 1, "no job record": 1}
+    assert result.jobs[0].gpu_milli == 500
     assert brief(result.jobs[0]) == ("4f057009a5d481acec67b088/tensorflow", 0.0, 38.0, 1, "MISC", "", "COMPLETED")
 
 
@@ -252,4 +263,4 @@ def test_cli_simulate_pai_json(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     summary = json.loads(done.output)
     assert (summary["trace"]["format"], summary["jobs"], summary["avg_jct"], summary["skipped"]) == (
-        "pai", 1, 38.0, {"fractional GPU rounded up": 1, "no job record": 1})  # fmt: skip
+        "pai", 1, 38.0, {"fractional GPU kept as a share": 1, "no job record": 1})  # fmt: skip

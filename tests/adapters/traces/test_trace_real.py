@@ -78,13 +78,15 @@ def test_alibaba_counts() -> None:
     assert dict(result.skipped) == {
         "zero GPUs": 1_088,
         "never scheduled": 861,
-        "fractional GPU rounded up": 2_573,  # kept, as one GPU each
+        "fractional GPU kept as a share": 2_573,  # kept, as a share of one GPU each (gpu_milli)
         "cut off at snapshot": 4_149,  # kept, with the duration up to the snapshot end
     }
     assert result.jobs[0] == JobSpec(
         "openb-pod-0000", 0.0, 12_537_496.0, 1, "default", "LS", state="RUNNING", num_nodes=1, seq=0
     )
     assert min(job.gpus for job in result.jobs) == 1 and max(job.gpus for job in result.jobs) == 8
+    shares = [job.gpu_milli for job in result.jobs if job.gpu_milli < 1000]
+    assert (len(shares), min(shares), max(shares), sum(shares)) == (2_573, 50, 810, 1_486_930)
 
 
 def test_sacct_p_sample() -> None:

@@ -123,7 +123,7 @@ def test_an_error_while_writing_removes_the_temporary_file(tmp_path: Path) -> No
 
 def test_convert_reports_counts_on_stderr(tmp_path: Path) -> None:
     out, output = convert(tmp_path, DATA / "pai-2020-readme_task_table.csv", "helios")
-    assert "1 jobs from" in output and "fractional GPU rounded up: 1" in output
+    assert "1 jobs from" in output and "fractional GPU kept as a share: 1" in output
     assert oct(out.stat().st_mode & 0o777) != oct(0o600)  # the umask's mode, not mkstemp's
 
 
