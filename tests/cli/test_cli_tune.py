@@ -62,6 +62,19 @@ def test_json_reports_best_and_baseline_on_both_parts(tuned: tuple[Path, dict]) 
     assert best["tune"] < base["tune"]
 
 
+def test_report_md_is_tune_jsons_verdict_for_a_person(tuned: tuple[Path, dict]) -> None:
+    from gputwin.sim.tunereport import tune_markdown
+
+    out, data = tuned
+    text = (out / "report.md").read_text()
+    assert text.startswith("## gputwin tune\n\n- **trace**: ") and "- **command**: `" in text  # provenance first
+    body = text.split("\n\n", 2)[2].split("```yaml")[0]  # the part made from tune.json alone
+    assert body == tune_markdown(data, None).split("\n\n", 1)[1].split("```yaml")[0]
+    block = text.split("```yaml\n")[1].split("```")[0]  # tune.json sorts keys; the YAML keeps manifest order
+    assert yaml.safe_load(block) == yaml.safe_load((out / "schedulingpolicy.yaml").read_text())
+    assert f"the winner `{data['best']['policy']}`" in text and "On the hold-out" in text
+
+
 def test_schedulingpolicy_yaml_validates_and_is_the_best_policy(tuned: tuple[Path, dict]) -> None:
     out, data = tuned
     path = out / "schedulingpolicy.yaml"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import sys
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,18 +17,12 @@ from gputwin.adapters.sweeps.plan import same_inputs
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import ranked_table, sweep_progress
 from gputwin.cli.sweep import executor_options, make_executor
-from gputwin.cli.version import core_flavour
+from gputwin.cli.version import command_line, core_flavour
 from gputwin.sim.atomic import COMPARE, atomic_folder, check
 from gputwin.sim.compare import comparison, grid, write_report
 from gputwin.sim.provenance import provenance
 from gputwin.sim.reportpage import write_markdown
 from gputwin.sim.run import RunError
-
-
-def command_line() -> list[str]:
-    """How this command was started, as the report's provenance header shows it."""
-    program = Path(sys.argv[0]).name
-    return [*(["python", "-m", "gputwin"] if program == "__main__.py" else [program]), *sys.argv[1:]]
 
 
 def warn(message: str) -> None:

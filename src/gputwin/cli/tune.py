@@ -2,10 +2,11 @@
 
 DIR gets `study.db` (the optuna study: run the same command again to resume or extend `--budget`),
 `tune.json` (every trial, the best, its objective on the tuning and hold-out parts, the baseline)
-and `schedulingpolicy.yaml`, the winner as a gputwin.io/v1alpha1 SchedulingPolicy validated by the
-API models, ready for `kubectl apply`. The study is resume state, written trial by trial in place;
-the two reports are written into a new folder swapped in whole (`gputwin.sim.atomic`), so a
-failure leaves the last run's pair, never one without the other. A study file that is not one, or
+`schedulingpolicy.yaml`, the winner as a gputwin.io/v1alpha1 SchedulingPolicy validated by the
+API models, ready for `kubectl apply`, and `report.md`, the same for a person (`gputwin.sim.tunereport`).
+The study is resume state, written trial by trial in place; the three reports are written into a
+new folder swapped in whole (`gputwin.sim.atomic`), so a failure leaves the last run's set, never
+one without the others. A study file that is not one, or
 cannot be written, is one error line naming it. The space file format is documented in
 `gputwin.sim.space`. `--partition NAME` tunes that partition's policy alone and writes it as that
 partition's policy.
@@ -17,6 +18,7 @@ import dataclasses
 import json
 import os
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,11 +35,14 @@ from gputwin.api.workloads import search_vocabulary
 from gputwin.api.yamlfiles import Budget, YamlFileError, documents, read_text
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import ranked_table, sweep_progress
+from gputwin.cli.version import command_line, core_flavour
 from gputwin.core.model import ClusterSpec, PolicySpec
 from gputwin.sim.atomic import TUNE, OutputError, atomic_folder, check, describe
 from gputwin.sim.run import RunError
 from gputwin.sim.evaluation import OBJECTIVES, TENANCY_METRICS
+from gputwin.sim.provenance import provenance
 from gputwin.sim.space import Space, SpaceError, default_space, parse_space
+from gputwin.sim.tunereport import tune_markdown
 
 if TYPE_CHECKING:
     from gputwin.sim.tune import TuneResult
@@ -189,7 +194,7 @@ def print_result(result: TuneResult, data: Mapping[str, Any], title: str) -> Non
     "out_dir",
     required=True,
     type=click.Path(path_type=Path),
-    help="Write study.db, tune.json and schedulingpolicy.yaml here.",
+    help="Write study.db, tune.json, schedulingpolicy.yaml and report.md (markdown, for a person) here.",
 )
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option(
@@ -225,9 +230,11 @@ def tune(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, ski
                       "skipped": dict(trace.skipped)},
             "seed": seed, "budget": budget, "holdout": holdout, "partition": partition, "space": space.to_json(),
             "schedulingpolicy": document, **result.to_json()}  # fmt: skip
+    origin = provenance(trace_path, cluster_path, core_flavour(), datetime.now(timezone.utc), command_line())
     with atomic_folder(out_dir, TUNE) as new:
         write_text(new / "schedulingpolicy.yaml", yaml.safe_dump(document, sort_keys=False))
         write_text(new / "tune.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
+        write_text(new / "report.md", tune_markdown(data, origin))
     if as_json:
         click.echo(json.dumps(data, sort_keys=True))
         return
@@ -236,5 +243,6 @@ def tune(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, ski
     print_result(result, data, title)
     if not quiet:
         click.echo(
-            f"wrote {out_dir / 'schedulingpolicy.yaml'}, {out_dir / 'tune.json'}, {out_dir / 'study.db'}"
+            f"wrote {out_dir / 'schedulingpolicy.yaml'}, {out_dir / 'tune.json'}, {out_dir / 'report.md'}, "
+            f"{out_dir / 'study.db'}"
         )

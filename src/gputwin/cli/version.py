@@ -7,6 +7,8 @@ pip hides the build's notice unless run with -v, so this is where a user sees wh
 from __future__ import annotations
 
 import importlib.util
+import sys
+from pathlib import Path
 
 import click
 
@@ -21,6 +23,12 @@ def core_flavour() -> str:
     spec = importlib.util.find_spec(PROBE)  # finds the file without importing it (or networkx)
     origin = spec.origin if spec is not None else None
     return "pure Python core" if origin is None or origin.endswith(".py") else "compiled core"
+
+
+def command_line() -> list[str]:
+    """How this command was started, as a report's provenance header shows it."""
+    program = Path(sys.argv[0]).name
+    return [*(["python", "-m", "gputwin"] if program == "__main__.py" else [program]), *sys.argv[1:]]
 
 
 def show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

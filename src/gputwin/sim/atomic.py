@@ -69,7 +69,7 @@ class Layout:
 
 SIMULATE = Layout("simulate", ("jobs.csv", "summary.json"))
 COMPARE = Layout("compare", ("summary.json", "summary.csv", "index.html", "report.md", "*.png"), carry=("sweep",))
-TUNE = Layout("tune", ("tune.json", "schedulingpolicy.yaml"),
+TUNE = Layout("tune", ("tune.json", "schedulingpolicy.yaml", "report.md"),
               carry=("study.db", "study.db-journal", "study.db-wal", "study.db-shm"))  # fmt: skip
 
 
