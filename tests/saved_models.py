@@ -6,7 +6,8 @@ type, with 1 to 8 GPUs. A model that learned anything predicts `fast` shorter wi
 history at all, where the running mean gives every job the same prior: the two estimators order
 a QSSF queue differently. Trained with a small configuration (200-job minimum, 20 rounds), about
 a second; `write_model(folder)` writes model.txt and model.json there, `write_trace` the history
-as a Helios CSV (for `slurm render --history`).
+as a Helios CSV (for `slurm render --history`). `write_sacct_model(folder)` instead trains on real
+sacct history of the SLURM test cluster (tests/estimators/data/sacct-testcluster-learn.txt, its README).
 """
 
 from __future__ import annotations
