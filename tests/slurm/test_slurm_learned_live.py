@@ -1,13 +1,14 @@
 """On the real SLURM test cluster: a model trained on the cluster's own sacct history drives
 job_submit.lua's estimate table, and slurmctld's QSSF priorities follow its predictions.
 
-History: this test runs a workload whose run time is known at submit (`WORKLOAD`: the job name
+History: this test runs a workload whose run time is known at submit (`workload`: the job name
 decides it, and the GPU count for `slow-*`), waits for every job to finish, reads the jobs back
-with `gputwin slurm history --out` (sacct) and trains on them with `gputwin estimator train`.
-Its jobs are told apart from other tests' by a name tag unique to the run. About 360 jobs on
-16 x 8 GPUs: ~2-3 minutes of wall time (see benchmarks/README.md). The same workload, captured
-once as raw `sacct -P` output, is tests/estimators/data/sacct-testcluster-learn.txt (its README;
-`capture` below is how). Needs a running cluster (conftest).
+with `gputwin slurm history --out` (sacct) and trains on them with `gputwin estimator train
+--min-train 100`. Its jobs are told apart from other tests' by a name tag unique to the run.
+360 jobs on 16 x 8 GPUs: 69-78 s of wall time at load ~7 on 2 cores (benchmarks/README.md).
+The same workload, captured once as raw `sacct -P` output, is
+tests/estimators/data/sacct-testcluster-learn.txt (its README; `capture` below is how).
+Needs a running cluster (conftest).
 """
 
 from __future__ import annotations
