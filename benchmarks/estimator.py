@@ -6,8 +6,12 @@ Three parts (issue 14):
   ../shared/traces/philly_mix1 on its own 11-partition cluster, and the Alibaba pod list
   ../shared/traces/alibaba_openb on one 32-GPU partition (4 x 8-GPU nodes, a VC table written to a
   temporary folder: the pods keep ~16.6 GPUs busy on average, so QSSF has queues to order; the
-  embedded 64-GPU demo cluster never queues them). Per estimator: MAE, median APE, Spearman,
-  p10-p90 coverage, QSSF average JCT.
+  embedded 64-GPU demo cluster never queues them); and the SLURM test cluster's own sacct history
+  (tests/estimators/data/sacct-testcluster-learn.txt, 360 jobs, see its README) on its 16 x 8-GPU
+  `batch` partition, with the learned estimator's small-site settings (SMALL_SITE: the defaults
+  fit no model within 360 jobs submitted in 31 s) and, beside it, the holdout figures of the model
+  `gputwin estimator train --min-train 100` fits on the whole history. Per estimator: MAE, median
+  APE, Spearman, p10-p90 coverage, QSSF average JCT.
 * **overhead** - the QSSF replay of philly_mix1 with `history` and with `learned` (`--repeat`
   times each, alternated, fastest kept; process CPU time, since other work on a shared host
   stretches wall time; numpy and LightGBM imported before timing): what prediction and online
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -32,6 +37,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT / ".." / "shared" / "traces"
+SACCT = ROOT / "tests" / "estimators" / "data" / "sacct-testcluster-learn.txt"
+# The learned estimator on a 360-job history: a first fit after 100 finished jobs, a refit every
+# 50, batches of 1 s (the history's submits span 31 s; the default 60 s batch predicts them all at 0).
+SMALL_SITE = {"sacct_testcluster": {"min_train": 100, "retrain_jobs": 50, "window": 1.0}}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -52,21 +61,25 @@ def inputs(traces: Path, folder: Path) -> dict[str, tuple[Any, Any]]:
 
     from gputwin.api.loader import load_cluster
 
-    vc = folder / "alibaba-32gpu.csv"
+    vc, testcluster = folder / "alibaba-32gpu.csv", folder / "testcluster-16x8.csv"
     vc.write_text("vc,num_nodes\ndefault,4\n")
+    testcluster.write_text("vc,num_nodes\nbatch,16\n")  # scripts/slurm/start.sh's gpu[01-16], 8 GPUs each
     return {
         "philly_mix1": (load_cluster(traces / "philly_mix1" / "cluster.csv"),
                         read_trace(traces / "philly_mix1" / "jobs.csv")),
         "alibaba_openb": (load_cluster(vc), read_trace(traces / "alibaba_openb" / "openb_pod_list_default.csv")),
+        "sacct_testcluster": (load_cluster(testcluster), read_trace(SACCT, "sacct")),
     }  # fmt: skip
 
 
 def accuracy(data: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
+    from gputwin.estimators.online import LearnedConfig
     from gputwin.sim.estimates import evaluate
 
     out = {}
     for name, (cluster, trace) in data.items():
-        scores = evaluate(cluster, trace.jobs, origin=trace.origin)
+        config = LearnedConfig(**SMALL_SITE[name]) if name in SMALL_SITE else None  # type: ignore[arg-type]
+        scores = evaluate(cluster, trace.jobs, origin=trace.origin, config=config)
         out[name] = {
             "jobs": scores["history"].jobs,
             "estimators": {n: s.to_json(n) for n, s in scores.items()},
@@ -76,14 +89,32 @@ def accuracy(data: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
             f"{'estimator':<10}{'MAE s':>12}{'median APE':>12}{'Spearman':>10}{'p10-p90':>9}{'QSSF JCT s':>13}"
         )
         for est, s in scores.items():
-            cov = "" if est != "learned" else f"{100 * s.coverage:.1f}%"
+            cov = "" if est != "learned" or math.isnan(s.coverage) else f"{100 * s.coverage:.1f}%"
             err = (
                 ("", "", "")
                 if est == "oracle"
                 else (f"{s.mae_s:.1f}", f"{s.median_ape:.3f}", f"{s.spearman:.3f}")
             )
             print(f"{est:<10}{err[0]:>12}{err[1]:>12}{err[2]:>10}{cov:>9}{s.qssf_avg_jct:>13.1f}")
+        if name in SMALL_SITE:
+            out[name]["offline_holdout"] = offline_holdout(trace)
     return out
+
+
+def offline_holdout(trace: Any) -> dict[str, float]:
+    """The figures `gputwin estimator train --min-train 100` prints: a model fitted on the jobs that
+    ended before the last 10 % were submitted, scored on those."""
+    from gputwin.estimators.model import train
+    from gputwin.estimators.online import LearnedConfig
+
+    started = time.perf_counter()
+    trained = train(trace.jobs, LearnedConfig(min_train=100), origin=trace.origin)
+    held: dict[str, float] = trained.metadata["holdout"]
+    held["train_s"] = round(time.perf_counter() - started, 3)
+    print(f"offline model (estimator train --min-train 100, {held['train_s']:.2f} s): last {held['jobs']} jobs "
+          f"by a fit on {held['trained_on']}: MAE {held['mae_s']:.1f} s, median APE {held['median_ape']:.3f}, "
+          f"Spearman {held['spearman']:.3f}")  # fmt: skip
+    return held
 
 
 def overhead(cluster: Any, jobs: Any, repeat: int) -> dict[str, float]:

@@ -17,6 +17,9 @@ import click
 
 from gputwin.adapters.traces import FORMATS, read_trace
 
+# LearnedConfig.min_train's default, repeated here so --help needs no import of the estimators.
+LEARNED_MIN_TRAIN = 1000
+
 TRACE = click.option("--trace", "trace_path", required=True, type=click.Path(path_type=Path),
                      help="Job history: any format `gputwin simulate` reads (sacct included).")  # fmt: skip
 FORMAT = click.option("--format", "fmt", default="auto", show_default=True, type=click.Choice(("auto",) + FORMATS),
@@ -97,7 +100,10 @@ def _pct(value: float) -> str:
     help="Folder to write model.txt (LightGBM) and model.json (features, window, metrics) into.",
 )
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the model.")
-def train(trace_path: Path, fmt: str, skip_invalid: bool, out_dir: Path, seed: int) -> None:
+@click.option("--min-train", default=LEARNED_MIN_TRAIN, show_default=True, type=click.IntRange(20, 10**9),
+              help="Jobs the model needs before it predicts; training needs twice as many "
+                   "(lower it for a small site's history).")  # fmt: skip
+def train(trace_path: Path, fmt: str, skip_invalid: bool, out_dir: Path, seed: int, min_train: int) -> None:
     """Fit the learned estimator on a whole job history and write it with its metadata, atomically."""
     from gputwin.estimators.model import META, MODEL, TrainError, save
     from gputwin.estimators.model import train as fit_model
@@ -108,7 +114,7 @@ def train(trace_path: Path, fmt: str, skip_invalid: bool, out_dir: Path, seed: i
     check(out_dir, layout)  # refused before the work, not after
     trace = read_trace(trace_path, fmt, skip_invalid=skip_invalid)
     try:
-        trained = fit_model(trace.jobs, LearnedConfig(seed=seed), origin=trace.origin)
+        trained = fit_model(trace.jobs, LearnedConfig(seed=seed, min_train=min_train), origin=trace.origin)
     except TrainError as exc:
         raise TrainError(f"{trace_path}: {exc}") from None
     trained.metadata["trace"] = {

@@ -15,11 +15,14 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gputwin.core.history import DEFAULT_PRIOR, Estimator, or_prior
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.sim.run import Overrides, run_summary
+
+if TYPE_CHECKING:
+    from gputwin.estimators.online import LearnedConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,16 +45,19 @@ class Scores:
 
 
 def evaluate(cluster: ClusterSpec, jobs: Sequence[JobSpec], names: Sequence[str] = ("history", "learned", "oracle"),
-             seed: int = 0, origin: float = 0.0) -> dict[str, Scores]:  # fmt: skip
-    """Replay `jobs` under QSSF once per estimator in `names` (`gputwin.estimators.ESTIMATORS`)."""
-    return {name: _one(cluster, jobs, name, seed, origin) for name in names}
+             seed: int = 0, origin: float = 0.0,
+             config: LearnedConfig | None = None) -> dict[str, Scores]:  # fmt: skip
+    """Replay `jobs` under QSSF once per estimator in `names` (`gputwin.estimators.ESTIMATORS`);
+    `config`: the learned estimator's (default `LearnedConfig(seed=seed)`)."""
+    return {name: _one(cluster, jobs, name, seed, origin, config) for name in names}
 
 
-def _one(cluster: ClusterSpec, jobs: Sequence[JobSpec], name: str, seed: int, origin: float) -> Scores:
+def _one(cluster: ClusterSpec, jobs: Sequence[JobSpec], name: str, seed: int, origin: float,
+         config: LearnedConfig | None) -> Scores:  # fmt: skip
     from gputwin.estimators import factory
 
     made: list[Estimator] = []
-    build = factory(name, jobs, seed, origin, record=True)
+    build = factory(name, jobs, seed, origin, record=True, config=config)
 
     def keep() -> Estimator:
         made.append(build())
