@@ -2,12 +2,15 @@
 
 What runs: the control plane of `tests/k8s_control_plane.py`, one KWOK node `kl-0` (8
 `nvidia.com/gpu`, `scripts/k8s/fake-nodes.sh`), the CRDs, a topology `kl` and one partition
-`kl-infer` whose SchedulingPolicy is QSSF. The operator (sim backend, its ServiceAccount's rights)
-reads learned models from a GPUTWIN_MODEL_DIR holding the model of `tests/saved_models.py` (a
-history where user `slow` runs ~10,000 s and `fast` ~10 s). Each test holds the node with a
-blocker, queues a `slow` job and then a `fast` one of the same size, and waits until all ran:
+`kl-batch` whose SchedulingPolicy is QSSF. The operator (sim backend, its ServiceAccount's rights)
+reads learned models from a GPUTWIN_MODEL_DIR holding a model trained from sacct history:
+`tests/saved_models.py`'s `write_sacct_model`, `gputwin estimator train` on the real `sacct -P`
+records of the project's SLURM test cluster (tests/estimators/data/, where `slow-learn` jobs ran
+15-28 s and `fast-learn` ones 1-3 s, all root's, in partition `batch`). Each test holds the node
+with a blocker, queues a `slow-learn` job and then a `fast-learn` one of the same size, and waits
+until all ran:
 
-- estimator learned: the fast job starts first (the model tells the users apart);
+- estimator learned: the fast job starts first (the model tells the job names apart);
 - estimator history (the control): nothing has finished in the partition, both get the same
   prior, submit order holds, so the slow one starts first;
 - while the two wait, `kubectl gputwin describe` (kubectl's plugin dispatch, the venv's
@@ -30,7 +33,7 @@ from typing import Any
 
 import pytest
 from polling import wait_for
-from saved_models import write_model
+from saved_models import write_sacct_model
 from test_operator_e2e import Operator, free_port, gpujob, installed, sa_kubeconfig
 
 from gputwin.api.status import epoch_seconds
@@ -51,13 +54,13 @@ spec:
 ---
 apiVersion: gputwin.io/v1alpha1
 kind: GPUPartition
-metadata: {name: kl-infer}
-spec: {topology: kl, taskTypes: [infer], nodes: "kl-0", policy: kl-qssf}
+metadata: {name: kl-batch}
+spec: {topology: kl, taskTypes: [batch], nodes: "kl-0", policy: kl-qssf}
 ---
 apiVersion: gputwin.io/v1alpha1
 kind: SchedulingPolicy
 metadata: {name: kl-qssf}
-spec: {queue: {policy: qssf}, placement: {policy: first-fit}, estimator: {type: learned, model: philly}}
+spec: {queue: {policy: qssf}, placement: {policy: first-fit}, estimator: {type: learned, model: sacct}}
 """
 
 
@@ -67,8 +70,8 @@ def cluster(crds: None, kube: Path, kubectl: Any) -> Iterator[None]:
     subprocess.run(["bash", str(ROOT / "scripts/k8s/fake-nodes.sh"), "1", "8", "--prefix", "kl"], env=env,
                    check=True, capture_output=True, timeout=120)  # fmt: skip
     kubectl.run("apply", "-f", "-", input=CLUSTER)
-    # Another module's partition serving `infer` may still be going: one task type, one partition.
-    wait_for("kl-infer to be the only partition serving infer", lambda: serving(kubectl, "infer") == ["kl-infer"], 60)
+    # Another module's partition serving `batch` may still be going: one task type, one partition.
+    wait_for("kl-batch to be the only partition serving batch", lambda: serving(kubectl, "batch") == ["kl-batch"], 60)
     yield
     kubectl.run("delete", "-f", "-", "--ignore-not-found", "--wait=false", input=CLUSTER, check=False)
     kubectl.run("delete", "node", "kl-0", "--ignore-not-found", "--wait=false", check=False)
@@ -82,7 +85,7 @@ def serving(kubectl: Any, task_type: str) -> list[str]:
 @pytest.fixture(scope="module")
 def operator(cluster: None, sa_kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     work = tmp_path_factory.mktemp("operator-learned")
-    write_model(work / "models" / "philly")
+    write_sacct_model(work / "models" / "sacct")
     env = {**os.environ, "KUBECONFIG": str(sa_kubeconfig), "GPUTWIN_BACKEND": "sim", "GPUTWIN_NAMESPACE": "",
            "GPUTWIN_MODEL_DIR": str(work / "models"), "GPUTWIN_FORECAST_SECONDS": "0",
            "GPUTWIN_TOLERATED_TAINTS": TOLERATED}  # fmt: skip
@@ -111,12 +114,13 @@ def estimator(kubectl: Any) -> Iterator[Any]:
                     "-p", json.dumps({"spec": {"estimator": value}}))  # fmt: skip
 
     yield set_to
-    set_to({"type": "learned", "model": "philly"})
+    set_to({"type": "learned", "model": "sacct"})
 
 
-def job(namespace: str, name: str, user: str, seconds: float) -> Obj:
-    body = gpujob(name, namespace, "infer", 8, seconds)
-    body["spec"].update(user=user, jobName="x")
+def job(namespace: str, name: str, job_name: str, seconds: float) -> Obj:
+    """An 8-GPU `batch` job of root's (as the fixture's were) named `job_name` for the model."""
+    body = gpujob(name, namespace, "batch", 8, seconds)
+    body["spec"].update(user="root", jobName=job_name)
     return body
 
 
@@ -127,11 +131,11 @@ def phases(kubectl: Any, namespace: str) -> dict[str, str]:
 
 def queue_two(kubectl: Any, operator: Operator, namespace: str, blocker_seconds: float) -> None:
     """The blocker Running on kl-0, then `a-slow` and `b-fast` (in that submit order) Queued behind it."""
-    kubectl.run("create", "-f", "-", input=json.dumps(job(namespace, "blocker", "other", blocker_seconds)))
+    kubectl.run("create", "-f", "-", input=json.dumps(job(namespace, "blocker", "blocker", blocker_seconds)))
     wait_for("the blocker running", lambda: phases(kubectl, namespace).get("blocker") == "Running", 60,
              on_timeout=operator.tail)  # fmt: skip
-    for name, user in (("a-slow", "slow"), ("b-fast", "fast")):
-        kubectl.run("create", "-f", "-", input=json.dumps(job(namespace, name, user, 1)))
+    for name, job_name in (("a-slow", "slow-learn"), ("b-fast", "fast-learn")):
+        kubectl.run("create", "-f", "-", input=json.dumps(job(namespace, name, job_name, 1)))
     wait_for("both queued", lambda: phases(kubectl, namespace) == {"blocker": "Running", "a-slow": "Queued",
                                                                   "b-fast": "Queued"}, 30, on_timeout=operator.tail)
 
@@ -162,7 +166,7 @@ def test_learned_qssf_starts_the_fast_user_first_and_describe_says_why_it_waits(
     blocker, fast = shown.stdout.split("\n\nName:")  # kubectl's blank line between objects
     assert "Scheduled" in blocker.split("Events:")[1], blocker  # the operator's own Event about it
     assert "b-fast" in fast and "Queued" in fast, fast
-    assert "kl-infer (queue policy qssf)" in fast and "of 2" in fast, fast  # its partition and position
+    assert "kl-batch (queue policy qssf)" in fast and "of 2" in fast, fast  # its partition and position
     everything = plugin(kubectl, "describe", "gpujobs", "-n", namespace)
     names = re.findall(r"^Name: +(\S+)$", everything.stdout, re.M)
     assert everything.returncode == 0 and names == ["a-slow", "b-fast", "blocker"], everything.stdout
@@ -172,7 +176,7 @@ def test_learned_qssf_starts_the_fast_user_first_and_describe_says_why_it_waits(
 def test_history_estimator_keeps_submit_order_the_control(
     operator: Operator, kubectl: Any, namespace: str, estimator: Any
 ) -> None:
-    estimator(None)  # the running mean: no job of this partition's history has ended with these users
+    estimator(None)  # the running mean: no job of these names has ended, both get root's mean
     queue_two(kubectl, operator, namespace, blocker_seconds=3)
     assert start_order(kubectl, operator, namespace) == ["a-slow", "b-fast"]
 
