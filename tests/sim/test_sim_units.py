@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gputwin.sim.evaluation import METRICS
+from gputwin.sim.evaluation import METRICS, TENANCY_METRICS
 from gputwin.sim.units import FORMATS, metric
 
 
 def test_every_metric_has_exactly_one_format() -> None:
-    assert list(FORMATS) == list(METRICS)
+    assert list(FORMATS) == [*METRICS, *TENANCY_METRICS]
 
 
 @pytest.mark.parametrize(("key", "value", "cell", "header"), [
