@@ -176,7 +176,8 @@ def plot(rows: dict[str, list[dict[str, Any]]], path: Path, title: str) -> None:
         line = ax.plot(xs, [b["median_abs_err_s"] for b in used], marker="o", label=f"{name} median")[0]
         ax.plot(xs, [b["p90_abs_err_s"] for b in used], marker="x", ls="--", color=line.get_color(), label=f"{name} p90")
         ax.set_xticks(xs, [b["bucket"] for b in used])
-    ax.set_yscale("symlog", linthresh=10)
+    ax.set_yscale("symlog", linthresh=10)  # symlog: the oracle's errors may be 0
+    ax.set_ylim(bottom=0)
     ax.set(xlabel="horizon (predicted start - snapshot moment)", ylabel="|predicted - actual start| (s)", title=title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
