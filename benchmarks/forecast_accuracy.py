@@ -29,6 +29,8 @@ stderr and stdout's last line is one JSON object `{"slurm": {...}}`.
 
     python benchmarks/forecast_accuracy.py --json                       # >= 300 jobs (~10 min)
     python benchmarks/forecast_accuracy.py --jobs 60 --max-seconds 30 --json   # smoke (~2 min)
+    python benchmarks/forecast_accuracy.py --offline --json   # offline: error vs horizon on philly_mix1
+                                                               # (benchmarks/forecast_horizon.py; no SLURM)
 """
 
 from __future__ import annotations
@@ -251,6 +253,11 @@ def print_table(result: dict[str, Any], out: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--offline" in argv:  # the offline half: a shared trace replayed, no SLURM (forecast_horizon.py)
+        from forecast_horizon import main as offline
+
+        return offline([a for a in argv if a != "--offline"])
     args = parse_args(argv)
     jobs = excerpt(args.trace, args.offset, args.jobs, args.compress, args.max_seconds, args.quantum)
     load = open("/proc/loadavg").read().split()[0] if os.path.exists("/proc/loadavg") else "?"

@@ -19,5 +19,6 @@ def test_the_benchmark_prints_its_figures_and_a_json_line(extra: tuple[str, ...]
                            "--json", *extra], capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
     figures = json.loads(done.stdout.splitlines()[-1])
     assert (figures["pending"], figures["nodes"], figures["samples"], figures["backfill"]) == (300, 40, 2, not extra)
-    assert figures["forecast_s_10k_pending"] == min(figures["workers_1_s"], figures["workers_2_s"]) > 0
+    assert figures["forecast_s"] == min(figures["workers_1_s"], figures["workers_2_s"]) > 0
+    assert (figures["forecast_s_10k_pending"], figures["target_size"]) == (None, False)  # not the size
     assert "workers 1:" in done.stdout and "workers 2:" in done.stdout

@@ -6,6 +6,8 @@ jobs in each partition's queue order (partitions in declared order), arrivals af
 It turns a real trace into a realistic present for tests and benchmarks, and is the "snapshot a
 replay at random moments" step of measuring forecasts against what then happened. Jobs carry no
 time limit or estimate: what a forecast knows of them comes from its estimator.
+`state_snapshot` reads the same from a scheduler paused by a replay the caller drives
+(`gputwin.twin.horizon` takes many snapshots along one replay).
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ def snapshot_at(
     scheduler = Scheduler(cluster, options)
     runtime = Runtime(scheduler, VirtualRuns())
     run_steps(Replay(runtime, jobs), VirtualClock(), at)
+    return state_snapshot(scheduler, cluster, at)
+
+
+def state_snapshot(scheduler: Scheduler, cluster: ClusterSpec, at: float) -> Snapshot:
+    """What `scheduler` (of `cluster`) holds now, `at`, as a snapshot (a replay paused there)."""
     names = scheduler.topology.node_names
     running = tuple(_running(job, names) for job in scheduler.jobs.values() if job.phase is Phase.RUNNING)
     pending = tuple(_pending(job) for part in scheduler.partitions.values() for job in part.queued_jobs())
@@ -47,4 +54,4 @@ def _pending(job: JobState) -> PendingJob:
                       user=spec.user, name=spec.name)  # fmt: skip
 
 
-__all__ = ["snapshot_at"]
+__all__ = ["snapshot_at", "state_snapshot"]
