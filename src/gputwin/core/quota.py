@@ -5,7 +5,9 @@ cohort member holds at most N + borrowing limit, and its cohort as a whole at mo
 members' guarantees, the part of each that may not be lent (N - lending limit) counting as used
 while idle. `PartitionQuota` keeps each tenant's usage (GPUs its running jobs hold) and demand
 (GPUs its queued and running jobs ask for), told by the scheduler with `now`, and integrates both
-over time for the per-tenant metrics (`report`). Pure: no clock, every ordering deterministic.
+over time for the per-tenant metrics (`report`), lazily: a tenant's integrals are brought up to
+date only when its usage or demand changes, or at `report` (a change touches one tenant of many).
+Pure: no clock, every ordering deterministic.
 """
 
 from __future__ import annotations
@@ -61,7 +63,11 @@ class PartitionQuota:
                     self.of_user.setdefault(user, q.tenant)
         self.used = {t: 0 for t in self.nominal}
         self.demand = {t: 0 for t in self.nominal}
-        self._since = 0.0
+        # Tenants whose demand exceeds their usage (a job queued), kept by `change`: `used` and
+        # `demand` change only through it (a test may set `used` to ask `fits`, `reclaim`).
+        self._queued: set[str] = set()
+        self._now = 0.0  # the latest instant told: a change told late counts from here, as it always has
+        self._since = {t: 0.0 for t in self.nominal}  # each tenant's integrals are up to here
         self._areas = {t: [0.0, 0.0, 0.0, 0.0] for t in self.nominal}  # used, borrowed, delivered, entitled
 
     # --- reads ------------------------------------------------------------------------------------
@@ -92,7 +98,7 @@ class PartitionQuota:
 
     def all_waiting(self, waiting: set[str]) -> bool:
         """Is every tenant with a queued job in `waiting`? (Demand above usage is queued GPUs.)"""
-        return all(t in waiting or self.demand[t] == self.used[t] for t in self.nominal)
+        return self._queued <= waiting
 
     def reclaim(self, tenant: str, gpus: int, running: Iterable[JobState], free_gpus: int) -> list[JobState] | None:
         """Borrowed work to preempt so a job within `tenant`'s guarantee fits (quota and free GPUs):
@@ -130,21 +136,36 @@ class PartitionQuota:
 
     def change(self, now: float, tenant: str, used: int = 0, demand: int = 0) -> None:
         """`tenant` holds `used` more GPUs and asks for `demand` more from `now` on."""
-        self.advance(now)
-        self.used[tenant] += used
+        if now > self._now:
+            self._now = now
+        self._advance(tenant)
+        self.used[tenant] = after = self.used[tenant] + used
         self.demand[tenant] += demand
+        if self.demand[tenant] != after:
+            self._queued.add(tenant)
+        else:
+            self._queued.discard(tenant)
 
     def advance(self, now: float) -> None:
         """Integrate every tenant's usage and demand up to `now`."""
-        span = now - self._since
+        if now > self._now:
+            self._now = now
+        for t in self._areas:
+            self._advance(t)
+
+    def _advance(self, tenant: str) -> None:
+        """Integrate `tenant`'s usage and demand up to the latest instant told (unchanged since its
+        own last change: one product per area where every change of any tenant used to add one)."""
+        span = self._now - self._since[tenant]
         if span > 0.0:
-            for t, area in self._areas.items():
-                u, n, d = self.used[t], self.nominal[t], self.demand[t]
-                area[0] += u * span
-                area[1] += max(0, u - n) * span
-                area[2] += min(u, n) * span
-                area[3] += min(d, n) * span
-            self._since = now
+            u, n, d = self.used[tenant], self.nominal[tenant], self.demand[tenant]
+            area = self._areas[tenant]
+            area[0] += u * span
+            if u > n:
+                area[1] += (u - n) * span
+            area[2] += (u if u < n else n) * span
+            area[3] += (d if d < n else n) * span
+            self._since[tenant] = self._now
 
     def report(self, now: float) -> tuple[TenantUsage, ...]:
         """Every tenant's integrals up to `now`, by tenant name."""
