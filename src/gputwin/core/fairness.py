@@ -126,7 +126,10 @@ class FairQueue:
     def add(self, entry: Entry) -> None:
         tenant = self.fairness.tenant_of(self._jobs[entry[1]])
         self._tenant[entry[1]] = tenant
-        self._queues.setdefault(tenant, SortedList()).add(entry)
+        queue = self._queues.get(tenant)
+        if queue is None:  # not setdefault: that would build a SortedList per entry added
+            queue = self._queues[tenant] = SortedList()
+        queue.add(entry)
 
     def remove(self, entry: Entry) -> None:
         tenant = self._tenant.pop(entry[1])

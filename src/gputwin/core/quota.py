@@ -53,6 +53,8 @@ class PartitionQuota:
             if q.cohort is not None:
                 self.members[q.cohort] = (*self.members.get(q.cohort, ()), q.tenant)
         self.capacity = {c: sum(self.nominal[t] for t in ts) for c, ts in self.members.items()}
+        self.cohort_reserved = {c: tuple(self.reserved[t] for t in ts) for c, ts in self.members.items()}
+        self._ceilings = {t: self._ceiling(t) for t in self.nominal}  # fixed by the quotas: asked per submit
         self.of_user: dict[str, str] = {}
         self.catch_all: str | None = None
         for q in quotas:
@@ -81,6 +83,9 @@ class PartitionQuota:
 
     def ceiling(self, tenant: str) -> int:
         """The most GPUs `tenant` could ever hold here: a larger job could never start."""
+        return self._ceilings[tenant]
+
+    def _ceiling(self, tenant: str) -> int:
         own = self.nominal[tenant]
         cohort = self.cohort[tenant]
         if cohort is None:
@@ -182,9 +187,10 @@ def _fits(quota: PartitionQuota, used: Mapping[str, int], tenant: str, gpus: int
     limit = quota.borrowing[tenant]
     if limit is not None and after - own > limit:
         return False
-    reserved = quota.reserved
-    total = sum(max(after if s == tenant else used[s], reserved[s]) for s in quota.members[cohort])
-    return total <= quota.capacity[cohort]
+    # Sum over every member, then swap the tenant's own term: maps, not a generator (a hot path).
+    reserved, own_reserved = quota.cohort_reserved[cohort], quota.reserved[tenant]
+    total = sum(map(max, map(used.__getitem__, quota.members[cohort]), reserved))
+    return total - max(used[tenant], own_reserved) + max(after, own_reserved) <= quota.capacity[cohort]
 
 
 def quota_problem(quota: PartitionQuota, user: str, gpus: int) -> str | None:
