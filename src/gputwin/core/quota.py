@@ -145,8 +145,8 @@ class PartitionQuota:
             self._now = now
         self._advance(tenant)
         self.used[tenant] = after = self.used[tenant] + used
-        self.demand[tenant] += demand
-        if self.demand[tenant] != after:
+        self.demand[tenant] = wanted = self.demand[tenant] + demand
+        if wanted != after:
             self._queued.add(tenant)
         else:
             self._queued.discard(tenant)
