@@ -122,9 +122,6 @@ class FairQueue:
         self._jobs = jobs  # order -> queued job: an entry's tenant is its job's
         self._queues: dict[str, SortedList[Entry]] = {}
         self._tenant: dict[int, str] = {}
-        # A tenant's first entries with its key as read last (`_take`): valid while its queue and
-        # key stay as they were (a cycle reads the queue's head twice, at one instant).
-        self._heads: dict[str, tuple[float, list[Entry]]] = {}
 
     def add(self, entry: Entry) -> None:
         tenant = self.fairness.tenant_of(self._jobs[entry[1]])
@@ -133,13 +130,11 @@ class FairQueue:
         if queue is None:  # not setdefault: that would build a SortedList per entry added
             queue = self._queues[tenant] = SortedList()
         queue.add(entry)
-        self._heads.pop(tenant, None)
 
     def remove(self, entry: Entry) -> None:
         tenant = self._tenant.pop(entry[1])
         queue = self._queues[tenant]
         queue.remove(entry)
-        self._heads.pop(tenant, None)
         if not queue:
             del self._queues[tenant]
 
@@ -160,6 +155,8 @@ class FairQueue:
     def __getitem__(self, index: slice) -> list[Entry]: ...
     def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
         if isinstance(index, slice):
+            if not self._queues:
+                return []  # the common read: a cycle asks for the first few of an empty queue
             if index.step or index.stop is None or index.stop < 0 or (index.start or 0) < 0:
                 return self._take(self._queues, None)[index]
             return self._take(self._queues, index.stop)[index.start:]  # the first few: the cycle's usual read
@@ -187,27 +184,17 @@ class FairQueue:
             tenant_key, j = ranked[i][0], i + 1
             while j < n and ranked[j][0] == tenant_key:
                 j += 1
-            if limit is not None and j == i + 1:
-                out += self._first(ranked[i][1], tenant_key, limit - len(out))
+            need = None if limit is None else limit - len(out)
+            if j == i + 1:
+                queue = self._queues[ranked[i][1]]
+                group: Iterable[Entry] = queue if need is None or need >= len(queue) else queue[:need]
             else:
-                group: Iterable[Entry] = heapq.merge(*[self._queues[t] for _, t in ranked[i:j]])
-                group = group if limit is None else islice(group, limit - len(out))
-                prefix = (tenant_key,)
-                out += [(prefix + policy_key, order) for policy_key, order in group]
+                group = heapq.merge(*[self._queues[t] for _, t in ranked[i:j]])
+                group = group if need is None else islice(group, need)
+            prefix = (tenant_key,)
+            out += [(prefix + policy_key, order) for policy_key, order in group]
             i = j
         return out
-
-    def _first(self, tenant: str, tenant_key: float, need: int) -> list[Entry]:
-        """`tenant`'s first `need` entries with its key in front, reused while unchanged."""
-        queue = self._queues[tenant]
-        cached = self._heads.get(tenant)
-        if cached is not None and cached[0] == tenant_key and len(cached[1]) >= min(need, len(queue)):
-            entries = cached[1]
-        else:
-            prefix = (tenant_key,)
-            entries = [(prefix + policy_key, order) for policy_key, order in (queue if need >= len(queue) else queue[:need])]
-            self._heads[tenant] = (tenant_key, entries)
-        return entries if len(entries) <= need else entries[:need]
 
 
     def _merged(self, tenants: Iterable[str]) -> Iterator[Entry]:
