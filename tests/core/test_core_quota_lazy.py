@@ -50,7 +50,8 @@ class _EagerReference:
 def _changes(times: st.SearchStrategy[float]) -> st.SearchStrategy[list[tuple[float, str, int, int]]]:
     # (time step, tenant, queued GPUs added, queued GPUs started): demand and usage stay >= 0 below.
     # A negative step is a change told late (before the latest instant): it counts from that instant.
-    return st.lists(st.tuples(times, st.sampled_from(TENANTS), st.integers(0, 6), st.integers(0, 6)), max_size=60)
+    change = st.tuples(times, st.sampled_from(TENANTS), st.integers(0, 6), st.integers(0, 6))
+    return st.lists(change, max_size=60)
 
 
 def _replay(changes: list[tuple[float, str, int, int]]) -> tuple[PartitionQuota, _EagerReference]:
@@ -72,7 +73,7 @@ def _replay(changes: list[tuple[float, str, int, int]]) -> tuple[PartitionQuota,
     return lazy, eager
 
 
-def _integrals(lazy: PartitionQuota, eager: _EagerReference, end: float) -> list[tuple[list[float], list[float]]]:
+def _integrals(lazy: PartitionQuota, eager: _EagerReference, end: float) -> list[tuple[list[float], ...]]:
     return [([u.used, u.borrowed, u.delivered, u.entitled], eager.areas[u.tenant]) for u in lazy.report(end)]
 
 

@@ -159,7 +159,7 @@ class FairQueue:
                 return []  # the common read: a cycle asks for the first few of an empty queue
             if index.step or index.stop is None or index.stop < 0 or (index.start or 0) < 0:
                 return self._take(self._queues, None)[index]
-            return self._take(self._queues, index.stop)[index.start:]  # the first few: the cycle's usual read
+            return self._take(self._queues, index.stop)[index.start:]  # the cycle's usual read
         if index == 0:
             return self._head()  # the head: the cycle asks for it once per job started
         return self._take(self._queues, None)[index]

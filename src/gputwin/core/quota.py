@@ -54,7 +54,7 @@ class PartitionQuota:
                 self.members[q.cohort] = (*self.members.get(q.cohort, ()), q.tenant)
         self.capacity = {c: sum(self.nominal[t] for t in ts) for c, ts in self.members.items()}
         self.cohort_reserved = {c: tuple(self.reserved[t] for t in ts) for c, ts in self.members.items()}
-        self._ceilings = {t: self._ceiling(t) for t in self.nominal}  # fixed by the quotas: asked per submit
+        self._ceilings = {t: self._ceiling(t) for t in self.nominal}  # fixed by the quotas
         self.of_user: dict[str, str] = {}
         self.catch_all: str | None = None
         for q in quotas:
