@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from itertools import islice
 from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Mapping, Sequence, overload
 
 from sortedcontainers import SortedList
@@ -125,7 +126,10 @@ class FairQueue:
     def add(self, entry: Entry) -> None:
         tenant = self.fairness.tenant_of(self._jobs[entry[1]])
         self._tenant[entry[1]] = tenant
-        self._queues.setdefault(tenant, SortedList()).add(entry)
+        queue = self._queues.get(tenant)
+        if queue is None:  # not setdefault: that would build a SortedList per entry added
+            queue = self._queues[tenant] = SortedList()
+        queue.add(entry)
 
     def remove(self, entry: Entry) -> None:
         tenant = self._tenant.pop(entry[1])
@@ -151,21 +155,47 @@ class FairQueue:
     def __getitem__(self, index: slice) -> list[Entry]: ...
     def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
         if isinstance(index, slice):
-            if index.start or index.step or index.stop is None or index.stop < 0:
-                return list(self)[index]
-            return [entry for entry, _ in zip(self, range(index.stop))]
+            if not self._queues:
+                return []  # the common read: a cycle asks for the first few of an empty queue
+            if index.step or index.stop is None or index.stop < 0 or (index.start or 0) < 0:
+                return self._take(self._queues, None)[index]
+            return self._take(self._queues, index.stop)[index.start:]  # the cycle's usual read
         if index == 0:
             return self._head()  # the head: the cycle asks for it once per job started
-        return list(self)[index]
+        return self._take(self._queues, None)[index]
 
     def __iter__(self) -> Iterator[Entry]:
         """Entries in (tenant key, *policy key, order) order: tenants by key, tied tenants merged."""
-        return self._merged(self._queues)
+        return self._merged(self._queues)  # lazily: the preemptive walk may stop early
 
     def without(self, tenants: Collection[str]) -> list[Entry]:
         """The entries of every tenant but `tenants`, in queue order (a walk that skips waiting
         tenants' jobs would otherwise pass each of their jobs, which here come in blocks)."""
-        return list(self._merged([t for t in self._queues if t not in tenants]))
+        return self._take([t for t in self._queues if t not in tenants], None)
+
+    def _take(self, tenants: Iterable[str], limit: int | None) -> list[Entry]:
+        """The first `limit` (None: all) entries of `tenants` in queue order, as a list: tenants
+        by key, each tenant's queue sliced whole (tenant keys rarely tie), tied tenants merged."""
+        key = self.fairness.key
+        ranked = sorted([(key(t), t) for t in tenants])
+        out: list[Entry] = []
+        i, n = 0, len(ranked)
+        while i < n and (limit is None or len(out) < limit):
+            tenant_key, j = ranked[i][0], i + 1
+            while j < n and ranked[j][0] == tenant_key:
+                j += 1
+            need = None if limit is None else limit - len(out)
+            if j == i + 1:
+                queue = self._queues[ranked[i][1]]
+                group: Iterable[Entry] = queue if need is None or need >= len(queue) else queue[:need]
+            else:
+                group = heapq.merge(*[self._queues[t] for _, t in ranked[i:j]])
+                group = group if need is None else islice(group, need)
+            prefix = (tenant_key,)
+            out += [(prefix + policy_key, order) for policy_key, order in group]
+            i = j
+        return out
+
 
     def _merged(self, tenants: Iterable[str]) -> Iterator[Entry]:
         key = self.fairness.key

@@ -5,7 +5,9 @@ cohort member holds at most N + borrowing limit, and its cohort as a whole at mo
 members' guarantees, the part of each that may not be lent (N - lending limit) counting as used
 while idle. `PartitionQuota` keeps each tenant's usage (GPUs its running jobs hold) and demand
 (GPUs its queued and running jobs ask for), told by the scheduler with `now`, and integrates both
-over time for the per-tenant metrics (`report`). Pure: no clock, every ordering deterministic.
+over time for the per-tenant metrics (`report`), lazily: a tenant's integrals are brought up to
+date only when its usage or demand changes, or at `report` (a change touches one tenant of many).
+Pure: no clock, every ordering deterministic.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ class PartitionQuota:
             if q.cohort is not None:
                 self.members[q.cohort] = (*self.members.get(q.cohort, ()), q.tenant)
         self.capacity = {c: sum(self.nominal[t] for t in ts) for c, ts in self.members.items()}
+        self.cohort_reserved = {c: tuple(self.reserved[t] for t in ts) for c, ts in self.members.items()}
+        self._ceilings = {t: self._ceiling(t) for t in self.nominal}  # fixed by the quotas
         self.of_user: dict[str, str] = {}
         self.catch_all: str | None = None
         for q in quotas:
@@ -61,7 +65,11 @@ class PartitionQuota:
                     self.of_user.setdefault(user, q.tenant)
         self.used = {t: 0 for t in self.nominal}
         self.demand = {t: 0 for t in self.nominal}
-        self._since = 0.0
+        # Tenants whose demand exceeds their usage (a job queued), kept by `change`: `used` and
+        # `demand` change only through it (a test may set `used` to ask `fits`, `reclaim`).
+        self._queued: set[str] = set()
+        self._now = 0.0  # the latest instant told: a change told late counts from here, as it always has
+        self._since = {t: 0.0 for t in self.nominal}  # each tenant's integrals are up to here
         self._areas = {t: [0.0, 0.0, 0.0, 0.0] for t in self.nominal}  # used, borrowed, delivered, entitled
 
     # --- reads ------------------------------------------------------------------------------------
@@ -75,6 +83,9 @@ class PartitionQuota:
 
     def ceiling(self, tenant: str) -> int:
         """The most GPUs `tenant` could ever hold here: a larger job could never start."""
+        return self._ceilings[tenant]
+
+    def _ceiling(self, tenant: str) -> int:
         own = self.nominal[tenant]
         cohort = self.cohort[tenant]
         if cohort is None:
@@ -92,7 +103,7 @@ class PartitionQuota:
 
     def all_waiting(self, waiting: set[str]) -> bool:
         """Is every tenant with a queued job in `waiting`? (Demand above usage is queued GPUs.)"""
-        return all(t in waiting or self.demand[t] == self.used[t] for t in self.nominal)
+        return self._queued <= waiting
 
     def reclaim(self, tenant: str, gpus: int, running: Iterable[JobState], free_gpus: int) -> list[JobState] | None:
         """Borrowed work to preempt so a job within `tenant`'s guarantee fits (quota and free GPUs):
@@ -130,21 +141,36 @@ class PartitionQuota:
 
     def change(self, now: float, tenant: str, used: int = 0, demand: int = 0) -> None:
         """`tenant` holds `used` more GPUs and asks for `demand` more from `now` on."""
-        self.advance(now)
-        self.used[tenant] += used
-        self.demand[tenant] += demand
+        if now > self._now:
+            self._now = now
+        self._advance(tenant)
+        self.used[tenant] = after = self.used[tenant] + used
+        self.demand[tenant] = wanted = self.demand[tenant] + demand
+        if wanted != after:
+            self._queued.add(tenant)
+        else:
+            self._queued.discard(tenant)
 
     def advance(self, now: float) -> None:
         """Integrate every tenant's usage and demand up to `now`."""
-        span = now - self._since
+        if now > self._now:
+            self._now = now
+        for t in self._areas:
+            self._advance(t)
+
+    def _advance(self, tenant: str) -> None:
+        """Integrate `tenant`'s usage and demand up to the latest instant told (unchanged since its
+        own last change: one product per area where every change of any tenant used to add one)."""
+        span = self._now - self._since[tenant]
         if span > 0.0:
-            for t, area in self._areas.items():
-                u, n, d = self.used[t], self.nominal[t], self.demand[t]
-                area[0] += u * span
-                area[1] += max(0, u - n) * span
-                area[2] += min(u, n) * span
-                area[3] += min(d, n) * span
-            self._since = now
+            u, n, d = self.used[tenant], self.nominal[tenant], self.demand[tenant]
+            area = self._areas[tenant]
+            area[0] += u * span
+            if u > n:
+                area[1] += (u - n) * span
+            area[2] += (u if u < n else n) * span
+            area[3] += (d if d < n else n) * span
+            self._since[tenant] = self._now
 
     def report(self, now: float) -> tuple[TenantUsage, ...]:
         """Every tenant's integrals up to `now`, by tenant name."""
@@ -161,9 +187,10 @@ def _fits(quota: PartitionQuota, used: Mapping[str, int], tenant: str, gpus: int
     limit = quota.borrowing[tenant]
     if limit is not None and after - own > limit:
         return False
-    reserved = quota.reserved
-    total = sum(max(after if s == tenant else used[s], reserved[s]) for s in quota.members[cohort])
-    return total <= quota.capacity[cohort]
+    # Sum over every member, then swap the tenant's own term: maps, not a generator (a hot path).
+    reserved, own_reserved = quota.cohort_reserved[cohort], quota.reserved[tenant]
+    total = sum(map(max, map(used.__getitem__, quota.members[cohort]), reserved))
+    return total - max(used[tenant], own_reserved) + max(after, own_reserved) <= quota.capacity[cohort]
 
 
 def quota_problem(quota: PartitionQuota, user: str, gpus: int) -> str | None:
