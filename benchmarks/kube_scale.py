@@ -352,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     out = {**summary(args, results, gangs), **backlog_summary(backlog)}
     where = sys.stderr if args.json else sys.stdout
-    print(table(results), file=where)
+    if results:
+        print(table(results), file=where)
     for key, peer in (("ratio", "kube-scheduler"), ("ratio_tuned", "kube-scheduler tuned (qps 1000)")):
         if out[key] is not None:
             print(f"gputwin / {peer} pods bound per second: {out[key]}", file=where)

@@ -6,8 +6,9 @@ burst 2000, the gputwin operator) and each of `--repeat` rounds (interleaved, so
 machine's load spreads over all three): `--backlog` one-GPU pods (for gputwin one-GPU GPUJobs) are
 created while no scheduler of theirs runs, with capacity ample (at most one pod per GPU, no run
 time: KWOK keeps them Running); the watch must have seen every pod before the scheduler starts. Then
-a fresh scheduler process starts and the drain rate is bound / (last binding - the moment it was
-ready: kube-scheduler's /healthz, the operator's /readyz). The same rate from the API server's own
+a fresh scheduler process starts and the drain rate is bound / (last binding - the moment the
+process started: its start-up counts, as a restarted scheduler's would; bound / (last - first
+binding), the rate without it, is reported beside). The same rate from the API server's own
 clock (each pod's PodScheduled lastTransitionTime, whole seconds) is a cross-check; KWOK's CPU
 seconds, the load average and how many pods went Running (not only bound) say whether KWOK or the
 machine, rather than the scheduler, set the pace. Afterwards everything is deleted, one by one.
@@ -42,11 +43,11 @@ class BacklogRun:
     note: str = ""
     pods: int = 0
     bound: int = 0
-    pods_per_s: float | None = None  # bound / (last binding - scheduler ready), the benchmark's watch
-    pods_per_s_first_bind: float | None = None  # bound / (last binding - first binding)
+    pods_per_s: float | None = None  # bound / (last binding - scheduler process started), the benchmark's watch
+    pods_per_s_first_bind: float | None = None  # bound / (last binding - first binding): without start-up
     apiserver_pods_per_s: float | None = None  # the same as pods_per_s from the API server's timestamps
-    startup_s: float | None = None  # process start -> ready
-    first_bind_s: float | None = None  # ready -> first binding
+    startup_s: float | None = None  # process start -> ready (it may bind before its probe answers)
+    first_bind_s: float | None = None  # process start -> first binding
     create_s: float | None = None  # creating the backlog (before the scheduler started)
     running: int = 0  # pods KWOK made Running
     running_lag_s: float | None = None  # last binding -> every bound pod Running (1 s polls)
@@ -193,14 +194,14 @@ def run_round(plane: Plane, tracker: Tracker, scheduler: str, rnd: int, args: ar
     while kubeconfig is None and tracker.live_count(phase) < total:  # the watch has the whole backlog
         time.sleep(0.1)
     started, kwok, load0 = _Started(plane, scheduler, kubeconfig), kwok_pid(plane), loadavg()
-    t_start, kwok0 = time.monotonic(), proc_stats(kwok).cpu_s
+    t_start, wall_start, kwok0 = time.monotonic(), time.time(), proc_stats(kwok).cpu_s
     why = started.start()
-    ready, wall_ready = time.monotonic(), time.time()
+    ready = time.monotonic()
     try:
         if why:
             clear(plane.kube, tracker, phase, kubeconfig is not None)
             return BacklogRun(scheduler, rnd, False, note=why)
-        ended = wait_drained(tracker, phase, total, args.stall, args.timeout, ready)
+        ended = wait_drained(tracker, phase, total, args.stall, args.timeout, t_start)
         cpu = proc_stats(started.pid()).cpu_s
     finally:
         started.stop()
@@ -211,9 +212,9 @@ def run_round(plane: Plane, tracker: Tracker, scheduler: str, rnd: int, args: ar
     view = tracker.phase_view(phase)
     result = BacklogRun(
         scheduler, rnd, pods=total, bound=bound, create_s=round(create_s, 2),
-        pods_per_s=_rate(bound, last, ready), pods_per_s_first_bind=_rate(bound, last, first),
-        apiserver_pods_per_s=_rate(len(stamps), max(stamps, default=None), wall_ready),
-        startup_s=round(ready - t_start, 2), first_bind_s=round(first - ready, 3) if first else None,
+        pods_per_s=_rate(bound, last, t_start), pods_per_s_first_bind=_rate(bound, last, first),
+        apiserver_pods_per_s=_rate(len(stamps), max(stamps, default=None), wall_start),
+        startup_s=round(ready - t_start, 2), first_bind_s=round(first - t_start, 3) if first else None,
         running=running, running_lag_s=round(lag, 1) if lag is not None else None, scheduler_cpu_s=round(cpu, 2),
         kwok_cpu_s=round(kwok_cpu, 2), load_before=load0, load_after=load1,
         overallocated_gpus=tracker.overallocated_gpus(phase), double_bound=view.double_bound, ended=ended,
@@ -261,6 +262,10 @@ def backlog_summary(runs: list[BacklogRun]) -> dict[str, Any]:
             s: spread([r.apiserver_pods_per_s for r in runs if r.scheduler == s and r.apiserver_pods_per_s])
             for s in rates
         },
+        "backlog_first_to_last_pods_per_s": {
+            s: spread([r.pods_per_s_first_bind for r in runs if r.scheduler == s and r.pods_per_s_first_bind])
+            for s in rates
+        },
         "backlog_ratio": ratio["kube-scheduler"], "backlog_ratio_tuned": ratio["tuned kube-scheduler"],
         "backlog_all_running": all(r.running == r.bound for r in runs if r.available) if runs else None,
         "backlog_overallocated_gpus": sum(r.overallocated_gpus for r in runs),
@@ -271,7 +276,7 @@ def backlog_summary(runs: list[BacklogRun]) -> dict[str, Any]:
 
 def backlog_table(runs: list[BacklogRun]) -> str:
     out = backlog_summary(runs)
-    title = (f"backlog of {out['backlog_pods']} one-GPU pods, drained: pods/s from ready to last binding"
+    title = (f"backlog of {out['backlog_pods']} one-GPU pods, drained: pods/s from process start to last binding"
              f" (min / median / max of {max(r.round for r in runs)} rounds; API server's clock in brackets)")
     lines = [title]
     for s, v in out["backlog_pods_per_s"].items():
@@ -280,8 +285,8 @@ def backlog_table(runs: list[BacklogRun]) -> str:
                      + (f"   [{api['min']} / {api['median']} / {api['max']}]" if api else ""))  # fmt: skip
     for r in runs:
         lines.append(f"  {r.scheduler} #{r.round}: " + (f"not run: {r.note}" if not r.available else
-                     f"{r.bound}/{r.pods} bound, {r.running} Running, start-up {r.startup_s} s, first binding "
-                     f"+{r.first_bind_s} s, scheduler {r.scheduler_cpu_s} CPU s, KWOK {r.kwok_cpu_s} CPU s, "
+                     f"{r.bound}/{r.pods} bound, {r.running} Running, ready after {r.startup_s} s, first binding "
+                     f"after {r.first_bind_s} s, first->last {r.pods_per_s_first_bind} pods/s, scheduler {r.scheduler_cpu_s} CPU s, KWOK {r.kwok_cpu_s} CPU s, "
                      f"load {r.load_before} -> {r.load_after}, {r.ended}"))  # fmt: skip
     for key, peer in (("backlog_ratio", "kube-scheduler"), ("backlog_ratio_tuned", "tuned kube-scheduler")):
         if out[key] is not None:
