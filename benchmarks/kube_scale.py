@@ -107,6 +107,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backlog", type=int, default=None, metavar="N",
                         help="phase K: one-GPU pods in the backlog, at most the cluster's GPUs "
                         "(default: --pods or the cluster's GPUs, the fewer)")  # fmt: skip
+    parser.add_argument("--gputwin-backlog", choices=("gpujobs", "pods"), default="gpujobs",
+                        help="phase K: gputwin's backlog as one-GPU GPUJobs (it creates and binds their pods; "
+                        "default) or as pods with schedulerName gputwin (it binds them, like kube-scheduler)")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=3, metavar="R",
                         help="phase K: rounds per scheduler (default 3: min / median / max)")  # fmt: skip
     parser.add_argument("--gang-jobs", type=int, default=None, metavar="N",
@@ -350,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         log("interrupted: everything this run started has been stopped")
         return 130
-    out = {**summary(args, results, gangs), **backlog_summary(backlog)}
+    out = {**summary(args, results, gangs), **backlog_summary(backlog), "backlog_gputwin_kind": args.gputwin_backlog}
     where = sys.stderr if args.json else sys.stdout
     if results:
         print(table(results), file=where)

@@ -3,7 +3,8 @@ own scheduler_perf measures it, a backlog drained rather than a burst chased.
 
 For each scheduler (kube-scheduler with its default client limits, kube-scheduler tuned to qps 1000 /
 burst 2000, the gputwin operator) and each of `--repeat` rounds (interleaved, so drift in the shared
-machine's load spreads over all three): `--backlog` one-GPU pods (for gputwin one-GPU GPUJobs) are
+machine's load spreads over all three): `--backlog` one-GPU pods (for gputwin one-GPU GPUJobs, whose
+pods it must create too, or with `--gputwin-backlog pods` pods with `schedulerName: gputwin`) are
 created while no scheduler of theirs runs, with capacity ample (at most one pod per GPU, no run
 time: KWOK keeps them Running); the watch must have seen every pod before the scheduler starts. Then
 a fresh scheduler process starts and the drain rate is bound / (last binding - the moment the
@@ -88,13 +89,15 @@ def backlog_pod(index: int, phase: str, scheduler: str) -> dict[str, Any]:
     return body
 
 
-def create_backlog(kube: Kube, phase: str, count: int, scheduler: str) -> float:
+def create_backlog(kube: Kube, phase: str, count: int, scheduler: str, gpujobs: bool = True) -> float:
+    """The backlog's objects over 8 connections; for gputwin GPUJobs, or (`gpujobs=False`) pods with
+    `schedulerName: gputwin`, the same work as kube-scheduler's: bind only, no pod to create."""
     namespace = f"bench-{phase}"
     kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
-    if scheduler == "gputwin":
+    if scheduler == "gputwin" and gpujobs:
         path, bodies = GPUJOBS.format(ns=namespace), [backlog_gpujob(i, phase) for i in range(count)]
     else:
-        name = TUNED if scheduler == "tuned kube-scheduler" else "backlog-scheduler"
+        name = {"tuned kube-scheduler": TUNED, "gputwin": "gputwin"}.get(scheduler, "backlog-scheduler")
         path, bodies = f"/api/v1/namespaces/{namespace}/pods", [backlog_pod(i, phase, name) for i in range(count)]
     t0 = time.monotonic()
     with ThreadPoolExecutor(8) as pool:
@@ -190,8 +193,9 @@ class _Started:
 def run_round(plane: Plane, tracker: Tracker, scheduler: str, rnd: int, args: argparse.Namespace,
               kubeconfig: Path | None) -> BacklogRun:  # fmt: skip
     phase, total = f"k{SCHEDULERS[scheduler]}{rnd}", args.backlog
-    create_s = create_backlog(plane.kube, phase, total, scheduler)
-    while kubeconfig is None and tracker.live_count(phase) < total:  # the watch has the whole backlog
+    gpujobs = kubeconfig is not None and args.gputwin_backlog == "gpujobs"
+    create_s = create_backlog(plane.kube, phase, total, scheduler, gpujobs)
+    while not gpujobs and tracker.live_count(phase) < total:  # the watch has the whole backlog
         time.sleep(0.1)
     started, kwok, load0 = _Started(plane, scheduler, kubeconfig), kwok_pid(plane), loadavg()
     t_start, wall_start, kwok0 = time.monotonic(), time.time(), proc_stats(kwok).cpu_s
@@ -199,7 +203,7 @@ def run_round(plane: Plane, tracker: Tracker, scheduler: str, rnd: int, args: ar
     ready = time.monotonic()
     try:
         if why:
-            clear(plane.kube, tracker, phase, kubeconfig is not None)
+            clear(plane.kube, tracker, phase, gpujobs)
             return BacklogRun(scheduler, rnd, False, note=why)
         ended = wait_drained(tracker, phase, total, args.stall, args.timeout, t_start)
         cpu = proc_stats(started.pid()).cpu_s
@@ -221,7 +225,7 @@ def run_round(plane: Plane, tracker: Tracker, scheduler: str, rnd: int, args: ar
     )  # fmt: skip
     log(f"  backlog {scheduler} round {rnd}: {result.pods_per_s} pods/s ({ended}), {running} Running, "
         f"KWOK {result.kwok_cpu_s} CPU s, load {load0} -> {load1}")  # fmt: skip
-    clear(plane.kube, tracker, phase, kubeconfig is not None)
+    clear(plane.kube, tracker, phase, gpujobs)
     return result
 
 
