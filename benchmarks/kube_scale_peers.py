@@ -26,8 +26,8 @@ from typing import Any
 
 import urllib3
 import yaml
-
-from kube_scale_lib import Kube, Tracker, free_port
+from kube_scale_lib import Kube, free_port
+from kube_scale_watch import Tracker
 
 TUNED = "tuned-scheduler"
 TUNED_QPS, TUNED_BURST = 1000, 2000
@@ -39,28 +39,30 @@ GANG_LABEL = "bench.gputwin.io/gang"
 # --- the tuned kube-scheduler ------------------------------------------------------------------------
 
 
-def tuned_config(kubeconfig: Path) -> dict[str, Any]:
+def tuned_config(kubeconfig: Path, name: str = TUNED, tuned: bool = True) -> dict[str, Any]:
+    """Its configuration; `tuned=False`: kube-scheduler's default client limits (qps 50 / burst 100)."""
+    limits = {"qps": TUNED_QPS, "burst": TUNED_BURST} if tuned else {}
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": TUNED_QPS, "burst": TUNED_BURST},
+        "clientConnection": {"kubeconfig": str(kubeconfig), **limits},
         "leaderElection": {"leaderElect": False}, "enableProfiling": False,
-        "profiles": [{"schedulerName": TUNED}],
+        "profiles": [{"schedulerName": name}],
     }  # fmt: skip
 
 
 class TunedScheduler:
     """kube-scheduler with raised client rate limits, as a subprocess of the benchmark."""
 
-    def __init__(self, state: Path, bin_dir: Path) -> None:
-        self.state, self.binary = state, bin_dir / "kube-scheduler"
-        self.config = state / "tuned-scheduler.yaml"
-        self.log_path = state / "logs" / "tuned-kube-scheduler.log"
+    def __init__(self, state: Path, bin_dir: Path, name: str = TUNED, tuned: bool = True) -> None:
+        self.state, self.binary, self.name, self.tuned = state, bin_dir / "kube-scheduler", name, tuned
+        self.config = state / f"{name}.yaml"
+        self.log_path = state / "logs" / ("tuned-kube-scheduler.log" if name == TUNED else f"{name}.log")
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 120) -> str:
         """'' once its /healthz answers 200, else why not."""
-        self.config.write_text(yaml.safe_dump(tuned_config(self.state / "kubeconfig")))
+        self.config.write_text(yaml.safe_dump(tuned_config(self.state / "kubeconfig", self.name, self.tuned)))
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(
                 [str(self.binary), f"--config={self.config}", "--bind-address=127.0.0.1",

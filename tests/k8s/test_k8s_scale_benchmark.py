@@ -1,6 +1,6 @@
 """benchmarks/kube_scale.py: its bookkeeping on hand-made watch events, and a tiny run on a real control plane.
 
-The tiny run (20 KWOK nodes, 100 pods of 1-3 s, 6 gang jobs) starts its own control plane through
+The tiny run (20 KWOK nodes, 100 pods of 1-3 s, 6 gang jobs, a backlog of 50 pods drained twice per scheduler) starts its own control plane through
 scripts/k8s/start.sh, like the benchmark always does; it needs the binaries of scripts/k8s/build.sh
 (the `k8s_bin` fixture skips, or fails under CI, without them). No timing is asserted: only the
 JSON report's keys and the invariants (every pod bound, none over capacity, none twice, none lost).
@@ -22,8 +22,10 @@ from gputwin.api.v1alpha1 import GPUJob, GPUPartition, SchedulingPolicy, SwitchT
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from kube_scale import PhaseResult, cluster_objects, leaf_of, parse_args, summary, workload
-from kube_scale_lib import Trace, Tracker, breakdown, percentile, read_trace
+from kube_scale import parse_args
+from kube_scale_backlog import BacklogRun, backlog_gpujob, backlog_pod, backlog_summary, server_bind_times
+from kube_scale_lib import Trace, breakdown, percentile, read_trace
+from kube_scale_operator import cluster_objects
 from kube_scale_peers import (
     TUNED_BURST,
     TUNED_QPS,
@@ -36,11 +38,15 @@ from kube_scale_peers import (
     gang_workload,
     tuned_config,
 )
+from kube_scale_plane import leaf_of, workload
+from kube_scale_report import PhaseResult, summary
+from kube_scale_watch import Tracker
 
 KEYS = {"gputwin_pods_per_s", "kube_scheduler_pods_per_s", "ratio", "p99_bind_s", "overallocated_gpus",
         "lost_jobs", "double_bound", "tuned_kube_scheduler_pods_per_s", "ratio_tuned",
         "gang_partial_jobs_kube_scheduler", "gang_stranded_gpus_kube_scheduler", "gang_partial_jobs_gputwin",
-        "gang_stranded_gpus_gputwin"}  # fmt: skip
+        "gang_stranded_gpus_gputwin", "backlog_pods_per_s", "backlog_ratio", "backlog_ratio_tuned",
+        "backlog_apiserver_pods_per_s", "backlog_all_running", "backlog_runs"}  # fmt: skip
 
 
 def pod_event(kind: str, uid: str, gpus: int, node: str | None = None, phase: str = "Pending",
@@ -161,7 +167,7 @@ def test_percentile_nearest_rank() -> None:
 
 def test_tiny_run_on_a_real_control_plane(k8s_bin: Path) -> None:
     command = [sys.executable, str(ROOT / "benchmarks" / "kube_scale.py"), "--nodes", "20", "--pods", "100",
-               "--durations", "1-3", "--stall", "30", "--restart", "--json"]  # fmt: skip
+               "--durations", "1-3", "--stall", "30", "--restart", "--backlog", "50", "--repeat", "2", "--json"]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -188,7 +194,18 @@ def test_tiny_run_on_a_real_control_plane(k8s_bin: Path) -> None:
         gb = report["gang_phases"]["gputwin"]
         assert (gb["partial"], report["gang_stranded_gpus_gputwin"], gb["overallocated_gpus"]) == (0, 0, 0), gb
         assert gb["complete"] > 0 and gb["bound_gpus"] == 8 * gb["bound_pods"] <= 160
+    rates = report["backlog_pods_per_s"]
+    assert report["backlog_pods"] == 50 and len(report["backlog_runs"]) == 6
+    for name in ("kube-scheduler", "tuned kube-scheduler") + (("gputwin",) if report["gputwin_available"] else ()):
+        assert 0 < rates[name]["min"] <= rates[name]["median"] <= rates[name]["max"], rates
+    kube_runs = [r for r in report["backlog_runs"] if r["scheduler"] != "gputwin"]
+    assert all(r["bound"] == 50 and r["ended"] == "all bound" for r in kube_runs), kube_runs
+    assert (report["backlog_overallocated_gpus"], report["backlog_double_bound"]) == (0, 0)
+    if report["gputwin_available"]:
+        assert report["backlog_ratio"] == pytest.approx(
+            rates["gputwin"]["median"] / rates["kube-scheduler"]["median"], rel=0.01)
     assert "pods bound per second" in done.stderr and "partly placed" in done.stderr  # tables on stderr
+    assert "drained" in done.stderr
 
 
 # pod -> (ready, binding seen, waited for capacity, resourceVersion of the event that gave it room), its
@@ -308,7 +325,7 @@ def test_gang_gpujob_is_a_valid_gpujob_of_all_its_gpus() -> None:
 
 def test_summary_gives_both_ratios_and_the_gang_figures() -> None:
     args = parse_args(["--nodes", "20", "--pods", "10"])
-    assert args.phases == {"a", "t", "b", "g"} and args.gang_jobs == 6
+    assert args.phases == {"k", "a", "t", "b", "g"} and args.gang_jobs == 6 and (args.backlog, args.repeat) == (10, 3)
     results = {"kube-scheduler": PhaseResult("default-scheduler", True, pods_per_s=50.0),
                "tuned kube-scheduler": PhaseResult("tuned-scheduler", True, pods_per_s=200.0, overallocated_gpus=1),
                "gputwin": PhaseResult("gputwin", True, pods_per_s=100.0)}  # fmt: skip
@@ -325,3 +342,51 @@ def test_summary_gives_both_ratios_and_the_gang_figures() -> None:
 def test_phases_refused(phases: str) -> None:
     with pytest.raises(SystemExit):
         parse_args(["--phases", phases])
+
+
+# --- the backlog phase (benchmarks/kube_scale_backlog.py) ----------------------------------------------
+
+
+def test_backlog_summary_gives_min_median_max_and_ratios_on_the_medians() -> None:
+    runs = [BacklogRun(s, i + 1, pods=10, bound=10, running=10, pods_per_s=v)
+            for s, values in (("kube-scheduler", (40.0, 50.0, 45.0)), ("tuned kube-scheduler", (300.0, 100.0, 200.0)),
+                              ("gputwin", (90.0, 400.0, 100.0)))
+            for i, v in enumerate(values)]  # fmt: skip
+    out = backlog_summary(runs)
+    assert out["backlog_pods_per_s"]["tuned kube-scheduler"] == {"min": 100.0, "median": 200.0, "max": 300.0}
+    assert (out["backlog_ratio"], out["backlog_ratio_tuned"]) == (round(100 / 45, 3), 0.5)
+    assert out["backlog_all_running"] and out["backlog_pods"] == 10 and len(out["backlog_runs"]) == 9
+
+
+def test_backlog_summary_without_gputwin_has_no_ratio() -> None:
+    runs = [BacklogRun("kube-scheduler", 1, pods=5, bound=5, running=4, pods_per_s=10.0),
+            BacklogRun("gputwin", 1, False, note="no backend")]  # fmt: skip
+    out = backlog_summary(runs)
+    assert out["backlog_pods_per_s"]["gputwin"] is None and out["backlog_ratio"] is None
+    assert out["backlog_all_running"] is False  # one bound pod never went Running
+
+
+def test_backlog_objects_have_one_gpu_and_no_run_time() -> None:
+    pod = backlog_pod(3, "kd1", "backlog-scheduler")
+    assert "annotations" not in pod["metadata"] and pod["spec"]["schedulerName"] == "backlog-scheduler"
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    job = GPUJob.model_validate(backlog_gpujob(3, "kg1"))
+    assert job.spec.gpus == 1 and job.spec.duration_seconds is None and job.metadata.name == "job-00003"
+
+
+def test_server_bind_times_read_podscheduled_or_the_creation_of_a_pod_made_bound() -> None:
+    def pod(node: str | None, scheduled: str | None) -> dict[str, Any]:
+        conditions = [{"type": "PodScheduled", "lastTransitionTime": scheduled}] if scheduled else []
+        return {"metadata": {"creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": {"nodeName": node},
+                "status": {"conditions": conditions}}  # fmt: skip
+
+    base = 1767225600.0  # 2026-01-01T00:00:00Z
+    got = server_bind_times([pod("n0", "2026-01-01T00:00:05Z"), pod("n1", None), pod(None, None)])
+    assert got == [base + 5, base]
+
+
+@pytest.mark.parametrize("argv", [["--backlog", "161"], ["--backlog", "0"], ["--repeat", "0"]],
+                         ids=["more-than-the-gpus", "none", "no-rounds"])  # fmt: skip
+def test_backlog_refused(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--nodes", "20", *argv])
