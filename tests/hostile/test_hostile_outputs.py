@@ -360,7 +360,7 @@ def test_a_gpujob_that_fails_at_run_time_wedges_nothing(
     for argv in steps:
         if argv == ["apply", "-f", bad] and refused is not None:
             said = CliRunner().invoke(cli, [*argv, "--state", state])
-            assert said.exit_code == 2 and f": {refused}: " in said.stderr, said.output
+            assert said.exit_code == 1 and f": {refused}: " in said.stderr, said.output
             with FileStore(Path(state)).lock() as store:
                 store.put(yaml.safe_load(gpujob("bad", **spec)))
             continue
