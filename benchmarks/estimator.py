@@ -103,7 +103,8 @@ def accuracy(data: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
 
 def offline_holdout(trace: Any) -> dict[str, float]:
     """The figures `gputwin estimator train --min-train 100` prints: a model fitted on the jobs that
-    ended before the last 10 % were submitted, scored on those."""
+    ended before the last 10 % were submitted (or, when those are unrepresentative, on every job
+    submitted before them: `split`, see gputwin.estimators.model), scored on those."""
     from gputwin.estimators.model import train
     from gputwin.estimators.online import LearnedConfig
 
@@ -112,7 +113,7 @@ def offline_holdout(trace: Any) -> dict[str, float]:
     held: dict[str, float] = trained.metadata["holdout"]
     held["train_s"] = round(time.perf_counter() - started, 3)
     print(f"offline model (estimator train --min-train 100, {held['train_s']:.2f} s): last {held['jobs']} jobs "
-          f"by a fit on {held['trained_on']}: MAE {held['mae_s']:.1f} s, median APE {held['median_ape']:.3f}, "
+          f"by a fit on {held['trained_on']} ({held['split']}): MAE {held['mae_s']:.1f} s, median APE {held['median_ape']:.3f}, "
           f"Spearman {held['spearman']:.3f}")  # fmt: skip
     return held
 

@@ -71,12 +71,12 @@ def test_the_fallback_fit_never_sees_a_scored_job_with_a_spy_on_fit(monkeypatch:
     import math
 
     import gputwin.estimators.model as model
+    from gputwin.estimators.trees import fit as real_fit
 
     jobs, origin = _burst(7.0)
     cut, sentinel = int(len(jobs) * 0.9), 1e7
     marked = jobs[:cut] + tuple(dataclasses.replace(j, duration=sentinel) for j in jobs[cut:])
     calls: list[tuple[list[list[float]], list[float]]] = []
-    real_fit = model.fit
 
     def spy(rows: list[list[float]], targets: list[float], config: LearnedConfig) -> object:
         calls.append((rows, targets))
