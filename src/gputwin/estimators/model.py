@@ -11,9 +11,9 @@ model is then fitted on everything. `save` writes `model.txt` (LightGBM's text f
 Which earlier jobs score the holdout (`split` in the metadata's `holdout`): by default those that
 had ENDED before the first scored job was submitted ("ended": what a live scheduler knew then).
 When a history was submitted in one burst, those are only its fast jobs: a model of them
-under-predicts the slow ones, and the smearing factor learned from its residuals (5.4 on a 7 s
-burst of the sacct fixture) then inflates every prediction of the saved model, which was fitted
-on all jobs (fast 10 s, slow 154 s instead of ~2 and ~28 s). So when the ended set is
+under-predicts the slow ones, and the smearing factor learned from its residuals (4.2 with the
+sacct fixture's submits squeezed into 7 s) then inflates every prediction of the saved model,
+which was fitted on all jobs (fast 11.6 s, slow 107 s instead of ~2 and ~22 s). So when the ended set is
 unrepresentative - fewer than `min_train` jobs (a live estimator would not fit on so few either),
 or a tenth or more of the scored jobs belong to (user, job name) groups submitted before the cut
 and none ended by it - the holdout is scored by a fit on every job SUBMITTED before it
