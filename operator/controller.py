@@ -30,6 +30,7 @@ from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.operator.backends import Backend, occupancy_of
 from gputwin.operator.cluster import ClusterView, read_cluster, write_cluster_statuses
 from gputwin.operator.jobs import JobControl
+from gputwin.operator.live_replay import live_snapshot
 from gputwin.operator.models import ModelUnusable, estimator_options, with_model_issue
 from gputwin.operator.replay import ReplayCluster, ReplayResult, Trace, replay_cluster, run_replay, trace_source
 from gputwin.operator.statuses import StatusBook, condition, updated
@@ -63,6 +64,7 @@ class Controller:
         self._read: ClusterView | None = None  # the view as read, before a model problem blocks it
         self._model: object = None  # the installed scheduler's learned model (None: history)
         self.deployed: DeployOutcome | None = None  # the deployer's last outcome, for the policies' statuses
+        self.jobs_at: float | None = None  # when GPUJobs were last reconciled: a live replay's "now"
 
     @property
     def scheduler(self) -> Scheduler | None:
@@ -115,6 +117,7 @@ class Controller:
         assert self.view is not None
         held = self.deployer.jobs_blocker if self.deployer is not None else None
         self.jobs.reconcile(now, self.view.blocker, held)
+        self.jobs_at = now
         self._cluster_statuses(now)  # free GPUs and queue lengths moved
 
     # --- TraceReplays -------------------------------------------------------------------------
@@ -128,7 +131,7 @@ class Controller:
         """
         promoted = 0
         for obj in self.pending_replays():
-            plan = self.plan_replay(obj)
+            plan = self.plan_replay(obj, now)
             result = plan if isinstance(plan, ReplayResult) else run_replay(*plan)
             promoted += self.record_replay(obj, result, now)
         return promoted
@@ -146,9 +149,12 @@ class Controller:
             out.append(obj)
         return out
 
-    def plan_replay(self, obj: Obj) -> tuple[TraceReplaySpec, ReplayCluster, Trace] | ReplayResult:
-        """What to replay on which cluster (and a ConfigMap trace's text, or the checked file), or
-        the result already (invalid, no cluster yet, the ConfigMap, its key or the file refused)."""
+    def plan_replay(
+        self, obj: Obj, now: float | None = None
+    ) -> tuple[TraceReplaySpec, ReplayCluster, Trace] | ReplayResult:
+        """What to replay on which cluster (and a ConfigMap trace's text, the checked file, or the
+        live present at `now`, by default when GPUJobs were last reconciled), or the result already
+        (invalid, no cluster yet, the ConfigMap, its key or the file refused)."""
         try:
             replay = TraceReplay.model_validate({k: v for k, v in obj.items() if k != "status"})
         except ValidationError as exc:
@@ -157,11 +163,20 @@ class Controller:
         cluster = replay_cluster(self.view or read_cluster(self.store), replay.spec)
         if isinstance(cluster, str):
             return ReplayResult("Pending", "ClusterNotReady", cluster)
+        if replay.spec.trace.live is not None:
+            return self._live_plan(replay.spec, cluster, self.jobs_at if now is None else now)
         annotations = Body(obj).annotations
         trace = trace_source(self.store, namespace_of(obj), replay.spec, self.traces, annotations)
         if isinstance(trace, ReplayResult):
             return trace
         return replay.spec, cluster, trace
+
+    def _live_plan(self, spec: TraceReplaySpec, cluster: ReplayCluster, now: float | None
+                   ) -> tuple[TraceReplaySpec, ReplayCluster, Trace] | ReplayResult:  # fmt: skip
+        """The present of the running scheduler, taken here, on the thread that owns it."""
+        if self.scheduler is None or now is None:
+            return ReplayResult("Pending", "ClusterNotReady", "spec.trace.live: the scheduler is not running yet")
+        return spec, cluster, live_snapshot(self.scheduler, cluster.spec, now)
 
     def record_replay(self, obj: Obj, result: ReplayResult, now: float) -> int:
         """Write a replay's outcome (status, event) and promote its winner; the policies written."""

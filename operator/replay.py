@@ -18,6 +18,10 @@ read from the store beforehand, on the thread that owns the store (`trace_source
 `run_replay`. A missing ConfigMap, key or file fails the replay for that generation: fix it,
 then edit or re-create the replay.
 
+A live source (`spec.trace.live`) has no trace: the controller hands `run_replay` its present as
+a `Snapshot` (`gputwin.operator.live_replay`), and the candidates are ranked on its forecast by the
+same rule (ties to `current`, only a winner other than `current` promoted).
+
 Neither a file nor a ConfigMap is written by whoever may create a TraceReplay, so no status or
 Event quotes either: reader errors are `redacted`, and a reader that fails in any other way fails
 the replay with its error's type only (never the command or the operator pass running it).
@@ -47,18 +51,21 @@ from gputwin.api.validate import Document, check_cluster
 from gputwin.api.workloads import search_vocabulary
 from gputwin.core.model import Candidate, ClusterSpec, JobSpec, PolicySpec
 from gputwin.operator.cluster import ClusterView
+from gputwin.operator.live_replay import NOTHING_QUEUED, live_message, live_scores
 from gputwin.operator.store import Store
 from gputwin.operator.trace_files import TraceAccess, TraceFile, TraceRefused, locate, opened, redacted
 from gputwin.sim.evaluation import Scores, rank
 from gputwin.sim.run import Overrides, RunError, run_summary
 from gputwin.sim.space import Space, SpaceError, parse_space
+from gputwin.twin.snapshot import Snapshot
 
 CURRENT = "current"
 # TraceSource.format -> the trace reader's format name (Philly traces are Helios-shaped CSVs).
 FORMATS = {"philly": "helios"} | {f: f for f in ("auto", "helios", "alibaba", "sacct", "sacct-json", "helios-raw",
                                                  "swf", "philly-json", "pai")}  # fmt: skip
 RECORDED_TRIALS = 5  # a search's best distinct policies shown in status (the rest: noise for readers)
-Trace: TypeAlias = str | TraceFile | None  # what a replay reads: a ConfigMap's text, a checked file, nothing yet
+# what a replay reads: a ConfigMap's text, a checked file, the live present, nothing yet
+Trace: TypeAlias = str | TraceFile | Snapshot | None
 log = logging.getLogger(__name__)
 
 
@@ -182,6 +189,8 @@ def run_replay(spec: TraceReplaySpec, cluster: ReplayCluster, trace: Trace = Non
                                                              search_vocabulary())  # fmt: skip
     except SpaceError as exc:
         return ReplayResult("Failed", "InvalidSearch", str(exc))
+    if spec.trace.live is not None:
+        return _live(spec, cluster, trace)
     jobs = _jobs(spec, trace)
     if isinstance(jobs, ReplayResult):
         return jobs
@@ -198,6 +207,26 @@ def run_replay(spec: TraceReplaySpec, cluster: ReplayCluster, trace: Trace = Non
     promotions = _promotions(spec, cluster, ranked[0].promotes)
     message = _message(spec, candidates, trials)
     return ReplayResult("Succeeded", "Replayed", message, candidates, winner.name, promotions, trials)
+
+
+def _live(spec: TraceReplaySpec, cluster: ReplayCluster, snap: Trace) -> ReplayResult:
+    """Rank `current` and the candidates on the forecast of the live present `snap`."""
+    if not isinstance(snap, Snapshot):  # a plan made without the controller's present
+        return ReplayResult("Pending", "ClusterNotReady", "spec.trace.live: no live scheduler yet")
+    if not snap.pending:  # Pending, not Failed: the replay runs once jobs queue
+        return ReplayResult("Pending", "NothingQueued", NOTHING_QUEUED)
+    try:
+        scored = live_scores(spec, cluster.spec, snap)
+    except Exception as exc:  # fail this replay only; the details go to the operator's log
+        log.warning("live TraceReplay failed", exc_info=True)
+        return ReplayResult("Failed", "ReplayFailed", f"the forecast failed ({type(exc).__name__})")
+    runs = [Ranked(i, candidate_result(CURRENT if c is None else c.name, s), c)
+            for i, (c, s) in enumerate(scored)]  # fmt: skip
+    ranked = rank(runs, spec.objective)
+    candidates = tuple(r.result for r in ranked)
+    message = _message(spec, candidates, 0).split("; ")[0] + "; " + live_message(spec, snap, len(candidates))
+    return ReplayResult("Succeeded", "Forecast", message, candidates, candidates[0].name,
+                        _promotions(spec, cluster, ranked[0].promotes))  # fmt: skip
 
 
 def _jobs(spec: TraceReplaySpec, trace: Trace) -> tuple[JobSpec, ...] | ReplayResult:

@@ -127,8 +127,49 @@ class SacctWindow(ApiModel):
     end: str = Field(default="now", min_length=1, description="Window end in sacct time syntax.")
 
 
+# A live replay runs (candidates + 1) x samples replays of the present queue inside the operator, on
+# its replay thread: these bounds keep one from asking for hours of CPU (a replay of a few thousand
+# queued jobs over a week takes ~0.1-1 s). Longer looks ahead belong to `gputwin whatif`.
+MAX_LIVE_HORIZON = 30 * 86400.0
+MAX_LIVE_SAMPLES = 64
+MAX_LIVE_CANDIDATES = 16
+
+
+class LiveQueue(ApiModel):
+    """The operator's present instead of a trace: the GPUJobs running and queued now, and the nodes out
+    of service, forked and replayed forward (`gputwin whatif`'s machinery) once per candidate.
+
+    A field beside file, configMap and sacct, not a `source: live` switch: each of the four says
+    where the jobs come from and carries its own settings (here the look ahead), so "exactly one of"
+    stays the one rule, and a live replay reads as `trace: {live: {horizonSeconds: 86400}}`. The
+    run times nobody knows yet are drawn `samples` times from `seed` (a job's durationSeconds is its
+    estimate), every candidate on the same draws: the same present and seed give the same ranking.
+    """
+
+    horizon_seconds: float = Field(
+        default=86400.0,
+        gt=0.0,
+        le=MAX_LIVE_HORIZON,
+        description=f"How far ahead to replay the present, in seconds; at most {MAX_LIVE_HORIZON:,.0f} (30 "
+        "days). A job not ended by then counts as ending there.",
+    )
+    samples: int = Field(
+        default=8,
+        ge=1,
+        le=MAX_LIVE_SAMPLES,
+        description=f"Seeded draws of the unknown run times, 1 to {MAX_LIVE_SAMPLES}; each candidate's "
+        "metrics are the mean over them.",
+    )
+    seed: int = Field(
+        default=0,
+        ge=0,
+        le=2**31 - 1,
+        description="Seed of the draws: the same present and seed, the same ranking.",
+    )
+
+
 class TraceSource(ApiModel):
-    """Where the replayed jobs come from: exactly one of file, configMap or sacct."""
+    """Where the replayed jobs come from: exactly one of file, configMap, sacct or live."""
 
     file: str | None = Field(
         default=None, min_length=1, max_length=4096,  # PATH_MAX
@@ -138,18 +179,23 @@ class TraceSource(ApiModel):
     )
     config_map: ConfigMapRef | None = Field(default=None, description="A trace inside a ConfigMap.")
     sacct: SacctWindow | None = Field(default=None, description="A window of SLURM accounting history.")
+    live: LiveQueue | None = Field(
+        default=None,
+        description="The live queue now (running and queued GPUJobs, nodes out of service), replayed "
+        "forward: a promote decided on the present's forecast, not on history.",
+    )
     format: Literal[
         "auto", "helios", "philly", "alibaba", "sacct", "sacct-json", "helios-raw", "swf", "philly-json", "pai"
     ] = Field(
         default="auto",
         description="Trace format (the readers of `gputwin simulate --format`; philly is the Helios-shaped "
-        "CSV); auto guesses from the file's header.",
+        "CSV); auto guesses from the file's header. Not read by a live source.",
     )
 
     @model_validator(mode="after")
     def _one_source(self) -> Self:
-        if sum(x is not None for x in (self.file, self.config_map, self.sacct)) != 1:
-            raise PydanticCustomError("trace_source", "set exactly one of file, configMap or sacct")
+        if sum(x is not None for x in (self.file, self.config_map, self.sacct, self.live)) != 1:
+            raise PydanticCustomError("trace_source", "set exactly one of file, configMap, sacct or live")
         return self
 
 
@@ -235,6 +281,20 @@ class TraceReplaySpec(ApiModel):
         description="Write the winner into the partitions' SchedulingPolicies when it beats them.",
     )
 
+    @model_validator(mode="after")
+    def _live_compares_candidates(self) -> Self:
+        # A search asks for tens of trials, each (samples) replays of the present: past the bound
+        # above; `gputwin tune` searches on a trace instead.
+        if self.trace.live is not None and self.search is not None:
+            raise PydanticCustomError(
+                "live_search", "trace.live compares the listed candidates: remove search"
+            )
+        if self.trace.live is not None and len(self.candidates) > MAX_LIVE_CANDIDATES:
+            raise PydanticCustomError(
+                "live_candidates", f"trace.live compares at most {MAX_LIVE_CANDIDATES} candidates"
+            )
+        return self
+
 
 class TraceReplay(ResourceBase):
     """A what-if experiment over a job trace (namespaced)."""
@@ -248,11 +308,15 @@ class TraceReplay(ResourceBase):
 
 
 __all__ = [
+    "MAX_LIVE_CANDIDATES",
+    "MAX_LIVE_HORIZON",
+    "MAX_LIVE_SAMPLES",
     "MAX_SEARCH_TRIALS",
     "Candidate",
     "ConfigMapRef",
     "GPUJob",
     "GPUJobSpec",
+    "LiveQueue",
     "ReplaySearch",
     "SacctWindow",
     "TraceReplay",
