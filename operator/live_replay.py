@@ -17,7 +17,6 @@ queued now, the mean over samples, a job not ended by the horizon counted as end
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from collections.abc import Sequence
 
 from gputwin.api.convert import candidate
@@ -25,7 +24,7 @@ from gputwin.api.workloads import LiveQueue, TraceReplaySpec
 from gputwin.core.model import Candidate, ClusterSpec
 from gputwin.core.scheduler import Scheduler
 from gputwin.sim.evaluation import Scores
-from gputwin.sim.metrics import percentile
+from gputwin.sim.metrics import horizon_figures
 from gputwin.sim.run import with_overrides
 from gputwin.twin.forecast import Sample
 from gputwin.twin.replayed import state_snapshot
@@ -70,19 +69,7 @@ def live_scores(
 
 def summary(snap: Snapshot, samples: Sequence[Sample], live: LiveQueue) -> Scores:
     """The metrics of one candidate over the jobs queued now (see the module docstring)."""
-    until = snap.taken_at + live.horizon_seconds
-    submits = [j.submit for j in snap.pending]
-    per: dict[str, list[float]] = {}
-    for starts, ends, _, _ in samples:
-        jct = sorted(min(e, until) - s for e, s in zip(ends, submits))
-        queue = sorted(min(t, until) - s for t, s in zip(starts, submits))
-        figures = {"jobs": sum(e <= until for e in ends), "avg_jct": statistics.fmean(jct),
-                   "p50_jct": percentile(jct, 50), "p99_jct": percentile(jct, 99),
-                   "avg_queue": statistics.fmean(queue), "p99_queue": percentile(queue, 99),
-                   "makespan": max(min(e, until) for e in ends) - snap.taken_at}  # fmt: skip
-        for key, value in figures.items():
-            per.setdefault(key, []).append(float(value))
-    mean = {key: statistics.fmean(values) for key, values in per.items()}
+    mean = horizon_figures(snap.taken_at, [j.submit for j in snap.pending], samples, live.horizon_seconds)
     return {**mean, "jobs": round(mean["jobs"])}  # a count, as in a trace replay's status
 
 

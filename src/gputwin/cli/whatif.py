@@ -13,7 +13,6 @@ not in `jobs`; GPU utilisation, overhead and preemptions are not measured here (
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -110,21 +109,9 @@ def _submitted(path: Path, snap: Any) -> tuple[Any, ...]:
 def _summary(snap: Any, samples: tuple[Any, ...], horizon: float, wall: float, label: str) -> Any:
     """Compare's `Summary` of one candidate: each metric the mean over samples (see the module)."""
     from gputwin.sim.evaluation import Summary
-    from gputwin.sim.metrics import percentile
+    from gputwin.sim.metrics import horizon_figures
 
-    until = snap.taken_at + horizon
-    submits = [j.submit for j in snap.pending]
-    per: dict[str, list[float]] = {}
-    for starts, ends, _, _ in samples:
-        jct = sorted(min(e, until) - s for e, s in zip(ends, submits))
-        queue = sorted(min(t, until) - s for t, s in zip(starts, submits))
-        figures = {"jobs": sum(e <= until for e in ends), "avg_jct": statistics.fmean(jct) if jct else 0.0,
-                   "p50_jct": percentile(jct, 50), "p95_jct": percentile(jct, 95), "p99_jct": percentile(jct, 99),
-                   "avg_queue": statistics.fmean(queue) if queue else 0.0, "p99_queue": percentile(queue, 99),
-                   "makespan": max((min(e, until) for e in ends), default=snap.taken_at) - snap.taken_at}  # fmt: skip
-        for key, value in figures.items():
-            per.setdefault(key, []).append(float(value))
-    mean = {key: statistics.fmean(values) for key, values in per.items()} if per else {}
+    mean = horizon_figures(snap.taken_at, [j.submit for j in snap.pending], samples, horizon)
 
     def m(key: str) -> float:
         return mean.get(key, 0.0)

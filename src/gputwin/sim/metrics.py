@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from gputwin.core.quota import TenantUsage
 from gputwin.core.state import JobState, PartitionState
@@ -139,6 +140,27 @@ class FragmentTracker:
             self.current += count - by_part[name]
             by_part[name] = count
         touched.clear()
+
+
+def horizon_figures(
+    taken_at: float, submits: Sequence[float], samples: Iterable[tuple[Sequence[float], Sequence[float], Any, Any]],
+    horizon: float,
+) -> dict[str, float]:
+    """The metrics of the jobs queued at `taken_at` (submitted at `submits`) over forecast `samples`
+    ((starts, ends, …) per sample, in the jobs' order): each the mean over samples, a job not ended
+    by `taken_at + horizon` counted as ending there (what `gputwin whatif` and a live TraceReplay rank)."""
+    until = taken_at + horizon
+    per: dict[str, list[float]] = defaultdict(list)
+    for starts, ends, _, _ in samples:
+        jct = sorted(min(e, until) - s for e, s in zip(ends, submits))
+        queue = sorted(min(t, until) - s for t, s in zip(starts, submits))
+        figures = {"jobs": sum(e <= until for e in ends), "avg_jct": math.fsum(jct) / len(jct) if jct else 0.0,
+                   "p50_jct": percentile(jct, 50), "p95_jct": percentile(jct, 95), "p99_jct": percentile(jct, 99),
+                   "avg_queue": math.fsum(queue) / len(queue) if queue else 0.0, "p99_queue": percentile(queue, 99),
+                   "makespan": max((min(e, until) for e in ends), default=taken_at) - taken_at}  # fmt: skip
+        for key, value in figures.items():
+            per[key].append(float(value))
+    return {key: math.fsum(values) / len(values) for key, values in per.items()}  # statistics.fmean's sum
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
