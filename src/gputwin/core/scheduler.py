@@ -149,7 +149,7 @@ class Scheduler(Cycle):
             raise ValueError(f"job {spec.job_id!r}: {problem}")
         if spec.gpu_milli != 1000 and not part.policy.preemptive:  # a GPU share: gputwin.core.sharing
             part.shares = part.shares or Shares(part.ledger)
-            part.shares.take(spec.job_id, slots[0][0], spec.gpu_milli, started)
+            part.shares.take(spec.job_id, slots[0][0], spec.gpu_milli, started, spec.gpu_profile)
         else:
             part.ledger.allocate(slots)
         span, fraction = self._span(slots)
