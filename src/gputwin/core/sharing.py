@@ -19,7 +19,8 @@ whole GPUs when it re-ranks, so there a share is a whole GPU, as every share was
 fair share and backfill's reservation count a share as one GPU (never over-committing them).
 
 `open_area` and `used_area` integrate, over the times given, the shared GPUs open and the GPUs
-their shares use (milli / 1000 or slices / 7 each): the simulator's allocated and used GPU-hours of shares.
+their shares use (milli / 1000 each; a profile's milli is its slices' share, rounded): the
+simulator's allocated and used GPU-hours of shares.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def _profile_problem(spec: JobSpec) -> str | None:
     if spec.gpus != 1:
         return f"asks for MIG profile {spec.gpu_profile} of {spec.gpus} GPUs; a profile is of one GPU"
     if spec.gpu_milli != profile_milli(slices):
-        return f"asks for MIG profile {spec.gpu_profile} with {spec.gpu_milli} milli-GPU; it uses {profile_milli(slices)}"
+        milli = profile_milli(slices)
+        return f"asks for MIG profile {spec.gpu_profile} with {spec.gpu_milli} milli-GPU; it uses {milli}"
     return None
 
 
@@ -76,16 +78,16 @@ class Shares:
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        self.on_node: dict[int, dict[int, int]] = {}  # node -> {slot: used milli or slices} of its open shared GPUs
-        self.mig: set[tuple[int, int]] = set()  # (node, slot) of the open GPUs MIG-partitioned (used in slices)
+        self.on_node: dict[int, dict[int, int]] = {}  # node -> {slot: used milli or slices}, open shared GPUs
+        self.mig: set[tuple[int, int]] = set()  # (node, slot) of the open MIG-partitioned GPUs (used: slices)
         # (used, -node, -slot) per open GPU: fraction GPUs, MIG-partitioned GPUs
         self._fit: SortedList[tuple[int, int, int]] = SortedList()
         self._mig_fit: SortedList[tuple[int, int, int]] = SortedList()
         self.of_job: dict[str, tuple[int, int, int]] = {}  # job id -> (node, slot, milli or slices)
-        self.used_milli = 0  # milli held by fraction shares, all GPUs
+        self.used_milli = 0  # milli held by shares, all GPUs (a profile: `profile_milli`)
         self.used_slices = 0  # slices held by profiles, all GPUs
         self.open_area = 0.0  # GPU-seconds of shared GPUs open
-        self.used_area = 0.0  # GPU-seconds of shares (milli / 1000 or slices / 7 each)
+        self.used_area = 0.0  # GPU-seconds of shares (milli / 1000 each)
         self.opened = 0  # shared GPUs opened so far
         self._since = 0.0
 
@@ -147,6 +149,7 @@ class Shares:
                 self.mig.add((node, slot))
         self._advance(now)
         self._move(node, slot, used, used + amount)
+        self.used_milli += milli
         self.of_job[job_id] = (node, slot, amount)
 
     def give_back(self, job_id: str, now: float) -> None:
@@ -157,6 +160,7 @@ class Shares:
         node, slot, amount = entry
         self._advance(now)
         used = self.on_node[node][slot]
+        self.used_milli -= profile_milli(amount) if (node, slot) in self.mig else amount
         self._move(node, slot, used, used - amount)
         if used == amount:
             self.mig.discard((node, slot))
@@ -178,14 +182,10 @@ class Shares:
                 del self.on_node[node]
         if mig:
             self.used_slices += after - before
-        else:
-            self.used_milli += after - before
 
     def _advance(self, now: float) -> None:
         if now > self._since:
             span = now - self._since
             self.open_area += self.open_gpus * span
             self.used_area += self.used_milli * span / WHOLE
-            if self.used_slices:
-                self.used_area += self.used_slices * span / SLICES
         self._since = max(self._since, now)
