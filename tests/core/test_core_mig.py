@@ -5,6 +5,8 @@ profiles and fractions come and go, no GPU holds over 7 slices (or 1000 milli) a
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from cluster_builders import build_cluster, build_jobs, build_ledger
 from hypothesis import given, settings
@@ -135,6 +137,26 @@ def test_scheduler_refuses_profiles_it_cannot_serve(gpus: int, profile: str, mil
     assert share_problem(spec) == reason
     decision = Scheduler(build_cluster({"l0": [4]})).submit(spec, 0.0)
     assert [r.reason for r in decision.rejects] == [reason]
+
+
+# (id, the job's model, its profile, the reason it is refused or None)
+DECLARED = [
+    ("declared", "a100", "3g.20gb", None),
+    ("not-of-the-model", "a100", "1g.10gb", "asks for MIG profile 1g.10gb of GPU model 'a100', which declares 1g.5gb, 3g.20gb, 7g.40gb"),
+    ("a-model-without-profiles", "v100", "1g.5gb", "asks for MIG profile 1g.5gb of GPU model 'v100', which declares none"),
+    ("a-whole-gpu-profile-too", "v100", "7g.40gb", "asks for MIG profile 7g.40gb of GPU model 'v100', which declares none"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("model,profile,reason", [c[1:] for c in DECLARED], ids=[c[0] for c in DECLARED])
+def test_a_cluster_declaring_profiles_refuses_others(model: str, profile: str, reason: str | None) -> None:
+    cluster = build_cluster({"l0": [1, 1]})
+    nodes = tuple(replace(n, model=m) for n, m in zip(cluster.topology.nodes, ("a100", "v100")))
+    profiles = {"a100": ("1g.5gb", "3g.20gb", "7g.40gb")}
+    cluster = replace(cluster, topology=replace(cluster.topology, nodes=nodes, profiles=profiles))
+    spec = replace(_job("j", profile), model=model)
+    decision = Scheduler(cluster).submit(spec, 0.0)
+    assert [r.reason for r in decision.rejects] == ([] if reason is None else [reason])
 
 
 def test_a_7g_profile_is_a_whole_gpu() -> None:

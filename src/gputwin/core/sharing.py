@@ -26,6 +26,7 @@ simulator's allocated and used GPU-hours of shares.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from sortedcontainers import SortedList
 
@@ -59,6 +60,17 @@ def share_problem(spec: JobSpec) -> str | None:
     if spec.gpus != 1:
         return f"asks for {spec.gpu_milli} milli-GPU of {spec.gpus} GPUs; a share is of one GPU"
     return None
+
+
+def undeclared_profile(spec: JobSpec, profiles: Mapping[str, tuple[str, ...]]) -> str | None:
+    """Why the cluster cannot serve `spec`'s MIG profile (its model's GPUs are not split into it),
+    or None. The scheduler asks only when the topology declares profiles (`TopologySpec.profiles`);
+    a cluster declaring none leaves the check to the API (`gputwin.api.validate`)."""
+    declared = profiles.get(spec.model, ())
+    if spec.gpu_profile in declared:
+        return None
+    return (f"asks for MIG profile {spec.gpu_profile} of GPU model {spec.model!r}, which declares "
+            f"{', '.join(declared) or 'none'}")  # fmt: skip
 
 
 def _profile_problem(spec: JobSpec) -> str | None:
