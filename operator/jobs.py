@@ -65,7 +65,7 @@ def job_spec(job_id: str, job: GPUJob, submit: float) -> JobSpec:
     s = job.spec
     return JobSpec(job_id=job_id, submit=submit, duration=s.duration_seconds or 0.0, gpus=s.gpus,
                    task_type=s.task_type, user=s.user, name=s.job_name, priority=s.priority,
-                   model=s.gpu_model, gpu_milli=s.gpu_milli)  # fmt: skip
+                   model=s.gpu_model, gpu_milli=s.gpu_milli, gpu_profile=s.gpu_profile)  # fmt: skip
 
 
 class JobControl(JobEvents):

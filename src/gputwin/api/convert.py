@@ -57,6 +57,7 @@ def topology_spec(topology: SwitchTopology) -> TopologySpec:
             per_tier=spec.comm_overhead.per_tier, cross_node=spec.comm_overhead.cross_node
         ),
         speeds=dict(spec.model_speeds),
+        profiles={model: tuple(dict.fromkeys(names)) for model, names in spec.mig_profiles.items()},
     )
 
 
@@ -191,7 +192,9 @@ def cluster_documents(cluster: ClusterSpec) -> list[dict[str, Any]]:
     switches = [{"name": s.name, **({"parent": s.parent} if s.parent else {})} for s in topo.switches]
     docs: list[dict[str, Any]] = [
         _document("SwitchTopology", topo.name, {"switches": switches, "nodeGroups": groups, "commOverhead": overhead,
-                                                **({"modelSpeeds": dict(topo.speeds)} if topo.speeds else {})})
+                                                **({"modelSpeeds": dict(topo.speeds)} if topo.speeds else {}),
+                                                **({"migProfiles": {m: list(p) for m, p in topo.profiles.items()}}
+                                                   if topo.profiles else {})})  # fmt: skip
     ]
     for part in cluster.partitions:
         policy = f"{part.name}-policy"

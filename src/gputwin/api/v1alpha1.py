@@ -69,6 +69,9 @@ MAX_TASK_TYPES = 256
 MAX_SPEED = 100.0  # a GPU model at most this many times as fast as speed 1
 # As traces and SLURM's typed GRES write models (V100M32, a100): case kept, no spaces or ':'.
 GpuModel = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=63)]
+# NVIDIA's MIG profile names: <compute slices out of 7>g.<memory>gb, +me with the media engines.
+MigProfile = Annotated[str, Field(pattern=r"^[1-7]g\.[1-9][0-9]{0,3}gb(\+me)?$", max_length=16)]
+MAX_PROFILES = 32  # NVIDIA's GPUs offer at most about ten each
 
 # --- SwitchTopology -------------------------------------------------------------------------------
 
@@ -148,6 +151,14 @@ class SwitchTopologySpec(ApiModel):
         f"taken at: a job runs duration / speed on it (2 = twice as fast), the slowest model of its GPUs "
         f"setting the pace; above 0 and at most {MAX_SPEED:.0f}; a model not named runs at 1.",
     )
+    mig_profiles: dict[str, Annotated[list[MigProfile], Field(min_length=1, max_length=MAX_PROFILES)]] = Field(
+        default_factory=dict,
+        max_length=MAX_TASK_TYPES,
+        description="The MIG profiles each GPU model's GPUs may be split into, as NVIDIA names them "
+        "(a100-40gb: [1g.5gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb]); a profile takes the compute slices "
+        "its name starts with, out of 7. GPUJobs of that model may ask for one (gpuProfile); a model "
+        "not named has no MIG profiles. See docs/tenancy.md for what is simplified.",
+    )
 
     @model_validator(mode="after")
     def _speeds_of_declared_models(self) -> Self:
@@ -155,6 +166,10 @@ class SwitchTopologySpec(ApiModel):
         unknown = sorted(set(self.model_speeds) - declared)
         if unknown:
             raise PydanticCustomError("model_speeds", "modelSpeeds names {models}, which no node group has",
+                                      {"models": ", ".join(unknown)})  # fmt: skip
+        unknown = sorted(set(self.mig_profiles) - declared)
+        if unknown:
+            raise PydanticCustomError("mig_profiles", "migProfiles names {models}, which no node group has",
                                       {"models": ", ".join(unknown)})  # fmt: skip
         return self
 

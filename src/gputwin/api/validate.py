@@ -5,7 +5,8 @@ problem it finds: duplicate names, not exactly one SwitchTopology, a switch tree
 tree (via `gputwin.core.topology.Topology`), partition references that do not resolve, partition
 nodes missing from the topology or claimed twice, a task type (or the "*" catch-all) served by two
 partitions, fairness weights naming a tenant no quota declares (where every partition the policy
-orders has quotas: in one without, each user is a tenant, so any name may be one). Nothing is
+orders has quotas: in one without, each user is a tenant, so any name may be one), a GPUJob's MIG
+profile its GPU model does not declare (SwitchTopology migProfiles). Nothing is
 raised, so the loader can report all problems at once and the operator can turn each into a
 status condition.
 """
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from gputwin.api.convert import select_nodes, topology_spec
 from gputwin.api.meta import CATCH_ALL, expand_hostlist
 from gputwin.api.problems import Problem
-from gputwin.api.v1alpha1 import GPUPartition, Resource, SchedulingPolicy, SwitchTopology
+from gputwin.api.v1alpha1 import GPUJob, GPUPartition, Resource, SchedulingPolicy, SwitchTopology
 from gputwin.core.model import NodeSpec, TopologySpec
 from gputwin.core.topology import Topology, TopologyError
 
@@ -54,6 +55,24 @@ def check_cluster(documents: Sequence[Document], source: str) -> list[Problem]:
     problems += _partition_problems(documents, topology.metadata.name, spec.nodes)
     problems += _task_type_problems(documents)
     problems += _weight_problems(documents)
+    problems += _profile_problems(documents, topology)
+    return problems
+
+
+def _profile_problems(documents: Sequence[Document], topology: SwitchTopology) -> list[Problem]:
+    """GPUJobs asking for a MIG profile their GPU model's GPUs are not split into."""
+    declared = topology.spec.mig_profiles
+    problems = []
+    for doc in documents:
+        job = doc.resource
+        if not isinstance(job, GPUJob) or not job.spec.gpu_profile:
+            continue
+        model, profile = job.spec.gpu_model, job.spec.gpu_profile
+        if profile in declared.get(model, ()):
+            continue
+        known = ", ".join(declared.get(model, ())) or "none (SwitchTopology spec.migProfiles)"
+        problems.append(Problem(doc.where, "spec.gpuProfile",
+                                f"{profile} is not a MIG profile of GPU model {model!r}; declared: {known}"))  # fmt: skip
     return problems
 
 

@@ -24,6 +24,7 @@ from gputwin.api.meta import (
 from gputwin.api.status import GPUJobStatus, TraceReplayStatus
 from gputwin.core.bounds import MAX_DURATION_SECONDS, MAX_JOB_GPUS, MAX_PRIORITY, MAX_TEXT
 from gputwin.core.plugins import known
+from gputwin.core.sharing import profile_milli, profile_slices
 
 # --- GPUJob ---------------------------------------------------------------------------------------
 
@@ -70,6 +71,15 @@ class GPUJobSpec(ApiModel):
         "with gpus 1: packed with other shares onto one GPU, none ever over a whole GPU; counted in "
         "milli-GPU (rounded to 0.001). Unset: whole GPUs (docs/tenancy.md).",
     )
+    gpu_profile: str = Field(
+        default="",
+        max_length=MAX_TEXT,
+        pattern=r"^([1-7]g\.[1-9][0-9]{0,3}gb(\+me)?)?$",
+        description="A MIG profile as NVIDIA names it, e.g. 1g.10gb (the number before g: compute slices "
+        "out of 7), with gpus 1 and gpuModel set: the job takes that many slices of one MIG-partitioned "
+        "GPU of the model, which must declare the profile (SwitchTopology migProfiles); not with "
+        "gpuFraction. Empty: none (docs/tenancy.md).",
+    )
     priority: int = Field(
         default=0,
         ge=-MAX_PRIORITY,
@@ -90,9 +100,22 @@ class GPUJobSpec(ApiModel):
             raise PydanticCustomError("gpu_fraction", "gpuFraction is a share of one GPU: set gpus to 1")
         return self
 
+    @model_validator(mode="after")
+    def _profile_of_one_gpu_of_a_model(self) -> Self:
+        if not self.gpu_profile:
+            return self
+        if self.gpu_fraction is not None:
+            raise PydanticCustomError("gpu_profile", "gpuProfile and gpuFraction exclude each other: set one")
+        if self.gpus != 1 or not self.gpu_model:
+            raise PydanticCustomError("gpu_profile", "gpuProfile is a MIG slice of one GPU: set gpus to 1 and gpuModel")
+        return self
+
     @property
     def gpu_milli(self) -> int:
-        """The core's request (`JobSpec.gpu_milli`): the fraction in thousandths, 1000 for whole GPUs."""
+        """The core's request (`JobSpec.gpu_milli`): the fraction in thousandths (a MIG profile's:
+        its slices' share, `gputwin.core.sharing.profile_milli`), 1000 for whole GPUs."""
+        if self.gpu_profile:
+            return profile_milli(profile_slices(self.gpu_profile))
         return 1000 if self.gpu_fraction is None else min(max(round(self.gpu_fraction * 1000), 1), 999)
 
 

@@ -326,7 +326,7 @@ class Cycle:
     def _commit(self, part: PartitionState, job: JobState, slots: Slots, now: float, out: DecisionBuilder) -> None:
         part.dequeue(job)
         if part.shares is not None and job.spec.gpu_milli < 1000:  # a GPU share: gputwin.core.sharing
-            part.shares.take(job.spec.job_id, slots[0][0], job.spec.gpu_milli, now)
+            part.shares.take(job.spec.job_id, slots[0][0], job.spec.gpu_milli, now, job.spec.gpu_profile)
         else:
             part.ledger.allocate(slots)
         # Most jobs fit on one node: no span to work out and no overhead (`_span`'s first case,

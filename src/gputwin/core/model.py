@@ -23,6 +23,9 @@ class JobSpec:
     ("": any); `duration` is its run time on GPUs of speed 1 (`TopologySpec.speeds`).
     `gpu_milli` below 1000 asks for that share of one GPU (`gpus` is then 1), packed with other
     shares onto one GPU (`gputwin.core.sharing`); 1000, the default, means whole GPUs.
+    `gpu_profile` names a MIG profile (e.g. 1g.10gb: the number before `g` is its compute slices,
+    out of 7): the job takes that many slices of one MIG-partitioned GPU, and `gpu_milli` is then
+    `sharing.profile_milli` of them (the fraction of the GPU it uses); "": no profile.
     """
 
     job_id: str
@@ -38,6 +41,7 @@ class JobSpec:
     seq: int = 0
     model: str = ""
     gpu_milli: int = 1000
+    gpu_profile: str = ""
 
 
 # --- topology -------------------------------------------------------------------------------------
@@ -84,13 +88,15 @@ class TopologySpec:
     """The switch tree and the nodes under its leaves, as declared by a SwitchTopology.
 
     `speeds`: how fast each GPU model runs a job relative to speed 1 (a model not named: 1). A job
-    runs `duration / speed` on them, the slowest model of its placement setting the pace."""
+    runs `duration / speed` on them, the slowest model of its placement setting the pace.
+    `profiles`: the MIG profiles each GPU model's GPUs may be partitioned into (a model not named: none)."""
 
     name: str
     switches: tuple[SwitchSpec, ...]
     nodes: tuple[NodeSpec, ...]
     overhead: OverheadModel = OverheadModel()
     speeds: Mapping[str, float] = field(default_factory=dict)
+    profiles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 # --- policies and partitions ----------------------------------------------------------------------

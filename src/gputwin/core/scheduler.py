@@ -31,7 +31,7 @@ from gputwin.core.placement import Slots, model_pools
 from gputwin.core.plugins import make_placer, make_sizer
 from gputwin.core.policies import make_policy
 from gputwin.core.quota import PartitionQuota, TenantUsage, quota_problem
-from gputwin.core.sharing import Shares, share_problem
+from gputwin.core.sharing import Shares, share_problem, undeclared_profile
 from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end, release
 from gputwin.core.topology import Topology
 
@@ -110,6 +110,8 @@ class Scheduler(Cycle):
             problem = part.models.problem(spec.model, spec.gpus, name)
         if problem is None and spec.job_id in self.jobs:
             problem = self._duplicate(spec)
+        if spec.gpu_profile and self.cluster.topology.profiles:  # a MIG profile: of the job's model?
+            problem = problem or undeclared_profile(spec, self.cluster.topology.profiles)
         if spec.gpu_milli != 1000:  # a GPU share (gputwin.core.sharing); whole-GPU jobs skip this
             self.saw_shares = True
             problem = problem or share_problem(spec)
@@ -149,7 +151,7 @@ class Scheduler(Cycle):
             raise ValueError(f"job {spec.job_id!r}: {problem}")
         if spec.gpu_milli != 1000 and not part.policy.preemptive:  # a GPU share: gputwin.core.sharing
             part.shares = part.shares or Shares(part.ledger)
-            part.shares.take(spec.job_id, slots[0][0], spec.gpu_milli, started)
+            part.shares.take(spec.job_id, slots[0][0], spec.gpu_milli, started, spec.gpu_profile)
         else:
             part.ledger.allocate(slots)
         span, fraction = self._span(slots)
