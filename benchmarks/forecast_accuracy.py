@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim_to_real import _epoch, best_timings, calibrate_room_latency, cluster_state, read_env, wait_finished
+from slurm_live import best_timings, calibrate_room_latency, cluster_state, epoch, read_env, wait_finished
 
 from gputwin.adapters.slurm.commands import run_command
 from gputwin.adapters.slurm.snapshot import slurm_snapshot
@@ -151,7 +151,7 @@ def squeue_starts() -> dict[str, float]:
     for line in out.splitlines():
         job_id, _, stamp = line.strip().partition("|")
         if stamp[:1].isdigit():
-            starts[job_id] = _epoch(stamp)
+            starts[job_id] = epoch(stamp)
     return starts
 
 

@@ -40,7 +40,7 @@ from gputwin.api.loader import load_cluster
 from gputwin.core.history import Estimator, HistoryEstimator
 from gputwin.core.model import ClusterSpec, JobSpec, PolicySpec
 from gputwin.twin.forecast import forecast, quantile
-from gputwin.twin.horizon import Bucket, by_horizon, ended_by, snapshots_along, start_errors, told
+from gputwin.twin.horizon import by_horizon, ended_by, snapshots_along, start_errors, told
 from gputwin.twin.seed import LIVE_POLICY
 from gputwin.twin.snapshot import Snapshot
 

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import socket
+import subprocess
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -32,6 +33,18 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def stop_process(proc: subprocess.Popen[Any] | None, grace: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds; nothing to do for a process that has ended."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def percentile(ordered: list[float], q: float) -> float | None:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kube_scale_lib import ProcStats, free_port, proc_stats
+from kube_scale_lib import ProcStats, free_port, proc_stats, stop_process
 from kube_scale_plane import GPUS_PER_NODE, LEAVES, ROOT, TASK_TYPE, Plane, leaf_of
 
 OPERATOR_NS, OPERATOR_SA = "gputwin-bench", "operator"
@@ -147,12 +147,6 @@ class Operator:
         if self.proc is None:
             return
         self.sample()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self._account()
         self.proc = None

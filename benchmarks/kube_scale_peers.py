@@ -26,7 +26,7 @@ from typing import Any
 
 import urllib3
 import yaml
-from kube_scale_lib import Kube, free_port
+from kube_scale_lib import Kube, free_port, stop_process
 from kube_scale_watch import Tracker
 
 TUNED = "tuned-scheduler"
@@ -84,13 +84,7 @@ class TunedScheduler:
         return f"tuned kube-scheduler not healthy after {timeout:.0f} s, see {self.log_path}"
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.proc = None
 
 

@@ -36,29 +36,31 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gputwin.adapters.slurm.apply import apply, live_config, reconfigure, write_atomic
-from gputwin.adapters.slurm.checks import ENDED_STATES
-from gputwin.adapters.slurm.commands import run_command
-from gputwin.adapters.slurm.ctld_log import job_events
-from gputwin.adapters.slurm.live import live_topology
-from gputwin.adapters.slurm.render import MANAGED_FILES, LuaTables, estimate_table, render
+from scipy.stats import kendalltau, spearmanr
+from slurm_live import (
+    TASK,
+    Timing,
+    best_timings,
+    calibrate_room_latency,
+    cluster_state,
+    managed_files_kept,
+    read_env,
+    wait_finished,
+)
 
+from gputwin.adapters.slurm.apply import apply
+from gputwin.adapters.slurm.commands import run_command
+from gputwin.adapters.slurm.live import live_topology
+from gputwin.adapters.slurm.render import LuaTables, estimate_table, render
 from gputwin.core.model import (
     ClusterSpec,
     JobSpec,
@@ -68,9 +70,6 @@ from gputwin.core.model import (
 from gputwin.core.plugins import known
 from gputwin.sim.run import run as simulate
 
-ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = ROOT / "scripts" / "slurm"
-TASK = "bench"
 PARTITION = "bench"
 GPU_CHOICES = (1, 2, 4, 8)
 GPU_WEIGHTS = (3, 3, 2, 2)
@@ -88,15 +87,6 @@ class TraceJob:
     @property
     def name(self) -> str:
         return f"s{self.seconds}"  # the estimate table's key: same sleep, same name
-
-
-@dataclass(frozen=True, slots=True)
-class Timing:
-    """Submit, start and end of one job (epoch seconds for real runs, virtual for the simulator)."""
-
-    submit: float
-    start: float
-    end: float
 
 
 # --- command line ---------------------------------------------------------------------------------
@@ -149,39 +139,6 @@ def make_trace(jobs: int, seed: int, span: float) -> list[TraceJob]:
 # --- the live cluster -----------------------------------------------------------------------------
 
 
-@contextmanager
-def cluster_state(given: Path | None) -> Iterator[Path]:
-    """A running cluster's state folder: the given one, or one started here and stopped after."""
-    if given is not None:
-        yield given
-        return
-    state = Path(tempfile.mkdtemp(prefix="gputwin-sim2real-", dir="/tmp"))
-    state.chmod(0o755)  # munged and mariadbd run as other users
-    try:
-        _script("start.sh", "--state", str(state), "--nodes", "8", "--gpus", "8", "--leaves", "2")
-        yield state
-    finally:
-        _script("stop.sh", "--state", str(state))
-        shutil.rmtree(state, ignore_errors=True)
-
-
-def _script(name: str, *args: str) -> None:
-    done = subprocess.run(["bash", str(SCRIPTS / name), *args], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"error: scripts/slurm/{name} failed: {done.stderr.strip()[-600:]}")
-
-
-def read_env(state: Path) -> dict[str, str]:
-    env_file = state / "env.sh"
-    if not env_file.is_file():
-        print(
-            f"error: {state}: no env.sh (start a cluster there with scripts/slurm/start.sh)", file=sys.stderr
-        )
-        raise SystemExit(2)
-    pairs = re.findall(r"^export ([A-Z_]+)=(.*)$", env_file.read_text(), re.MULTILINE)
-    return dict(pairs)
-
-
 def live_cluster(queue: str, nodes_used: int) -> ClusterSpec:
     """The live nodes, GPUs and switch tree; one partition on the first `nodes_used` nodes."""
     topology = live_topology()
@@ -190,18 +147,6 @@ def live_cluster(queue: str, nodes_used: int) -> ClusterSpec:
     policy = PolicySpec(queue=queue, placement="consolidate", checkpoint_seconds=0.0)
     nodes = tuple(n.name for n in topology.nodes[:nodes_used])
     return ClusterSpec(topology, (PartitionSpec(PARTITION, nodes, (TASK,), policy, priority_tier=1),))
-
-
-@contextmanager
-def managed_files_kept(conf_dir: Path) -> Iterator[None]:
-    """Put the cluster's managed files back afterwards (a given cluster is someone else's)."""
-    saved = {name: (conf_dir / name).read_bytes() for name in MANAGED_FILES if (conf_dir / name).exists()}
-    try:
-        yield
-    finally:
-        for name, data in saved.items():
-            write_atomic(conf_dir / name, data)
-        reconfigure()
 
 
 # --- one policy, for real -------------------------------------------------------------------------
@@ -225,57 +170,6 @@ def submit_all(trace: Sequence[TraceJob]) -> tuple[dict[str, TraceJob], dict[str
         ids[job_id] = job
         submitted[job_id] = now
     return ids, submitted
-
-
-def wait_finished(job_ids: Sequence[str], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        out = run_command(["sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", "JobID,State"])
-        states = dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
-        if len(states) == len(job_ids) and all(s.split()[0] in ENDED_STATES for s in states.values()):
-            return
-        time.sleep(1.0)
-    run_command(["scancel", *job_ids])
-    raise SystemExit(f"error: jobs not finished within {timeout:.0f} s; cancelled")
-
-
-def read_timings(job_ids: Sequence[str]) -> tuple[dict[str, Timing], int]:
-    """Submit/Start/End per job from sacct (UTC, whole seconds), and how many runs were preempted."""
-    out = run_command(["sacct", "-n", "-P", "-X", "-D", "-j", ",".join(job_ids),
-                       "-o", "JobID,State,Submit,Start,End"])  # fmt: skip
-    timings: dict[str, Timing] = {}
-    preempted = 0
-    for line in out.splitlines():
-        job_id, state, submit, start, end = line.split("|")
-        if state.split()[0] in ("PREEMPTED", "REQUEUED"):
-            preempted += 1
-            continue
-        timings[job_id] = Timing(_epoch(submit), _epoch(start), _epoch(end))
-    return timings, preempted
-
-
-def _epoch(stamp: str) -> float:
-    return datetime.fromisoformat(stamp).replace(tzinfo=UTC).timestamp()  # TZ=UTC (run_command)
-
-
-def precise_timings(job_ids: Sequence[str]) -> dict[str, Timing] | None:
-    """The same times to the millisecond from slurmctld's log, or None when it lacks any job."""
-    path = Path(live_config().get("SlurmctldLogFile", ""))
-    if not path.is_file():
-        return None
-    events = job_events(path, job_ids)
-    if len(events) != len(job_ids):
-        return None
-    return {job: Timing(e.submit, e.start, e.end) for job, e in events.items()}
-
-
-def best_timings(job_ids: Sequence[str]) -> tuple[dict[str, Timing], dict[str, Timing], int, str]:
-    """(times used, sacct's times, preempted runs, source): the log's when complete, else sacct's."""
-    sacct, preempted = read_timings(job_ids)
-    precise = precise_timings(job_ids)
-    if precise is None:
-        return sacct, sacct, preempted, "sacct (whole seconds)"
-    return precise, sacct, preempted, "slurmctld.log (ms)"
 
 
 # --- one policy, simulated ------------------------------------------------------------------------
@@ -305,51 +199,6 @@ def replay(cluster: ClusterSpec, ids: dict[str, TraceJob], submitted: dict[str, 
 # --- statistics -----------------------------------------------------------------------------------
 
 
-def average_ranks(values: Sequence[float]) -> list[float]:
-    """Ranks 1..n, ties sharing their average rank (sacct times are whole seconds)."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0.0] * len(values)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-            j += 1
-        for k in range(i, j + 1):
-            ranks[order[k]] = (i + j) / 2 + 1
-        i = j + 1
-    return ranks
-
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rho with ties: Pearson's r of the average ranks (nan when a side is constant)."""
-    rx, ry = average_ranks(x), average_ranks(y)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sx = math.sqrt(sum((a - mx) ** 2 for a in rx))
-    sy = math.sqrt(sum((b - my) ** 2 for b in ry))
-    return cov / (sx * sy) if sx and sy else math.nan
-
-
-def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
-    """Kendall's tau-b (ties in either side corrected), O(n^2): fine for a few hundred jobs."""
-    concordant = discordant = ties_x = ties_y = 0
-    for i in range(len(x)):
-        for j in range(i + 1, len(x)):
-            dx, dy = x[i] - x[j], y[i] - y[j]
-            if dx == 0 and dy == 0:
-                continue
-            if dx == 0:
-                ties_x += 1
-            elif dy == 0:
-                ties_y += 1
-            elif (dx > 0) == (dy > 0):
-                concordant += 1
-            else:
-                discordant += 1
-    denom = math.sqrt((concordant + discordant + ties_x) * (concordant + discordant + ties_y))
-    return (concordant - discordant) / denom if denom else math.nan
-
-
 def compare(policy: str, ids: dict[str, TraceJob], real: dict[str, Timing], sims: tuple[dict[str, Timing], dict[str, Timing]],
             preempted: tuple[int, int]) -> dict[str, Any]:  # fmt: skip
     """Real vs simulated; `sims` = (with the measured startup cost, without it)."""
@@ -365,6 +214,7 @@ def compare(policy: str, ids: dict[str, TraceJob], real: dict[str, Timing], sims
         mean([sim[j].start - sim[j].submit for j in jobs]),
     )
     origin_real = min(real[j].submit for j in jobs)
+    real_starts, sim_starts = [real[j].start for j in jobs], [sim[j].start for j in jobs]
     return {
         "policy": policy,
         "jobs": len(jobs),
@@ -376,8 +226,8 @@ def compare(policy: str, ids: dict[str, TraceJob], real: dict[str, Timing], sims
         "avg_queue_sim_s": round(q_sim, 2),
         "avg_queue_gap": round((q_real - q_sim) / q_sim, 4) if q_sim else None,
         "avg_queue_gap_s": round(q_real - q_sim, 2),
-        "rank_correlation": round(spearman([real[j].start for j in jobs], [sim[j].start for j in jobs]), 4),
-        "kendall_tau_b": round(kendall_tau_b([real[j].start for j in jobs], [sim[j].start for j in jobs]), 4),
+        "rank_correlation": round(spearman(real_starts, sim_starts), 4),
+        "kendall_tau_b": round(kendall_tau_b(real_starts, sim_starts), 4),
         "launch_overhead_s": round(mean([real[j].end - real[j].start - ids[j].seconds for j in jobs]), 3),
         "start_lag_s": round(mean([(real[j].start - origin_real) - sim[j].start for j in jobs]), 2),
         # Jobs the simulator starts on arrival: their real queueing delay is SLURM's own latency.
@@ -387,6 +237,16 @@ def compare(policy: str, ids: dict[str, TraceJob], real: dict[str, Timing], sims
         "preemptions_sim": preempted[1],
         "unmatched": len(ids) - len(jobs),
     }  # fmt: skip
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rho, tie-corrected (sacct times are whole seconds); nan when a side is constant."""
+    return float(spearmanr(x, y).statistic)
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
+    """Kendall's tau-b (ties in either side corrected); nan when a side is constant."""
+    return float(kendalltau(x, y, variant="b").statistic)
 
 
 def mean(values: Sequence[float]) -> float:
@@ -419,34 +279,6 @@ def calibrate_startup(samples: int = 32, seconds: int = 2) -> tuple[float, float
     latency = sum(t.start - t.submit for t in timings.values()) / len(timings)
     launch = sum(t.end - t.start - seconds for t in timings.values()) / len(timings)
     return max(0.0, latency), max(0.0, launch)
-
-
-def calibrate_room_latency(nodes: int, options: Sequence[str] = (f"--comment=task:{TASK}",),
-                           seconds: int = 2) -> tuple[float, int]:  # fmt: skip
-    """SLURM's start latency after a job's end made room: (mean seconds, jobs measured).
-
-    Two waves of whole-node (`gpu:8`) `sleep 2` jobs on `nodes` idle nodes: the first fills
-    them, each job of the second waits for one; its latency is its start minus the end of the job
-    that ran on its node before it (nodes from sacct, times as `best_timings`). This is the delay
-    a twin adds after the instant room appears (`Snapshot.start_latency_s`); `calibrate_startup`'s
-    latency is the same for a submission onto free GPUs. Measured, never fitted.
-    """
-    ids = [_sbatch([*options, "--gres=gpu:8", f"--job-name=room{i}", "--wrap", f"sleep {seconds}"])
-           for i in range(2 * nodes)]  # fmt: skip
-    wait_finished(ids, timeout=120 + 8 * seconds)
-    timings, _, _, _ = best_timings(ids)
-    out = run_command(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", "JobID,NodeList"])
-    where = dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
-    gaps = []
-    for node in set(where.values()):
-        runs = sorted((timings[j] for j in ids if where.get(j) == node and j in timings), key=lambda t: t.start)
-        gaps += [later.start - earlier.end for earlier, later in zip(runs, runs[1:])]
-    return (max(0.0, sum(gaps) / len(gaps)) if gaps else 0.0), len(gaps)
-
-
-def _sbatch(args: Sequence[str]) -> str:
-    out = run_command(["sbatch", "--parsable", "--output=/dev/null", "--chdir=/tmp", *args])
-    return out.strip().split(";")[0]
 
 
 def apply_policy(policy: str, trace: Sequence[TraceJob], nodes: int) -> ClusterSpec:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import resource
 import shutil
@@ -35,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from simulate_synthetic import bench_synthetic, spawn_worker
+
 from gputwin.core.plugins import known
 from gputwin.sim.run import HELIOS_PLACERS, HELIOS_QUEUES, Overrides, run
 
@@ -42,8 +43,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_TRACE_DIR = "../shared/traces/philly_mix1"  # relative to the repo root
 # Per policy, on this machine class, for mix1 (../shared/traces/README.md). Published, not measured.
 REFERENCE_WALL = (3.0, 5.0)
-SCALING_SIZES = (100_000, 300_000)
-SYNTHETIC_POLICY = Overrides(queue="qssf", placement="topology-aware")
 GRID_PLACEMENTS = "consolidate,topology-aware,random"  # issue 6's 3 placers: first-fit is the 4th
 
 
@@ -121,8 +120,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--json", action="store_true", help="tables to stderr; one JSON object as stdout's last line"
     )
-    parser.add_argument("--worker", type=_positive, help=argparse.SUPPRESS)  # internal: one synthetic run
-    parser.add_argument("--worker-profile", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
 
@@ -309,132 +306,6 @@ def _grid_once(trace_dir: Path, workers: int, plots: bool) -> dict[str, Any]:
     }
 
 
-# --- synthetic: the parent side -------------------------------------------------------------------
-
-
-def bench_synthetic(n: int, seed: int, out: TextIO) -> dict[str, Any]:
-    """Each size in its own subprocess, smallest first, so RUSAGE_CHILDREN's max is that run's peak."""
-    sizes = sorted({s for s in SCALING_SIZES if s < n} | {n})
-    results = []
-    for size in sizes:
-        print(f"  synthetic {size:,} jobs ...", file=sys.stderr, flush=True)
-        result = _spawn_worker(size, seed)
-        # ru_maxrss over all waited-for children is the largest child's peak; sizes grow, so it is
-        # this child's own. The child's VmHWM (peak of its own address space) is the cross-check.
-        result["peak_rss_mb"] = round(_maxrss_mb(resource.RUSAGE_CHILDREN), 1)
-        results.append(result)
-    _print_synthetic(results, out)
-    big = results[-1]
-    return {
-        "synthetic_1m": {
-            "jobs": big["jobs"],
-            "wall_s": big["wall_s"],
-            "peak_rss_mb": big["peak_rss_mb"],
-            "generate_s": big["generate_s"],
-            "jobs_per_s": big["jobs_per_s"],
-            "avg_jct": big["avg_jct"],
-            "avg_queue": big["avg_queue"],
-            "gpu_utilization": big["gpu_utilization"],
-            "vm_hwm_mb": big["vm_hwm_mb"],
-        },
-        "synthetic_scaling": [
-            {k: r[k] for k in ("jobs", "wall_s", "us_per_job", "peak_rss_mb", "generate_s")} for r in results
-        ],
-    }
-
-
-def _spawn_worker(n: int, seed: int, profile: bool = False) -> dict[str, Any]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--worker", str(n), "--seed", str(seed)]
-    if profile:
-        command.append("--worker-profile")
-    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False)  # stderr passes through
-    if done.returncode != 0:
-        raise SystemExit(f"synthetic worker for {n} jobs failed with exit code {done.returncode}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
-def _maxrss_mb(who: int) -> float:
-    # Linux reports kilobytes, macOS bytes.
-    scale = 1024 * 1024 if sys.platform == "darwin" else 1024
-    return resource.getrusage(who).ru_maxrss / scale
-
-
-def _print_synthetic(results: list[dict[str, Any]], out: TextIO) -> None:
-    print("\nsynthetic: 2,000 nodes x 8 GPUs, 16 leaves / 2 spines / 4 partitions; qssf + topology-aware, "
-          "overhead on (0.05 cross-node + 0.1 per tier); load 0.9", file=out)  # fmt: skip
-    header = (f"{'jobs':>10}{'generate s':>12}{'wall s':>9}{'jobs/s':>10}{'us/job':>9}{'vs first':>10}"
-              f"{'n log n':>9}{'peak RSS MB':>13}{'avg JCT s':>11}{'avg wait s':>11}{'util':>7}")  # fmt: skip
-    print(header, file=out)
-    print("-" * len(header), file=out)
-    first = results[0]
-    for r in results:
-        # If cost grows as n log n, cost per job grows as log n: compare the two ratios.
-        measured = r["us_per_job"] / first["us_per_job"] if first["us_per_job"] else float("nan")
-        predicted = math.log(r["jobs"]) / math.log(first["jobs"]) if first["jobs"] > 1 else float("nan")
-        print(f"{r['jobs']:>10,}{r['generate_s']:>12.2f}{r['wall_s']:>9.2f}{r['jobs_per_s']:>10,.0f}"
-              f"{r['us_per_job']:>9.1f}{measured:>9.2f}x{predicted:>8.2f}x{r['peak_rss_mb']:>13.1f}"
-              f"{r['avg_jct']:>11.1f}{r['avg_queue']:>11.1f}{r['gpu_utilization']:>7.2f}", file=out)  # fmt: skip
-    print("(vs first: wall per job relative to the first row; n log n: what that ratio would be if the "
-          "cost grew as n log n)", file=out)  # fmt: skip
-
-
-# --- synthetic: the worker side -------------------------------------------------------------------
-
-
-def worker(n: int, seed: int, profile: bool) -> dict[str, Any]:
-    """Generate and replay n synthetic jobs in this process; print nothing but the JSON result."""
-    from gputwin.sim.synthetic import synthetic_cluster, synthetic_jobs
-
-    started = time.perf_counter()
-    cluster = synthetic_cluster()
-    jobs = synthetic_jobs(n, cluster, seed=seed)
-    generate_s = time.perf_counter() - started
-    rss_generated = _maxrss_mb(resource.RUSAGE_SELF)
-    if profile:
-        summary = _profiled(lambda: run(cluster, jobs, overrides=SYNTHETIC_POLICY, seed=seed)[0])
-    else:
-        summary, _ = run(cluster, jobs, overrides=SYNTHETIC_POLICY, seed=seed)
-    wall = summary["wall_seconds"]
-    return {
-        "jobs": n,
-        "generate_s": round(generate_s, 3),
-        "wall_s": wall,
-        "jobs_per_s": round(n / wall, 1) if wall else None,
-        "us_per_job": round(wall / n * 1e6, 2),
-        "avg_jct": summary["avg_jct"],
-        "avg_queue": summary["avg_queue"],
-        "gpu_utilization": summary["gpu_utilization"],
-        "finished": summary["jobs"],
-        "rejected": sum(summary["rejected"].values()),
-        "rss_after_generation_mb": round(rss_generated, 1),
-        "vm_hwm_mb": _vm_hwm_mb(),
-    }
-
-
-def _vm_hwm_mb() -> float | None:
-    """Peak RSS of this process's own address space (Linux), unlike ru_maxrss not inherited."""
-    try:
-        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
-
-
-def _profiled(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    import cProfile
-    import pstats
-
-    profiler = cProfile.Profile()
-    summary = profiler.runcall(call)
-    stats = pstats.Stats(profiler, stream=sys.stderr)
-    stats.sort_stats("tottime").print_stats(15)
-    stats.sort_stats("cumulative").print_stats(15)
-    return summary
-
-
 # --- main -----------------------------------------------------------------------------------------
 
 
@@ -447,9 +318,6 @@ def core_build() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(args.worker, args.seed, args.worker_profile)))
-        return 0
     out = sys.stderr if args.json else sys.stdout
     report: dict[str, Any] = {"mix1": {}, "synthetic_1m": None, "core": core_build()}
     print(f"core: {report['core']} ({'mypyc-compiled' if report['core'] == 'compiled' else 'pure Python'})",
@@ -476,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
             report["peer"] = bench_peer(args, trace_dir, report, out)
     if args.profile:
         print(f"\ncProfile of a synthetic run of {args.profile:,} jobs (stderr):", file=out, flush=True)
-        report["profile_run"] = _spawn_worker(args.profile, args.seed, profile=True)
+        report["profile_run"] = spawn_worker(args.profile, args.seed, profile=True)
     if args.json:
         print(json.dumps(report))
     return 0

@@ -262,15 +262,15 @@ def bench_apply() -> dict[str, Any]:
     if not env_file.is_file():
         return {"apply_seconds": None, "apply_dry_run_seconds": None,
                 "apply_note": f"no live cluster: {env_file} does not exist"}  # fmt: skip
-    sys.path.insert(0, str(ROOT / "tests" / "slurm"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/ is no package: its sibling
+    from slurm_live import read_env
+
     from gputwin.adapters.slurm.apply import apply, reconfigure, write_atomic
     from gputwin.adapters.slurm.errors import SlurmError
     from gputwin.adapters.slurm.render import MANAGED_FILES, render
-    from slurm_testcluster import read_env_file
-
     from gputwin.api.loader import load_cluster
 
-    env = read_env_file(env_file)
+    env = read_env(Path(state))
     saved_env = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     conf_dir = Path(env["SLURM_CONF"]).parent

@@ -28,7 +28,7 @@ KEYS = {"jobs", "gputwin_median_abs_err_s", "squeue_start_median_abs_err_s", "ra
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    sys.path.insert(0, str(BENCHMARKS))  # it imports sim_to_real as a sibling, as when run as a script
+    sys.path.insert(0, str(BENCHMARKS))  # it imports slurm_live as a sibling, as when run as a script
     try:
         spec = importlib.util.spec_from_file_location("forecast_accuracy", BENCHMARK)
         assert spec is not None and spec.loader is not None

@@ -1,0 +1,164 @@
+"""The live SLURM test cluster as the SLURM benchmarks use it: start or reuse one, submit, wait, time.
+
+Shared by `sim_to_real.py`, `forecast_accuracy.py` and `slurm_io.py` (benchmarks/ is no package:
+they import it as a sibling module). A cluster is a state folder made by scripts/slurm/start.sh;
+its `env.sh` gives the client environment. Job times come from slurmctld's log to the millisecond
+when it has every job, else from sacct's whole seconds (see docs/slurm-test-cluster.md).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gputwin.adapters.slurm.apply import live_config, reconfigure, write_atomic
+from gputwin.adapters.slurm.checks import ENDED_STATES
+from gputwin.adapters.slurm.commands import run_command
+from gputwin.adapters.slurm.ctld_log import job_events
+from gputwin.adapters.slurm.render import MANAGED_FILES
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts" / "slurm"
+TASK = "bench"  # the benchmark jobs' task type (`--comment=task:bench`), the partition's job type
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Submit, start and end of one job (epoch seconds for real runs, virtual for the simulator)."""
+
+    submit: float
+    start: float
+    end: float
+
+
+@contextmanager
+def cluster_state(given: Path | None) -> Iterator[Path]:
+    """A running cluster's state folder: the given one, or one started here and stopped after."""
+    if given is not None:
+        yield given
+        return
+    state = Path(tempfile.mkdtemp(prefix="gputwin-sim2real-", dir="/tmp"))
+    state.chmod(0o755)  # munged and mariadbd run as other users
+    try:
+        run_script("start.sh", "--state", str(state), "--nodes", "8", "--gpus", "8", "--leaves", "2")
+        yield state
+    finally:
+        run_script("stop.sh", "--state", str(state))
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def run_script(name: str, *args: str) -> None:
+    done = subprocess.run(["bash", str(SCRIPTS / name), *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"error: scripts/slurm/{name} failed: {done.stderr.strip()[-600:]}")
+
+
+def read_env(state: Path) -> dict[str, str]:
+    env_file = state / "env.sh"
+    if not env_file.is_file():
+        print(
+            f"error: {state}: no env.sh (start a cluster there with scripts/slurm/start.sh)", file=sys.stderr
+        )
+        raise SystemExit(2)
+    pairs = re.findall(r"^export ([A-Z_]+)=(.*)$", env_file.read_text(), re.MULTILINE)
+    return dict(pairs)
+
+
+@contextmanager
+def managed_files_kept(conf_dir: Path) -> Iterator[None]:
+    """Put the cluster's managed files back afterwards (a given cluster is someone else's)."""
+    saved = {name: (conf_dir / name).read_bytes() for name in MANAGED_FILES if (conf_dir / name).exists()}
+    try:
+        yield
+    finally:
+        for name, data in saved.items():
+            write_atomic(conf_dir / name, data)
+        reconfigure()
+
+
+def wait_finished(job_ids: Sequence[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = run_command(["sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", "JobID,State"])
+        states = dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+        if len(states) == len(job_ids) and all(s.split()[0] in ENDED_STATES for s in states.values()):
+            return
+        time.sleep(1.0)
+    run_command(["scancel", *job_ids])
+    raise SystemExit(f"error: jobs not finished within {timeout:.0f} s; cancelled")
+
+
+def read_timings(job_ids: Sequence[str]) -> tuple[dict[str, Timing], int]:
+    """Submit/Start/End per job from sacct (UTC, whole seconds), and how many runs were preempted."""
+    out = run_command(["sacct", "-n", "-P", "-X", "-D", "-j", ",".join(job_ids),
+                       "-o", "JobID,State,Submit,Start,End"])  # fmt: skip
+    timings: dict[str, Timing] = {}
+    preempted = 0
+    for line in out.splitlines():
+        job_id, state, submit, start, end = line.split("|")
+        if state.split()[0] in ("PREEMPTED", "REQUEUED"):
+            preempted += 1
+            continue
+        timings[job_id] = Timing(epoch(submit), epoch(start), epoch(end))
+    return timings, preempted
+
+
+def epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).replace(tzinfo=UTC).timestamp()  # TZ=UTC (run_command)
+
+
+def precise_timings(job_ids: Sequence[str]) -> dict[str, Timing] | None:
+    """The same times to the millisecond from slurmctld's log, or None when it lacks any job."""
+    path = Path(live_config().get("SlurmctldLogFile", ""))
+    if not path.is_file():
+        return None
+    events = job_events(path, job_ids)
+    if len(events) != len(job_ids):
+        return None
+    return {job: Timing(e.submit, e.start, e.end) for job, e in events.items()}
+
+
+def best_timings(job_ids: Sequence[str]) -> tuple[dict[str, Timing], dict[str, Timing], int, str]:
+    """(times used, sacct's times, preempted runs, source): the log's when complete, else sacct's."""
+    sacct, preempted = read_timings(job_ids)
+    precise = precise_timings(job_ids)
+    if precise is None:
+        return sacct, sacct, preempted, "sacct (whole seconds)"
+    return precise, sacct, preempted, "slurmctld.log (ms)"
+
+
+def calibrate_room_latency(nodes: int, options: Sequence[str] = (f"--comment=task:{TASK}",),
+                           seconds: int = 2) -> tuple[float, int]:  # fmt: skip
+    """SLURM's start latency after a job's end made room: (mean seconds, jobs measured).
+
+    Two waves of whole-node (`gpu:8`) `sleep 2` jobs on `nodes` idle nodes: the first fills
+    them, each job of the second waits for one; its latency is its start minus the end of the job
+    that ran on its node before it (nodes from sacct, times as `best_timings`). This is the delay
+    a twin adds after the instant room appears (`Snapshot.start_latency_s`); `calibrate_startup`'s
+    latency is the same for a submission onto free GPUs. Measured, never fitted.
+    """
+    ids = [sbatch([*options, "--gres=gpu:8", f"--job-name=room{i}", "--wrap", f"sleep {seconds}"])
+           for i in range(2 * nodes)]  # fmt: skip
+    wait_finished(ids, timeout=120 + 8 * seconds)
+    timings, _, _, _ = best_timings(ids)
+    out = run_command(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", "JobID,NodeList"])
+    where = dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+    gaps = []
+    for node in set(where.values()):
+        runs = sorted((timings[j] for j in ids if where.get(j) == node and j in timings), key=lambda t: t.start)
+        gaps += [later.start - earlier.end for earlier, later in zip(runs, runs[1:])]
+    return (max(0.0, sum(gaps) / len(gaps)) if gaps else 0.0), len(gaps)
+
+
+def sbatch(args: Sequence[str]) -> str:
+    out = run_command(["sbatch", "--parsable", "--output=/dev/null", "--chdir=/tmp", *args])
+    return out.strip().split(";")[0]
