@@ -60,6 +60,7 @@ class ApiModel(BaseModel):
         strict=True,
         frozen=True,
         allow_inf_nan=False,
+        defer_build=True,
     )
 
 
