@@ -55,7 +55,7 @@ def _first_node() -> str:
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [((), "give exactly one of --slurm and --snapshot FILE"),
+    [((), "give exactly one of --slurm, --kube and --snapshot FILE"),
      (("--snapshot", SNAPSHOT, "--add-nodes", "103959:4"), "error: --add-nodes: '103959:4': want PARTITION:COUNTxGPUS"),
      (("--snapshot", SNAPSHOT, "--add-nodes", "nope:1x8"), "error: --add-nodes: 'nope': no such partition"),
      (("--snapshot", SNAPSHOT, "--drain", "n999"), "error: --drain: 'n999': no such node in the cluster"),

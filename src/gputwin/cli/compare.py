@@ -8,6 +8,7 @@ import os
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -19,8 +20,8 @@ from gputwin.cli.output import ranked_table, sweep_progress
 from gputwin.cli.sweep import executor_options, make_executor
 from gputwin.cli.version import command_line, core_flavour
 from gputwin.sim.atomic import COMPARE, atomic_folder, check
-from gputwin.sim.compare import comparison, grid, write_report
-from gputwin.sim.provenance import provenance
+from gputwin.sim.compare import Comparison, comparison, grid, write_report
+from gputwin.sim.provenance import Provenance, provenance
 from gputwin.sim.reportpage import write_markdown
 from gputwin.sim.run import RunError
 
@@ -45,6 +46,25 @@ def _switches(value: str | None) -> list[bool | None]:
             raise RunError(f"--backfill takes on,off or one of them, not {name!r}")
         out.append(name.lower() == "on")
     return out
+
+
+def write_folder(out_dir: Path, report: Comparison, extra: dict[str, Any], origin: Provenance | None, plots: bool,
+                 report_format: str, workers: int) -> list[Path]:  # fmt: skip
+    """compare's report folder (summary.json and .csv, the PNGs, index.html and/or report.md), swapped
+    in whole (`gputwin.sim.atomic`); `gputwin whatif --out` writes the same. Returns the paths written."""
+    with atomic_folder(out_dir, COMPARE) as new:
+        written = write_report(new, report, extra)
+        pngs: list[Path] = []
+        if plots:
+            from gputwin.sim.plots import write_plots  # matplotlib takes a while to import (see `done`)
+
+            # The figures are drawn in parallel on this machine, whatever ran the candidates.
+            pngs = write_plots(new, report, workers=min(workers, os.cpu_count() or 1), origin=origin,
+                               page=report_format != "md")  # fmt: skip
+        if report_format != "html":
+            pngs.append(write_markdown(new, report, pngs, origin))
+        written += pngs
+    return [out_dir / path.name for path in written]
 
 
 @click.command()
@@ -113,19 +133,7 @@ def compare(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: int, 
     extra = {"trace": {"path": str(trace_path), "format": trace.format, "jobs": len(trace.jobs),
                        "skipped": dict(trace.skipped)}, "seed": seed, "executor": executor}  # fmt: skip
     origin = provenance(trace_path, cluster_path, core_flavour(), datetime.now(timezone.utc), command_line())
-    with atomic_folder(out_dir, COMPARE) as new:
-        written = write_report(new, report, extra)
-        pngs: list[Path] = []
-        if plots:
-            from gputwin.sim.plots import write_plots  # matplotlib takes a while to import (see `done`)
-
-            # The figures are drawn in parallel on this machine, whatever ran the candidates.
-            pngs = write_plots(new, report, workers=min(workers, os.cpu_count() or 1), origin=origin,
-                               page=report_format != "md")  # fmt: skip
-        if report_format != "html":
-            pngs.append(write_markdown(new, report, pngs, origin))
-        written += pngs
-    written = [out_dir / path.name for path in written]
+    written = write_folder(out_dir, report, extra, origin, plots, report_format, workers)
     if as_json:
         click.echo(json.dumps({**extra, **report.to_json()}, sort_keys=True))
         return

@@ -15,8 +15,10 @@ snapshot; `--json` prints one object with both relative seconds and the snapshot
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -54,6 +56,66 @@ REPLAY_OPTIONS = (
 )  # fmt: skip
 
 
+SOURCE_OPTIONS = (
+    click.option("--slurm", "from_slurm", is_flag=True, help="Snapshot the live SLURM cluster (SLURM_CONF selects it)."),
+    click.option("--kube", "from_kube", is_flag=True, help="Snapshot the Kubernetes cluster the operator schedules."),
+    click.option("--kubeconfig", type=click.Path(path_type=Path),
+                 help="With --kube: the kubeconfig (default $KUBECONFIG)."),
+    click.option("--context", help="With --kube: the kubeconfig context (default: its current one)."),
+    click.option("--namespace", help="With --kube: GPUJobs of this namespace only (default: all)."),
+    click.option("--snapshot", "snapshot_path", type=click.Path(path_type=Path),
+                 help="Start from a saved snapshot file (`gputwin forecast --save FILE`)."),
+    click.option("--cluster", "cluster_path", type=click.Path(path_type=Path),
+                 help="Declared cluster (YAML); default: the snapshot's nodes and partitions, priority+backfill "
+                      "(with --kube: the declared SwitchTopology, GPUPartitions and SchedulingPolicies)."),
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where the present comes from: exactly one of `--slurm`, `--kube` and `--snapshot FILE`."""
+
+    from_slurm: bool
+    from_kube: bool
+    kubeconfig: Path | None
+    context: str | None
+    namespace: str | None
+    snapshot_path: Path | None
+    cluster_path: Path | None
+
+    def check(self) -> None:
+        """Usage errors, before anything is read."""
+        if self.from_slurm + self.from_kube + (self.snapshot_path is not None) != 1:
+            raise click.UsageError("give exactly one of --slurm, --kube and --snapshot FILE")
+        if not self.from_kube and (self.kubeconfig or self.context or self.namespace):
+            raise click.UsageError("--kubeconfig, --context and --namespace need --kube")
+
+    def read(self) -> tuple[Any, Any]:
+        """The snapshot and the cluster it runs on."""
+        if self.from_kube:
+            declared, snap = _kube_snapshot(self.kubeconfig, self.context, self.namespace)
+            return snap, declared if self.cluster_path is None else _cluster(snap, self.cluster_path)
+        snap = _snapshot(self.from_slurm, self.snapshot_path)
+        return snap, _cluster(snap, self.cluster_path)
+
+
+def source_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The present's options of `forecast` and `whatif` (SOURCE_OPTIONS), handed to `command` as one
+    checked `source: Source`."""
+    names = [field.name for field in fields(Source)]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> None:
+        source = Source(**{name: kwargs.pop(name) for name in names})
+        source.check()
+        command(source=source, **kwargs)
+
+    decorated: Callable[..., None] = wrapper
+    for option in reversed(SOURCE_OPTIONS):
+        decorated = option(decorated)
+    return decorated
+
+
 def replay_options(command: Callable[..., None]) -> Callable[..., None]:
     """How `forecast` and `whatif` replay a snapshot: the estimator, its history or model, the
     horizon, the samples and their seed (the same options, in the same order, on both)."""
@@ -63,38 +125,21 @@ def replay_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 @click.command()
-@click.option("--slurm", "from_slurm", is_flag=True, help="Snapshot the live SLURM cluster (SLURM_CONF selects it).")
-@click.option("--kube", "from_kube", is_flag=True, help="Snapshot the Kubernetes cluster the operator schedules.")
-@click.option("--kubeconfig", type=click.Path(path_type=Path), help="With --kube: the kubeconfig (default $KUBECONFIG).")
-@click.option("--context", help="With --kube: the kubeconfig context (default: its current one).")
-@click.option("--namespace", help="With --kube: GPUJobs of this namespace only (default: all).")
-@click.option("--snapshot", "snapshot_path", type=click.Path(path_type=Path), help="Replay a saved snapshot file.")
-@click.option("--cluster", "cluster_path", type=click.Path(path_type=Path),
-              help="Declared cluster (YAML); default: the snapshot's nodes and partitions, priority+backfill.")
+@source_options
 @replay_options
 @click.option("--workers", type=click.IntRange(1, 64), help="Processes (default: 2 for large forecasts, else 1).")
 @click.option("--save", "save_path", type=click.Path(path_type=Path), help="Also write the snapshot to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the forecast as one JSON object on stdout.")
-def forecast(from_slurm: bool, from_kube: bool, kubeconfig: Path | None, context: str | None, namespace: str | None,
-             snapshot_path: Path | None, cluster_path: Path | None, history_path: Path | None,
-             estimator_name: str, model_path: Path | None, horizon: float, samples: int, seed: int,
-             start_latency: float | None, workers: int | None, save_path: Path | None, as_json: bool) -> None:  # fmt: skip
+def forecast(source: Source, history_path: Path | None, estimator_name: str, model_path: Path | None, horizon: float,
+             samples: int, seed: int, start_latency: float | None, workers: int | None, save_path: Path | None,
+             as_json: bool) -> None:  # fmt: skip
     """Forecast when each pending job starts (p50/p90) and ends, and when each partition's queue drains."""
     from gputwin.twin.forecast import forecast as run_forecast
     from gputwin.twin.snapfile import save_snapshot
 
-    if from_slurm + from_kube + (snapshot_path is not None) != 1:
-        raise click.UsageError("give exactly one of --slurm, --kube and --snapshot FILE")
-    if not from_kube and (kubeconfig or context or namespace):
-        raise click.UsageError("--kubeconfig, --context and --namespace need --kube")
     if model_path is not None and estimator_name != "learned":
         raise click.UsageError("--model needs --estimator learned")
-    if from_kube:
-        declared, snap = _kube_snapshot(kubeconfig, context, namespace)
-        cluster = declared if cluster_path is None else _cluster(snap, cluster_path)
-    else:
-        snap = _snapshot(from_slurm, snapshot_path)
-        cluster = _cluster(snap, cluster_path)
+    snap, cluster = source.read()
     snap = with_latency(snap, start_latency)
     estimator = _estimator(estimator_name, history_path, model_path, snap, seed)
     if save_path is not None:
