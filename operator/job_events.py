@@ -47,11 +47,12 @@ class JobEvents:
     # --- the runtime's transitions (gputwin.runtime.loop.Transitions) ------------------------------
 
     def submitted(self, spec: JobSpec, now: float) -> None:
-        state = self.scheduler.jobs.get(spec.job_id) if self.scheduler is not None else None
-        if state is None:
+        scheduler = self.scheduler
+        state = scheduler.jobs.get(spec.job_id) if scheduler is not None else None
+        if scheduler is None or state is None:
             return  # rejected: `rejected` says so
         self.live[spec.job_id] = spec
-        self._set(spec.job_id, now, (SCHEDULED, "False", "Queued", waiting_message(self.scheduler, state)),
+        self._set(spec.job_id, now, (SCHEDULED, "False", "Queued", waiting_message(scheduler, state)),
                   phase="Queued", partition=state.partition, gpus=state.gpus,
                   submit_time=rfc3339(spec.submit))  # fmt: skip
 

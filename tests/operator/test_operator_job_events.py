@@ -15,6 +15,7 @@ from test_operator_controller import T0, TWO_LEAF, job, manifests, setup, status
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "manifests" / "examples" / "tenancy-kube.yaml"
+SPEECH_WAITS = "waiting for 8 GPUs as tenant speech (guaranteed 12, cohort lab)"
 
 
 def queued(name: str, store: object) -> tuple[str, str]:
@@ -26,7 +27,7 @@ def queued(name: str, store: object) -> tuple[str, str]:
 @pytest.mark.parametrize(
     ("user", "gpus", "message"),
     [
-        ("carol", 8, "waiting for 8 GPUs as tenant speech (guaranteed 12, cohort lab)"),
+        ("carol", 8, SPEECH_WAITS),
         ("alice", 4, "waiting for 4 GPUs as tenant vision (guaranteed 12, cohort lab)"),
         ("dave", 8, "waiting for 8 GPUs as tenant others (guaranteed 8)"),  # the "*" entry, no cohort
     ],
@@ -38,7 +39,7 @@ def test_a_queued_job_names_the_tenant_its_quota_counts_it_under(user: str, gpus
             job("o", 8, 600, "team", user="dave")]  # fmt: skip
     store, _, controller = setup(*full, job("w", gpus, 60, "team", user=user), cluster=manifests(EXAMPLE))
     controller.reconcile(T0)
-    assert {n: status(store, "GPUJob", n)["phase"] for n in ("v", "s", "o")} == dict.fromkeys("vso", "Running")
+    assert {n: status(store, "GPUJob", n)["phase"] for n in "vso"} == dict.fromkeys("vso", "Running")
     assert queued("w", store) == ("Queued", message)
 
 
@@ -53,10 +54,11 @@ def test_a_job_over_its_quota_waits_with_a_whole_node_free_and_says_as_whom() ->
     assert controller.scheduler is not None
     ledger = controller.scheduler.partitions["lab-team"].ledger
     assert ledger.free_gpus == 8 and ledger.idle_count() == 1
-    assert queued("more", store) == ("Queued", "waiting for 8 GPUs as tenant speech (guaranteed 12, cohort lab)")
+    assert queued("more", store) == ("Queued", SPEECH_WAITS)
 
 
 def test_without_quotas_a_queued_job_says_only_its_gpus() -> None:
-    store, _, controller = setup(job("a", 8, 100), job("b", 8, 100), job("c", 8, 50), cluster=manifests(TWO_LEAF))
+    jobs = (job("a", 8, 100), job("b", 8, 100), job("c", 8, 50))
+    store, _, controller = setup(*jobs, cluster=manifests(TWO_LEAF))
     controller.reconcile(T0)
     assert queued("c", store) == ("Queued", "waiting for 8 GPUs")

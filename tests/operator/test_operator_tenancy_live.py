@@ -35,6 +35,7 @@ A100, H100 = ["lab-a100-0", "lab-a100-1"], ["lab-h100-0", "lab-h100-1"]
 MODEL = {**dict.fromkeys(A100, "a100"), **dict.fromkeys(H100, "h100")}
 TOTAL = 32
 TOLERATED = "nvidia.com/gpu,kwok.x-k8s.io/node"
+SPEECH_WAITS = "waiting for 8 GPUs as tenant speech (guaranteed 12, cohort lab)"  # the Scheduled condition
 Obj = dict[str, Any]
 
 __all__ = ["api", "installed", "namespace", "sa_kubeconfig"]  # fixtures, imported to be used
@@ -88,7 +89,8 @@ def bound(api: Api, namespace: str, name: str) -> dict[str, int]:
     for pod in pods_of(api, namespace, name):
         if holding(pod):
             limits = pod["spec"]["containers"][0]["resources"]["limits"]
-            placed[pod["spec"]["nodeName"]] = placed.get(pod["spec"]["nodeName"], 0) + int(limits["nvidia.com/gpu"])
+            node = pod["spec"]["nodeName"]
+            placed[node] = placed.get(node, 0) + int(limits["nvidia.com/gpu"])
     return placed
 
 
@@ -120,7 +122,8 @@ def test_a_job_asking_for_a_gpu_model_binds_only_on_that_models_nodes(
     assert set(h) <= set(H100), h
     a = start(api, kubectl, operator, lab, job("a", lab, "carol", 4, "a100"))
     assert set(a) <= set(A100), a
-    either = start(api, kubectl, operator, lab, job("any", lab, "alice", 16))  # vision borrows 4 of speech's 8 idle
+    # vision borrows 4 of speech's 8 idle GPUs for it
+    either = start(api, kubectl, operator, lab, job("any", lab, "alice", 16))
     assert {MODEL[n] for n in either} == {"a100", "h100"}, either
     assert api.status("gpujobs", "h", lab)["nodes"] in H100
 
@@ -147,14 +150,15 @@ def test_a_tenant_over_its_quota_waits_borrows_when_idle_and_is_reclaimed_by_the
     operator: Operator, api: Api, kubectl: Any, lab: str
 ) -> None:
     at_guarantees(api, kubectl, operator, lab)  # (b) s2 waits with a whole node free
-    assert scheduled(api, lab, "s2")["message"] == "waiting for 8 GPUs as tenant speech (guaranteed 12, cohort lab)"
+    assert scheduled(api, lab, "s2")["message"] == SPEECH_WAITS
     kubectl.run("delete", "gpujob", "v1", "v1b", "-n", lab)  # vision goes idle: speech may borrow its 12
     borrowed = wait_for("s2 running on borrowed GPUs", lambda: running(api, lab, "s2", 8), 30,
                         on_timeout=operator.tail)  # fmt: skip
     # (c) others take their own 8, then vision wants its guarantee back: 4 GPUs free, 8 borrowed.
     start(api, kubectl, operator, lab, job("o1", lab, "dave", 8))
     kubectl.run("apply", "-f", "-", input=dump(job("v2", lab, "alice", 12)))
-    v2 = wait_for("v2 running after the reclaim", lambda: running(api, lab, "v2", 12), 30, on_timeout=operator.tail)
+    v2 = wait_for("v2 running after the reclaim", lambda: running(api, lab, "v2", 12), 30,
+                  on_timeout=operator.tail)  # fmt: skip
     status = api.status("gpujobs", "s2", lab)
     assert status["phase"] == "Queued" and status["preemptions"] == 1, status
     condition = scheduled(api, lab, "s2")
@@ -176,7 +180,8 @@ def test_a_quota_edited_live_takes_effect_for_the_waiting_job(
     (idle,) = idle_nodes(api)
     quotas = api.get("gpupartitions", "lab-team")["spec"]["quotas"]
     moved = [{**q, "gpus": {"vision": 12, "speech": 20, "others": 0}[q["tenant"]]} for q in quotas]
-    kubectl.run("patch", "gpupartition", "lab-team", "--type=merge", "-p", json.dumps({"spec": {"quotas": moved}}))
+    patch = json.dumps({"spec": {"quotas": moved}})
+    kubectl.run("patch", "gpupartition", "lab-team", "--type=merge", "-p", patch)
     placed = wait_for("s2 running under the new quota", lambda: running(api, lab, "s2", 8), 30,
                       on_timeout=operator.tail)  # fmt: skip
     assert placed == {idle: 8}
