@@ -47,11 +47,12 @@ class JobEvents:
     # --- the runtime's transitions (gputwin.runtime.loop.Transitions) ------------------------------
 
     def submitted(self, spec: JobSpec, now: float) -> None:
-        state = self.scheduler.jobs.get(spec.job_id) if self.scheduler is not None else None
-        if state is None:
+        scheduler = self.scheduler
+        state = scheduler.jobs.get(spec.job_id) if scheduler is not None else None
+        if scheduler is None or state is None:
             return  # rejected: `rejected` says so
         self.live[spec.job_id] = spec
-        self._set(spec.job_id, now, (SCHEDULED, "False", "Queued", f"waiting for {state.gpus} GPUs"),
+        self._set(spec.job_id, now, (SCHEDULED, "False", "Queued", waiting_message(scheduler, state)),
                   phase="Queued", partition=state.partition, gpus=state.gpus,
                   submit_time=rfc3339(spec.submit))  # fmt: skip
 
@@ -185,4 +186,20 @@ class JobEvents:
         self._events.append((job_id, reason, message, type, key))
 
 
-__all__ = ["COMPLETE", "SCHEDULED", "JobEvents"]
+def waiting_message(scheduler: Scheduler, state: JobState) -> str:
+    """A queued job's reason: its GPUs and, where the partition has quotas, the tenant it counts as.
+
+    On Kubernetes a user cannot see which quota entry took their job (users map to tenants in the
+    GPUPartition), and a job that waits for quota while GPUs are free would otherwise only say it
+    waits for GPUs."""
+    message = f"waiting for {state.gpus} GPUs"
+    quota = scheduler.partitions[state.partition].quota
+    if quota is None:
+        return message
+    tenant = quota.tenant_of(state)
+    cohort = quota.cohort[tenant]
+    return f"{message} as tenant {tenant} (guaranteed {quota.nominal[tenant]}" + (
+        f", cohort {cohort})" if cohort else ")")
+
+
+__all__ = ["COMPLETE", "SCHEDULED", "JobEvents", "waiting_message"]
