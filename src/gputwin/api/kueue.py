@@ -75,7 +75,7 @@ def export_kueue(cluster: ClusterSpec, *, namespace: str | None = None,
     objects += [_cohort(name) for name in dict.fromkeys(_cohort_name(p, q) for p in parts for q in p.quotas) if name]
     objects += [_cluster_queue(p, i, flavors[p.name], namespace, at) for p in parts for i in range(len(p.quotas))]
     objects += [_local_queue(p, q, namespace) for p in parts for q in p.quotas]
-    _check_unique(objects, source)
+    _check_names(objects, source)
     namespaces = (namespace,) if namespace else tuple(dict.fromkeys(q.tenant for p in parts for q in p.quotas))
     return KueueExport(tuple(objects), tuple(dict.fromkeys(_notes(cluster, flavors, namespace))), namespaces)
 
@@ -109,7 +109,7 @@ def _flavors(cluster: ClusterSpec, part: PartitionSpec, at: _Locator) -> tuple[F
 def _flavor_name(partition: str, model: str, at: _Locator) -> str:
     if not model:
         return partition
-    if not LABEL_VALUE.fullmatch(model):
+    if len(model) > 63 or not LABEL_VALUE.fullmatch(model):
         raise KueueExportError(f"{at.nodes()}: spec.nodeGroups[].model: {model!r:.80} is not a Kubernetes label "
                                "value (alphanumeric ends)")  # fmt: skip
     name = f"{model.lower().replace('_', '-')}.{partition}"
@@ -208,15 +208,23 @@ def _quantity(value: float) -> int | str:
     return int(value) if float(value).is_integer() else repr(float(value))
 
 
-def _check_unique(objects: Sequence[Obj], source: str) -> None:
+def _check_names(objects: Sequence[Obj], source: str) -> None:
+    """Every name, namespace and label value one the API server takes, and no two objects one name.
+    The API already holds tenants and partitions to this; a ClusterSpec built in code may not."""
     seen: set[tuple[str, str | None, str]] = set()
     for obj in objects:
         meta = obj["metadata"]
-        key = (obj["kind"], meta.get("namespace"), meta["name"])
-        if key in seen:
-            raise KueueExportError(f"{source}: metadata.name: two {obj['kind']}s would be named {meta['name']!r:.100} "
+        kind, name, namespace = obj["kind"], meta["name"], meta.get("namespace")
+        if len(name) > 253 or not DNS_SUBDOMAIN.fullmatch(name):
+            raise KueueExportError(f"{source}: metadata.name: {kind} name {name!r:.100} is not a DNS-1123 subdomain")
+        bad = [v for v in meta["labels"].values() if len(v) > 63 or not LABEL_VALUE.fullmatch(v)]
+        if bad or (namespace is not None and (len(namespace) > 63 or not DNS_LABEL.fullmatch(namespace))):
+            raise KueueExportError(f"{source}: metadata: {kind} {name}: {(bad or [namespace])[0]!r:.100} is not "
+                                   "a label value or namespace name")  # fmt: skip
+        if (kind, namespace, name) in seen:
+            raise KueueExportError(f"{source}: metadata.name: two {kind}s would be named {name!r:.100} "
                                    "(names join tenant or model and partition with '.'): rename one")  # fmt: skip
-        seen.add(key)
+        seen.add((kind, namespace, name))
 
 
 # --- what does not map ----------------------------------------------------------------------------
