@@ -88,21 +88,29 @@ def test_shared_lab_example_object_by_object() -> None:
         ("LocalQueue", "shared", "vision"), ("LocalQueue", "shared", "speech"), ("LocalQueue", "shared", "others"),
     ]  # fmt: skip
     assert {o["apiVersion"] for o in result.objects} == {API_VERSION}
-    assert named(result, "ResourceFlavor", "shared")["spec"] == {"nodeLabels": {"gputwin.io/partition": "shared"}}
+    assert named(result, "ResourceFlavor", "shared")["spec"] == {
+        "nodeLabels": {"gputwin.io/partition": "shared"}
+    }
     vision = named(result, "ClusterQueue", "vision.shared")["spec"]
     assert gpu_quotas(named(result, "ClusterQueue", "vision.shared")) == {
-        "shared": {"nominalQuota": 32, "borrowingLimit": 16}}
+        "shared": {"nominalQuota": 32, "borrowingLimit": 16}
+    }
     assert vision["cohortName"] == "lab.shared"
     assert vision["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "vision"}}
     assert vision["queueingStrategy"] == "BestEffortFIFO"  # fifo with backfill: later jobs may pass
     assert vision["preemption"] == {"reclaimWithinCohort": "Any", "withinClusterQueue": "Never"}
     assert vision["fairSharing"] == {"weight": 2}
     assert gpu_quotas(named(result, "ClusterQueue", "speech.shared")) == {
-        "shared": {"nominalQuota": 24, "lendingLimit": 16}}
+        "shared": {"nominalQuota": 24, "lendingLimit": 16}
+    }
     others = named(result, "ClusterQueue", "others.shared")["spec"]
     assert "cohortName" not in others and "preemption" not in others  # no cohort: nothing to reclaim
     assert gpu_quotas(named(result, "ClusterQueue", "others.shared")) == {"shared": {"nominalQuota": 8}}
-    local = [(o["metadata"]["namespace"], o["spec"]["clusterQueue"]) for o in result.objects if o["kind"] == "LocalQueue"]
+    local = [
+        (o["metadata"]["namespace"], o["spec"]["clusterQueue"])
+        for o in result.objects
+        if o["kind"] == "LocalQueue"
+    ]
     assert local == [("vision", "vision.shared"), ("speech", "speech.shared"), ("others", "others.shared")]
     assert result.namespaces == ("vision", "speech", "others")
 
@@ -128,14 +136,18 @@ def test_shared_lab_notes_say_what_does_not_map(needle: str, present: bool) -> N
 def test_two_models_make_two_flavors_and_split_the_quotas(tmp_path: Path) -> None:
     result = export(write(tmp_path))
     assert named(result, "ResourceFlavor", "a100.train")["spec"]["nodeLabels"] == {
-        "gputwin.io/partition": "train", "gputwin.io/gpu-model": "a100"}
+        "gputwin.io/partition": "train",
+        "gputwin.io/gpu-model": "a100",
+    }
     # 32 over 16:48 GPUs = 8 + 24; borrowing 10 = 2.5 + 7.5 -> 3 + 7 (tie to the first); lending 5 -> 1 + 4.
     assert gpu_quotas(named(result, "ClusterQueue", "vision.train")) == {
         "a100.train": {"nominalQuota": 8, "borrowingLimit": 3, "lendingLimit": 1},
         "v100.train": {"nominalQuota": 24, "borrowingLimit": 7, "lendingLimit": 4},
     }
     assert gpu_quotas(named(result, "ClusterQueue", "speech.train")) == {
-        "a100.train": {"nominalQuota": 4}, "v100.train": {"nominalQuota": 12}}
+        "a100.train": {"nominalQuota": 4},
+        "v100.train": {"nominalQuota": 12},
+    }
     assert any("split over GPU models a100, v100" in n for n in result.notes)
 
 
@@ -147,14 +159,20 @@ def test_model_names_become_lower_case_flavor_names_and_keep_their_label(tmp_pat
 
 @pytest.mark.parametrize(
     ("fairness", "weight_key", "note"),
-    [("none", False, None), ("drf", True, "drf -> Kueue's fair sharing"), ("fairshare", True, "halfLifeSeconds")],
+    [
+        ("none", False, None),
+        ("drf", True, "drf -> Kueue's fair sharing"),
+        ("fairshare", True, "halfLifeSeconds"),
+    ],
     ids=["none", "drf", "fairshare"],
 )
 def test_fairness_becomes_fair_sharing_weights(tmp_path: Path, fairness: str, weight_key: bool,
                                               note: str | None) -> None:  # fmt: skip
     result = export(write(tmp_path, fairness=fairness))
     assert ("fairSharing" in named(result, "ClusterQueue", "vision.train")["spec"]) is weight_key
-    assert any(note in n for n in result.notes) if note else not any("fair sharing" in n for n in result.notes)
+    assert (
+        any(note in n for n in result.notes) if note else not any("fair sharing" in n for n in result.notes)
+    )
 
 
 def test_fractional_weights_are_quantity_strings(tmp_path: Path) -> None:
@@ -184,7 +202,8 @@ def test_the_live_slurm_lab_exports_too() -> None:
     """The second bundled tenancy (tests/slurm/data): one h100 model, fairshare."""
     result = export(LIVE_LAB)
     assert gpu_quotas(named(result, "ClusterQueue", "vision.shared")) == {
-        "h100.shared": {"nominalQuota": 16, "borrowingLimit": 8}}
+        "h100.shared": {"nominalQuota": 16, "borrowingLimit": 8}
+    }
 
 
 def test_render_yaml_is_the_objects_with_the_notes_as_comments() -> None:
@@ -206,8 +225,13 @@ def test_the_docs_show_what_the_export_writes() -> None:
 @pytest.mark.parametrize(
     ("quotas", "namespace", "part", "message"),
     [
-        ("[{tenant: team.a, gpus: 8}]", None, "train", r"cluster.yaml:doc2: spec.quotas\[0\].tenant: 'team.a' is "
-         r"not a DNS-1123 label"),
+        (
+            "[{tenant: team.a, gpus: 8}]",
+            None,
+            "train",
+            r"cluster.yaml:doc2: spec.quotas\[0\].tenant: 'team.a' is "
+            r"not a DNS-1123 label",
+        ),
         ("[{tenant: a, gpus: 8}]", "No_Such", "train", r"--namespace: 'No_Such' is not a DNS-1123 label"),
         ("[]", None, "train", r"cluster.yaml: spec.quotas: no GPUPartition declares quotas"),
         ("[{tenant: a.b, gpus: 8}, {tenant: a, gpus: 8}]", "ml", "b", None),  # a.b.b and a.b: distinct
@@ -234,8 +258,13 @@ def test_names_that_collide_are_refused(tmp_path: Path) -> None:
     path = write(tmp_path, "[{tenant: x.y, gpus: 8}]")
     topology, first, policy = path.read_text().split("---\n")
     train = first.replace('"a[1-2],v[1-6]"', '"a[1-2]"').replace('["*"]', "[train]")
-    other = (first.replace('"a[1-2],v[1-6]"', '"v[1-6]"').replace("name: train", "name: y.train")
-             .replace("tenant: x.y", "tenant: x").replace('["*"]', "[infer]").replace("  policy: p\n", ""))
+    other = (
+        first.replace('"a[1-2],v[1-6]"', '"v[1-6]"')
+        .replace("name: train", "name: y.train")
+        .replace("tenant: x.y", "tenant: x")
+        .replace('["*"]', "[infer]")
+        .replace("  policy: p\n", "")
+    )
     path.write_text("---\n".join([topology, train, other, policy]))
     with pytest.raises(KueueExportError, match=r"two ClusterQueues would be named 'x.y.train'"):
         export(path, "ml")

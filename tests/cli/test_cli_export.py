@@ -26,7 +26,9 @@ def test_stdout_is_the_yaml_and_stderr_the_notes() -> None:
     assert kinds == ["ResourceFlavor", "Cohort", *["ClusterQueue"] * 3, *["LocalQueue"] * 3]
     notes = [line for line in err.splitlines() if line.startswith("note: ")]
     assert notes and len(notes) == len(err.splitlines())
-    assert [f"note: {line.removeprefix('# note: ')}" for line in out.splitlines() if line.startswith("# note:")] == notes
+    assert [
+        f"note: {line.removeprefix('# note: ')}" for line in out.splitlines() if line.startswith("# note:")
+    ] == notes
 
 
 def test_out_file_is_written_whole(tmp_path: Path) -> None:
@@ -46,7 +48,9 @@ def test_out_file_is_written_whole(tmp_path: Path) -> None:
     ],
     ids=["bad-namespace", "missing-cluster"],
 )
-def test_a_mistake_is_one_line_and_leaves_out_as_it_was(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+def test_a_mistake_is_one_line_and_leaves_out_as_it_was(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
     out_file = tmp_path / "kueue.yaml"
     out_file.write_text("before\n")
     status, out, err = run("--cluster", str(SHARED_LAB), "--out", str(out_file), *args)
@@ -60,7 +64,9 @@ def test_a_cluster_without_quotas_is_refused(tmp_path: Path) -> None:
     cluster = tmp_path / "c.yaml"
     cluster.write_text(_without_quotas())
     status, _, err = run("--cluster", str(cluster))
-    assert status == 2 and err.startswith(f"error: {cluster}: spec.quotas: no GPUPartition declares quotas"), err
+    assert status == 2 and err.startswith(
+        f"error: {cluster}: spec.quotas: no GPUPartition declares quotas"
+    ), err
 
 
 def _without_quotas() -> str:

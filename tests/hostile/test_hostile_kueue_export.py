@@ -61,7 +61,9 @@ def test_hostile_tenant_refused(name: str, namespace: str | None) -> None:
 @pytest.mark.parametrize("name", [v for v in HOSTILE.values() if v], ids=[k for k, v in HOSTILE.items() if v])
 def test_hostile_partition_refused(name: str) -> None:
     spec = load_cluster(LAB)
-    _refused(dataclasses.replace(spec, partitions=(dataclasses.replace(spec.partitions[0], name=name),)), "ml")
+    _refused(
+        dataclasses.replace(spec, partitions=(dataclasses.replace(spec.partitions[0], name=name),)), "ml"
+    )
 
 
 @pytest.mark.parametrize("name", [v for v in HOSTILE.values() if v and v != "Vision"],
@@ -69,7 +71,9 @@ def test_hostile_partition_refused(name: str) -> None:
 def test_hostile_gpu_model_refused(name: str) -> None:
     spec = load_cluster(LAB)
     nodes = tuple(dataclasses.replace(n, model=name) for n in spec.topology.nodes)
-    assert "model" in _refused(dataclasses.replace(spec, topology=dataclasses.replace(spec.topology, nodes=nodes)))
+    assert "model" in _refused(
+        dataclasses.replace(spec, topology=dataclasses.replace(spec.topology, nodes=nodes))
+    )
 
 
 @pytest.mark.parametrize("out", ["dir", "/dev/null"], ids=["a-directory", "a-device"])
@@ -77,7 +81,9 @@ def test_out_that_is_no_regular_file_is_one_line(tmp_path: Path, out: str) -> No
     target = tmp_path if out == "dir" else Path(out)
     done = CliRunner().invoke(cli, ["export", "kueue", "--cluster", str(LAB), "--out", str(target)])
     assert done.exit_code == 2, done.output
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"error: {target}: --out: not a regular file")
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(
+        f"error: {target}: --out: not a regular file"
+    )
     assert list(tmp_path.iterdir()) == [] and done.stdout == ""
 
 

@@ -86,7 +86,9 @@ def kueue_crds(kubectl: Kubectl) -> Iterator[None]:
     yield
     if not existing:
         kubectl.run("delete", "crd", *CRDS, "--ignore-not-found", "--wait=false")
-        wait_for("Kueue's CRDs to be deleted", lambda: not names(kubectl, "crd", *CRDS), timeout=300, interval=1)
+        wait_for(
+            "Kueue's CRDs to be deleted", lambda: not names(kubectl, "crd", *CRDS), timeout=300, interval=1
+        )
 
 
 @pytest.fixture(scope="module")
@@ -161,9 +163,16 @@ def _quota(cq: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("kind", "change", "refusal"),
     [
-        ("ClusterQueue", lambda cq: cq["spec"].update(cohort=cq["spec"].pop("cohortName")),
-         'unknown field "spec.cohort"'),  # v1beta1's name, refused by v1beta2
-        ("ClusterQueue", lambda cq: cq["spec"].pop("cohortName"), "borrowingLimit must be nil when cohort is empty"),
+        (
+            "ClusterQueue",
+            lambda cq: cq["spec"].update(cohort=cq["spec"].pop("cohortName")),
+            'unknown field "spec.cohort"',
+        ),  # v1beta1's name, refused by v1beta2
+        (
+            "ClusterQueue",
+            lambda cq: cq["spec"].pop("cohortName"),
+            "borrowingLimit must be nil when cohort is empty",
+        ),
         ("ClusterQueue", lambda cq: _quota(cq).update(nominalQuota="lots"), "nominalQuota"),
         ("LocalQueue", lambda lq: lq["spec"].update(clusterQueue="Vision_Shared"), "spec.clusterQueue"),
     ],

@@ -69,14 +69,22 @@ def export_kueue(cluster: ClusterSpec, *, namespace: str | None = None,
         raise KueueExportError(f"--namespace: {namespace!r:.80} is not a DNS-1123 label (a namespace name)")
     parts = [p for p in cluster.partitions if p.quotas]
     if not parts:
-        raise KueueExportError(f"{source}: spec.quotas: no GPUPartition declares quotas; nothing maps to Kueue")
+        raise KueueExportError(
+            f"{source}: spec.quotas: no GPUPartition declares quotas; nothing maps to Kueue"
+        )
     flavors = {p.name: _flavors(cluster, p, at) for p in parts}
     objects: list[Obj] = [_flavor_object(p.name, f) for p in parts for f in flavors[p.name]]
-    objects += [_cohort(name) for name in dict.fromkeys(_cohort_name(p, q) for p in parts for q in p.quotas) if name]
-    objects += [_cluster_queue(p, i, flavors[p.name], namespace, at) for p in parts for i in range(len(p.quotas))]
+    objects += [
+        _cohort(name) for name in dict.fromkeys(_cohort_name(p, q) for p in parts for q in p.quotas) if name
+    ]
+    objects += [
+        _cluster_queue(p, i, flavors[p.name], namespace, at) for p in parts for i in range(len(p.quotas))
+    ]
     objects += [_local_queue(p, q, namespace) for p in parts for q in p.quotas]
     _check_names(objects, source)
-    namespaces = (namespace,) if namespace else tuple(dict.fromkeys(q.tenant for p in parts for q in p.quotas))
+    namespaces = (
+        (namespace,) if namespace else tuple(dict.fromkeys(q.tenant for p in parts for q in p.quotas))
+    )
     return KueueExport(tuple(objects), tuple(dict.fromkeys(_notes(cluster, flavors, namespace))), namespaces)
 
 
@@ -165,8 +173,14 @@ def _quota_flavors(quota: QuotaSpec, flavors: Sequence[Flavor]) -> list[Obj]:
     """nominalQuota and the limits per flavor: each split by the flavors' GPUs (largest remainder)."""
     weights = [f.gpus for f in flavors]
     nominal = split(quota.gpus, weights)
-    borrow = None if quota.cohort is None or quota.borrowing_limit is None else split(quota.borrowing_limit, weights)
-    lend = None if quota.cohort is None or quota.lending_limit is None else split(quota.lending_limit, weights)
+    borrow = (
+        None
+        if quota.cohort is None or quota.borrowing_limit is None
+        else split(quota.borrowing_limit, weights)
+    )
+    lend = (
+        None if quota.cohort is None or quota.lending_limit is None else split(quota.lending_limit, weights)
+    )
     out: list[Obj] = []
     for i, flavor in enumerate(flavors):
         resource: Obj = {"name": GPU, "nominalQuota": nominal[i]}
@@ -200,7 +214,12 @@ def _local_queue(part: PartitionSpec, quota: QuotaSpec, namespace: str | None) -
 
 
 def _object(kind: str, name: str, labels: Mapping[str, str], spec: Obj) -> Obj:
-    return {"apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name, "labels": dict(labels)}, "spec": spec}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "metadata": {"name": name, "labels": dict(labels)},
+        "spec": spec,
+    }
 
 
 def _quantity(value: float) -> int | str:
@@ -216,7 +235,9 @@ def _check_names(objects: Sequence[Obj], source: str) -> None:
         meta = obj["metadata"]
         kind, name, namespace = obj["kind"], meta["name"], meta.get("namespace")
         if len(name) > 253 or not DNS_SUBDOMAIN.fullmatch(name):
-            raise KueueExportError(f"{source}: metadata.name: {kind} name {name!r:.100} is not a DNS-1123 subdomain")
+            raise KueueExportError(
+                f"{source}: metadata.name: {kind} name {name!r:.100} is not a DNS-1123 subdomain"
+            )
         bad = [v for v in meta["labels"].values() if len(v) > 63 or not LABEL_VALUE.fullmatch(v)]
         if bad or (namespace is not None and (len(namespace) > 63 or not DNS_LABEL.fullmatch(namespace))):
             raise KueueExportError(f"{source}: metadata: {kind} {name}: {(bad or [namespace])[0]!r:.100} is not "
@@ -244,11 +265,15 @@ def _notes(cluster: ClusterSpec, flavors: Mapping[str, Sequence[Flavor]], namesp
             notes.append(f"partition {part.name}: quotas split over GPU models {', '.join(models)} by their GPUs "
                          "(Kueue's quota is per flavor and a workload takes one flavor)")  # fmt: skip
         if part.priority_tier:
-            notes.append(f"partition {part.name}: priorityTier does not map (Kueue: a WorkloadPriorityClass per job)")
+            notes.append(
+                f"partition {part.name}: priorityTier does not map (Kueue: a WorkloadPriorityClass per job)"
+            )
     if cluster.topology.profiles:
         notes.append("migProfiles do not map: Kueue counts MIG slices as resources of their own "
                      "(nvidia.com/mig-1g.5gb, ...), gputwin's quotas count a slice as one GPU")  # fmt: skip
-    notes.append("gpuFraction does not map: Kueue counts nvidia.com/gpu in whole devices (a share asks for 1)")
+    notes.append(
+        "gpuFraction does not map: Kueue counts nvidia.com/gpu in whole devices (a share asks for 1)"
+    )
     notes.append(f"ClusterQueues cover {GPU} only: pods asking for cpu or memory too need them covered, or "
                  "excluded in Kueue's Configuration (resources.excludeResourcePrefixes)")  # fmt: skip
     return notes

@@ -29,8 +29,13 @@ def export() -> None:
 @click.option("--namespace", default=None,
               help="Put every LocalQueue in this namespace (named TENANT.PARTITION); default: one namespace "
                    "per tenant, named like it, LocalQueues named like the partition.")  # fmt: skip
-@click.option("--out", "out_path", default="-", show_default=True,
-              help="The YAML file to write (replaced whole, or left as it was on an error); - for stdout.")
+@click.option(
+    "--out",
+    "out_path",
+    default="-",
+    show_default=True,
+    help="The YAML file to write (replaced whole, or left as it was on an error); - for stdout.",
+)
 def kueue(cluster_path: Path, namespace: str | None, out_path: str) -> None:
     """Write the tenancy as Kueue v1beta2 ResourceFlavors, Cohorts, ClusterQueues and LocalQueues (YAML)."""
     cluster = load_cluster(cluster_path)
