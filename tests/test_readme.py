@@ -212,6 +212,11 @@ def check_delete(result: Result, cwd: Path) -> None:
     ]
 
 
+def check_kueue_export(result: Result, cwd: Path) -> None:
+    kinds = [d["kind"] for d in yaml.safe_load_all((cwd / "kueue.yaml").read_text())]
+    assert kinds.count("ClusterQueue") == 3 and kinds.count("LocalQueue") == 3, kinds
+
+
 def check_render(result: Result, cwd: Path) -> None:
     names = ("topology.conf", "gputwin-partitions.conf", "gputwin-scheduling.conf", "job_submit.lua")
     for name in names:
@@ -278,6 +283,7 @@ RUN: dict[str, Check] = {
     "gputwin slurm apply --cluster manifests/samples/two-leaf.yaml --dry-run --conf-dir rendered/":
         check_slurm_dry_run,
     "gputwin slurm render --cluster manifests/samples/two-leaf.yaml -o json": check_render_json,
+    "gputwin export kueue --cluster manifests/examples/shared-lab.yaml --out kueue.yaml": check_kueue_export,
     "gputwin describe gpujob llm-finetune": check_describe,
     "gputwin get gpujobs -l team=nlp": check_selector,
     "gputwin get gpujobs,gpupartitions -o wide": check_wide,

@@ -61,6 +61,8 @@ COMMANDS = {
                   "SLURM (SLURM_CONF selects the cluster): read job history, compile policies, apply them safely."),
     "trace": Lazy("gputwin.cli.trace:trace",
                   "Work on trace files: convert any readable trace to SWF or to the Helios CSV."),
+    "export": Lazy("gputwin.cli.export:export",
+                   "Write a declared cluster for another system: Kueue's ClusterQueues, Cohorts, LocalQueues and flavors."),
     "estimator": Lazy("gputwin.cli.estimator:estimator",
                       "Measure run-time estimators on a trace, or train the learned one for live use."),
     # What compare's slurm and kubernetes executors run on each node.
