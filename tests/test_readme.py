@@ -318,6 +318,9 @@ NOT_RUN: dict[str, str] = {
     "gputwin slurm history --start 2026-11-01 --end now --out history.csv":
         "needs sacct and a live slurmdbd (tests/slurm/test_slurm_history.py runs slurm history on the "
         "SLURM test cluster)",
+    "gputwin whatif --kube --namespace team-a --policy sjf --drain kf-0 --out whatif-report":
+        "forks a live Kubernetes cluster (tests/operator/test_operator_whatif.py runs whatif --kube --drain "
+        "on the real API server with the operator running; tests/cli/test_cli_whatif_out.py the --out folder)",
     "gputwin slurm apply --cluster manifests/samples/two-leaf.yaml --dry-run":
         "checks against the live cluster's slurmctld (tests/slurm/test_slurm_apply.py runs this command on "
         "the SLURM test cluster; the --conf-dir dry run after it runs here, offline)",
