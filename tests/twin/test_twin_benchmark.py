@@ -22,3 +22,6 @@ def test_the_benchmark_prints_its_figures_and_a_json_line(extra: tuple[str, ...]
     assert figures["forecast_s"] == min(figures["workers_1_s"], figures["workers_2_s"]) > 0
     assert (figures["forecast_s_10k_pending"], figures["target_size"]) == (None, False)  # not the size
     assert "workers 1:" in done.stdout and "workers 2:" in done.stdout
+    # CPU seconds per replay sit beside the wall seconds (their size is printed, never asserted).
+    assert figures["cpu_s_per_replay_1"] > 0 and figures["cpu_s_per_replay_2"] > 0
+    assert "CPU s per replay" in done.stdout
