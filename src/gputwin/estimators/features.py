@@ -4,7 +4,10 @@
 its submit-time fields only - user, job name, task type (partition), GPUs, submit hour and weekday -
 and the history of earlier finished jobs: the user's last runs (mean, median, count), the same
 (user, name) and (user, name stem) groups, and the running-mean estimate `HistoryEstimator` would
-give (so the trees learn corrections to the baseline). A job's own `duration` is never read here.
+give (so the trees learn corrections to the baseline); and the job's share of a GPU with its
+(user, GPUs, share, GPU model) group when it asks for a share or a model (Alibaba's pods have
+unique names and a QoS class for a user: what repeats there is the request). A job's own
+`duration` is never read here.
 
 Pure Python (no numpy): the simulate path imports nothing heavy until a model is fitted.
 """
