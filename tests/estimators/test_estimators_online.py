@@ -208,6 +208,43 @@ def test_feature_rows(
     assert (math.isnan(value) and math.isnan(expected)) or value == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(
+    ("history", "job", "column", "expected"),
+    [
+        pytest.param([], JobSpec("a", 0.0, 5.0, 1, "t", "u", gpu_milli=470), "gpu_share", 0.47, id="share"),
+        pytest.param([], JobSpec("a", 0.0, 5.0, 2, "t", "u"), "gpu_share", 1.0, id="whole-gpus"),
+        pytest.param(
+            [(470, "", 99.0), (810, "", 9.0), (470, "", 0.0)],
+            JobSpec("a", 0.0, 5.0, 1, "t", "u", "openb-pod-7", gpu_milli=470),
+            "shape_mean_log",
+            (math.log1p(99.0) + math.log1p(0.0)) / 2,
+            id="same-share-unique-names",
+        ),
+        pytest.param(
+            [(1000, "V100", 99.0), (1000, "", 9.0)],
+            JobSpec("a", 0.0, 5.0, 1, "t", "u", "x", model="V100"),
+            "shape_count_log",
+            math.log1p(1),
+            id="same-model",
+        ),
+        pytest.param(
+            [(1000, "", 99.0)],
+            JobSpec("a", 0.0, 5.0, 1, "t", "u", "x"),
+            "shape_mean_log",
+            math.nan,
+            id="whole-gpus-of-any-model-have-no-shape",
+        ),
+    ],
+)
+def test_shape_rows(history: list[tuple[int, str, float]], job: JobSpec, column: str, expected: float) -> None:
+    # Alibaba's pods: unique names and a QoS class for a user, so the request is what repeats.
+    state = FeatureState()
+    for i, (milli, model, run) in enumerate(history):
+        state.observe(JobSpec("h", 0.0, run, 1, "t", "u", f"openb-pod-{i}", model=model, gpu_milli=milli), run)
+    value = state.row(job)[FEATURES.index(column)]
+    assert (math.isnan(value) and math.isnan(expected)) or value == pytest.approx(expected)
+
+
 def test_factory_refuses_an_unknown_name() -> None:
     with pytest.raises(ValueError, match="unknown estimator 'magic'; known: history, learned, oracle"):
         factory("magic")
@@ -216,7 +253,8 @@ def test_factory_refuses_an_unknown_name() -> None:
 _names = st.sampled_from(["train-1", "train-2", "eval", "job7", ""])
 _jobs = st.builds(JobSpec, job_id=st.just("j"), submit=st.floats(0, 1e7), duration=st.floats(0, 1e6),
                   gpus=st.integers(0, 64), task_type=st.sampled_from(["a", "b"]),
-                  user=st.sampled_from(["u", "v"]), name=_names)  # fmt: skip
+                  user=st.sampled_from(["u", "v"]), name=_names, gpu_milli=st.sampled_from([1000, 470, 810]),
+                  model=st.sampled_from(["", "V100"]))  # fmt: skip
 
 
 @given(history=st.lists(_jobs, max_size=30), job=_jobs, other=st.floats(0, 1e6))

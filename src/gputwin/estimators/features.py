@@ -4,7 +4,10 @@
 its submit-time fields only - user, job name, task type (partition), GPUs, submit hour and weekday -
 and the history of earlier finished jobs: the user's last runs (mean, median, count), the same
 (user, name) and (user, name stem) groups, and the running-mean estimate `HistoryEstimator` would
-give (so the trees learn corrections to the baseline). A job's own `duration` is never read here.
+give (so the trees learn corrections to the baseline); and the job's share of a GPU with its
+(user, GPUs, share, GPU model) group when it asks for a share or a model (Alibaba's pods have
+unique names and a QoS class for a user: what repeats there is the request). A job's own
+`duration` is never read here.
 
 Pure Python (no numpy): the simulate path imports nothing heavy until a model is fitted.
 """
@@ -29,6 +32,7 @@ FEATURES = (
     "user", "task_type", "name_token", "gpus_log2", "submit_hour", "submit_weekday",
     "user_mean_log", "user_median_log", "user_count_log", "user_last_log",
     "name_mean_log", "name_count_log", "stem_mean_log", "stem_count_log", "history_log",
+    "gpu_share", "shape_mean_log", "shape_count_log",
 )  # fmt: skip
 CATEGORICAL = (0, 1, 2)
 
@@ -45,10 +49,15 @@ class _Recent:
         return self.total / self.count if self.count else NAN
 
 
-# The groups a job's run time is added to: (stem, user, task type, all) and its (user, name).
+# The groups a job's run time is added to: (stem, user, task type, all, shape) and its (user, name).
 Handle = tuple[tuple[_Recent, ...], _Recent]
-# What `describe` finds once per (user, stem, task type): codes, user stats, stem stats and history, groups.
-_Shared = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[_Recent, ...]]
+# What `describe` finds once per (user, stem, task type, shape): codes, user stats, stem stats and
+# history, the shape's share and stats, groups.
+_Shared = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[float, ...], tuple[_Recent, ...]]
+# A job's shape: what it asks for besides its name (GPUs, share of a GPU, GPU model). On a trace
+# whose names are unique pod ids (Alibaba's openb-pod-NNNN) and whose user is a QoS class, the
+# (user, shape) group is the nearest thing to "the same job run before".
+_Shape = tuple[int, int, str]
 
 
 @dataclass
@@ -61,7 +70,7 @@ class FeatureState:
     _codes: dict[tuple[int, str], float] = field(default_factory=dict)
     # The stem, user, task type and all-jobs groups of a (user, stem, task type): few, and found
     # once each (names are often unique, so only the name's own group is looked up per job).
-    _shared_groups: dict[tuple[str, str, str], tuple[_Recent, ...]] = field(default_factory=dict)
+    _shared_groups: dict[tuple[str, str, str, _Shape], tuple[_Recent, ...]] = field(default_factory=dict)
 
     def codes(self) -> list[tuple[int, str, float]]:
         """The category codes given so far, (column, value, code): a saved model needs the codes it
@@ -88,13 +97,15 @@ class FeatureState:
     def handle(self, job: JobSpec) -> Handle:
         """The groups a finished `job` adds to (`learn`): found once, when it is described."""
         stem = _DIGITS.sub("", job.name)
-        return self._groups_of(job.user, stem, job.task_type), self._group(("name", job.user, job.name))
+        groups = self._groups_of(job.user, stem, job.task_type, _shape(job))
+        return groups, self._group(("name", job.user, job.name))
 
-    def _groups_of(self, user: str, stem: str, task_type: str) -> tuple[_Recent, ...]:
-        groups = self._shared_groups.get((user, stem, task_type))
+    def _groups_of(self, user: str, stem: str, task_type: str, shape: _Shape) -> tuple[_Recent, ...]:
+        groups = self._shared_groups.get((user, stem, task_type, shape))
         if groups is None:
-            keys = (("stem", user, stem), ("user", user), ("type", task_type), ("all",))
-            groups = self._shared_groups[(user, stem, task_type)] = tuple(self._group(key) for key in keys)
+            shape_key = ("shape", user, str(shape[0]), str(shape[1]), shape[2])
+            keys = (("stem", user, stem), ("user", user), ("type", task_type), ("all",), shape_key)
+            groups = self._shared_groups[(user, stem, task_type, shape)] = tuple(self._group(k) for k in keys)
         return groups
 
     def observe(self, job: JobSpec, run_seconds: float) -> None:
@@ -104,8 +115,8 @@ class FeatureState:
     def learn(handle: Handle, value: float) -> None:
         """Add one finished job's log run time `value` to the groups of its `handle` (in place, no
         look-ups: this runs once per finished job in a replay)."""
-        (stem, user, task_type, every), name = handle
-        for group in (stem, task_type, every, name):
+        (stem, user, task_type, every, shape), name = handle
+        for group in (stem, task_type, every, name, shape):
             group.count += 1
             group.total += value
         user.count += 1
@@ -122,17 +133,17 @@ class FeatureState:
         each job's `handle`. Nothing is observed in between, so what a (user, name stem, task type)
         shares is described once per call: a batch costs little more per job than a list. Groups
         are made empty when first met (an empty group describes as a missing one)."""
-        memo: dict[tuple[str, str, str], _Shared] = {}
+        memo: dict[tuple[str, str, str, _Shape], _Shared] = {}
         out: list[float] = []
         handles: list[Handle] = []
         origin, groups_get, sub = self.origin, self._groups.get, _DIGITS.sub
         for job in jobs:
             user = job.user
-            key = (user, sub("", job.name), job.task_type)
+            key = (user, sub("", job.name), job.task_type, _shape(job))
             shared = memo.get(key)
             if shared is None:
                 shared = memo[key] = self._shared(*key)
-            codes, user_stats, tail, groups = shared
+            codes, user_stats, tail, shape_stats, groups = shared
             name = groups_get(("name", user, job.name))
             if name is None:
                 name = self._groups[("name", user, job.name)] = _Recent(None)
@@ -147,18 +158,25 @@ class FeatureState:
             else:
                 out += (NAN, 0.0)
                 out.extend(tail)
+            out.extend(shape_stats)
         return out, handles
 
     def row(self, job: JobSpec) -> list[float]:
         return self.rows([job])[0]
 
-    def _shared(self, user: str, stem: str, task_type: str) -> _Shared:
-        """What every job of a (user, stem, task type) has in common: the category codes, the user's
-        statistics, the stem's with the history estimate without the name's own group, the groups."""
+    def _shared(self, user: str, stem: str, task_type: str, shape: _Shape) -> _Shared:
+        """What every job of a (user, stem, task type, shape) has in common: the category codes, the
+        user's statistics, the stem's with the history estimate without the name's own group, the
+        share of a GPU with the shape's statistics, the groups."""
         token = _TOKEN.match(stem)
         codes = (self._code(0, user), self._code(1, task_type), self._code(2, token.group() if token else ""))
-        groups = self._groups_of(user, stem, task_type)
-        return codes, _user_stats(groups[1]), (*_group_stats(groups[0]), self._history(*groups)), groups
+        groups = self._groups_of(user, stem, task_type, shape)
+        history = self._history(*groups[:4])
+        # Only a share of a GPU or a named model makes a shape: whole GPUs of any model are the
+        # `gpus` column already (and Philly's rows stay as they were: constant columns split nothing).
+        shaped = shape[1] < 1000 or shape[2]
+        shape_stats = (shape[1] / 1000.0, *(_group_stats(groups[4]) if shaped else (NAN, 0.0)))
+        return codes, _user_stats(groups[1]), (*_group_stats(groups[0]), history), shape_stats, groups
 
     @staticmethod
     def _history(*groups: _Recent | None) -> float:
@@ -167,6 +185,10 @@ class FeatureState:
             if group is not None and group.count:
                 return group.mean()
         return NAN
+
+
+def _shape(job: JobSpec) -> _Shape:
+    return (job.gpus, job.gpu_milli, job.model)
 
 
 def log_seconds(seconds: float) -> float:
