@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 from gputwin.core.compat import HeliosQssf, helios_checkpoint_cost
 from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
-from gputwin.core.fairness import Fairness
+from gputwin.core.fairness import Fairness, FairQueue
 from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
@@ -115,10 +115,15 @@ class Cycle:
         quota = part.quota
         assert quota is not None
         before = self._order  # jobs preempted this cycle queue again with later orders
+        fair = part.order if isinstance(part.order, FairQueue) else None
         for borrowing in (False, True):
+            if not part.queued:
+                return  # the first pass started them all
             waiting: set[str] = set()
-            for job in _queued(part, waiting):
-                tenant = quota.tenant_of(job)
+            # (tenant, job) in queue order; a FairQueue's walk leaves out waiting tenants' blocks
+            walk = (((t, part.queued[o]) for t, o in fair.walk(waiting)) if fair is not None
+                    else ((quota.tenant_of(j), j) for j in _queued(part, waiting)))  # fmt: skip
+            for tenant, job in walk:
                 if tenant in waiting:
                     continue
                 if job.order > before or not self._admits(part, quota, job, borrowing, now, out, waiting):
