@@ -126,7 +126,14 @@ class Cycle:
             for tenant, job in walk:
                 if tenant in waiting:
                     continue
-                if job.order > before or not self._admits(part, quota, job, borrowing, now, out, waiting):
+                gpus = job.gpus  # `_admits`, its common answers first (no reclaim to work out)
+                if job.order > before:
+                    admitted = False
+                elif borrowing or not quota.within_guarantee(tenant, gpus):
+                    admitted = borrowing and quota.fits(tenant, gpus)
+                else:
+                    admitted = quota.fits(tenant, gpus) or self._admits(part, quota, job, False, now, out, waiting)
+                if not admitted:
                     waiting.add(tenant)
                     if quota.all_waiting(waiting):
                         break

@@ -86,6 +86,8 @@ class Fairness:
         if self.mode == "fairshare":
             self._usage[tenant] = [self.usage(tenant, now), now]
         self.held[tenant] = self.held.get(tenant, 0) + gpus
+        if now == self.now and self.mode == "fairshare":
+            return  # usage is continuous: every key at `now` is as it was, to the bit (ranking too)
         self.now = max(self.now, now)
         self._keys.pop(tenant, None)
         self.version += 1
