@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 from gputwin.core.compat import HeliosQssf, helios_checkpoint_cost
 from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
-from gputwin.core.fairness import Fairness, FairQueue
+from gputwin.core.fairness import Fairness, tenant_walk
 from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
@@ -106,34 +106,21 @@ class Cycle:
                 return
 
     def _strict_quota(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
-        """`_strict` under quotas, in two passes over the queue in its order: first jobs within
-        their tenant's guarantee (reclaiming borrowed GPUs if need be), then jobs that borrow, so a
-        job never borrows GPUs that the same cycle hands back to their owner. A job its tenant's
-        quota cannot take waits with that tenant's later jobs while other tenants' jobs go on (a
-        job preempted this cycle waits so too: it runs again in a later cycle); one that fits its
-        quota but not the GPUs stops the queue, as in `_strict`."""
+        """`_strict` under quotas, in two passes over the queue in its order: first jobs within their tenant's
+        guarantee (reclaiming borrowed GPUs if need be), then jobs that borrow, so a job never borrows GPUs that
+        the same cycle hands back to their owner. A job its tenant's quota cannot take waits with that tenant's
+        later jobs while other tenants' jobs go on (a job preempted this cycle waits so too: it runs again in a
+        later cycle); one that fits its quota but not the GPUs stops the queue, as in `_strict`."""
         quota = part.quota
         assert quota is not None
         before = self._order  # jobs preempted this cycle queue again with later orders
-        fair = part.order if isinstance(part.order, FairQueue) else None
         for borrowing in (False, True):
-            if not part.queued:
-                return  # the first pass started them all
             waiting: set[str] = set()
-            # (tenant, job) in queue order; a FairQueue's walk leaves out waiting tenants' blocks
-            walk = (((t, part.queued[o]) for t, o in fair.walk(waiting)) if fair is not None
-                    else ((quota.tenant_of(j), j) for j in _queued(part, waiting)))  # fmt: skip
-            for tenant, job in walk:
+            for tenant, job in tenant_walk(part, quota.tenant_of, waiting, _queued):
                 if tenant in waiting:
                     continue
-                gpus = job.gpus  # `_admits`, its common answers first (no reclaim to work out)
-                if job.order > before:
-                    admitted = False
-                elif borrowing or not quota.within_guarantee(tenant, gpus):
-                    admitted = borrowing and quota.fits(tenant, gpus)
-                else:
-                    admitted = quota.fits(tenant, gpus) or self._admits(part, quota, job, False, now, out, waiting)
-                if not admitted:
+                admitted = job.order <= before and quota.admits(tenant, job.gpus, borrowing)  # None: reclaim?
+                if not (admitted or admitted is None and self._admits(part, quota, job, borrowing, now, out, waiting)):
                     waiting.add(tenant)
                     if quota.all_waiting(waiting):
                         break

@@ -244,19 +244,22 @@ class FairQueue:
                 yield tenant, order
         if len(head) < first:
             return
-        seen = set(head)
+        yield from self._rest(skip, set(head))
+
+    def _rest(self, skip: set[str], seen: set[int]) -> Iterator[tuple[str, int]]:
+        """`walk`'s rest: the tenants as ranked now, each read from its live queue when reached."""
+        tenant_of = self._tenant
         for _, tenants in list(self._groups(skip)):
             group = [_live(self._queues[t]) for t in tenants]
-            for entry in group[0] if len(group) == 1 else heapq.merge(*group):
-                order = entry[1]
-                if order in seen:
+            for _, order in group[0] if len(group) == 1 else heapq.merge(*group):
+                owner = tenant_of.get(order)  # None: no longer queued
+                if order in seen or owner is None:
                     continue
-                tenant = tenant_of.get(order)
-                if tenant is None or tenant in skip:
-                    if tenant is not None and len(tenants) == 1:
+                if owner in skip:
+                    if len(tenants) == 1:
                         break  # the tenant waits: the rest of its block is skipped too
                     continue
-                yield tenant, order
+                yield owner, order
 
 
 def _live(queue: SortedList[Entry], chunk: int = 16) -> Iterator[Entry]:
@@ -295,6 +298,17 @@ class FairPolicy:
 
     def soonest_change(self, entries: Sequence[RunningEntry], now: float) -> float:
         return self.inner.soonest_change(entries, now)
+
+
+def tenant_walk(part: PartitionState, tenant_of: Callable[[JobState], str], skip: set[str],
+                queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterator[tuple[str, JobState]]:  # fmt: skip
+    """(tenant, job) of `part`'s queued jobs in queue order for the strict quota loop: a FairQueue's
+    `walk` (waiting tenants' blocks left out), else `queued(part, skip)` (the cycle's `_queued`)."""
+    order = part.order
+    if isinstance(order, FairQueue):
+        jobs = part.queued
+        return ((tenant, jobs[o]) for tenant, o in order.walk(skip))
+    return ((tenant_of(job), job) for job in queued(part, skip))
 
 
 def fair_among(part: PartitionState, fairness: Fairness) -> None:
