@@ -236,6 +236,8 @@ class FairQueue:
         then the rest as queued then (less those already read); a job of a tenant in `skip` (which
         the caller may grow) is left out when reached. The rest is read lazily, a tenant at a
         time, from its live queue: a walk usually stops or skips the tenant long before its end."""
+        if not self._queues:
+            return  # the common read: a cycle's second pass finds the queue empty
         head = [order for _, order in self._take((), first)]
         tenant_of = self._tenant
         for order in head:
