@@ -82,7 +82,7 @@ def worker(side: str, n: int, seed: int) -> dict[str, Any]:
     cpu = time.process_time() - cpu  # on a shared machine the wall time is mostly the others' load
     return {"wall_s": summary["wall_seconds"], "cpu_s": round(cpu, 2), "jobs": summary["jobs"], "avg_jct": summary["avg_jct"],
             "rejected": sum(summary["rejected"].values()), "jain": summary.get("jain"),
-            "tenants": len(summary.get("tenants", {}))}  # fmt: skip
+            "tenants": len(summary.get("tenants", {})), "per_tenant": summary.get("tenants", {})}  # fmt: skip
 
 
 def _spawn(side: str, n: int, seed: int) -> dict[str, Any]:
@@ -112,7 +112,8 @@ def bench_synthetic(n: int, seed: int, out: TextIO) -> dict[str, Any]:
     print(f"  ratio {ratio}{verdict} (CPU {cpu_ratio}); Jain's index {ten['jain']}", file=out)
     return {"synthetic_1m": {"jobs": n, "wall_s": ten["wall_s"], "baseline_wall_s": base["wall_s"], "ratio": ratio,
                              "cpu_s": ten["cpu_s"], "baseline_cpu_s": base["cpu_s"], "cpu_ratio": cpu_ratio,
-                             "jain": ten["jain"], "avg_jct": ten["avg_jct"], "baseline_avg_jct": base["avg_jct"]}}  # fmt: skip
+                             "jain": ten["jain"], "avg_jct": ten["avg_jct"], "baseline_avg_jct": base["avg_jct"],
+                             "per_tenant": ten["per_tenant"]}}  # fmt: skip
 
 
 # --- alibaba --------------------------------------------------------------------------------------

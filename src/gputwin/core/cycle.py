@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 from gputwin.core.compat import HeliosQssf, helios_checkpoint_cost
 from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
-from gputwin.core.fairness import Fairness
+from gputwin.core.fairness import Fairness, tenant_walk
 from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
@@ -106,22 +106,21 @@ class Cycle:
                 return
 
     def _strict_quota(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
-        """`_strict` under quotas, in two passes over the queue in its order: first jobs within
-        their tenant's guarantee (reclaiming borrowed GPUs if need be), then jobs that borrow, so a
-        job never borrows GPUs that the same cycle hands back to their owner. A job its tenant's
-        quota cannot take waits with that tenant's later jobs while other tenants' jobs go on (a
-        job preempted this cycle waits so too: it runs again in a later cycle); one that fits its
-        quota but not the GPUs stops the queue, as in `_strict`."""
+        """`_strict` under quotas, in two passes over the queue in its order: first jobs within their tenant's
+        guarantee (reclaiming borrowed GPUs if need be), then jobs that borrow, so a job never borrows GPUs that
+        the same cycle hands back to their owner. A job its tenant's quota cannot take waits with that tenant's
+        later jobs while other tenants' jobs go on (a job preempted this cycle waits so too: it runs again in a
+        later cycle); one that fits its quota but not the GPUs stops the queue, as in `_strict`."""
         quota = part.quota
         assert quota is not None
         before = self._order  # jobs preempted this cycle queue again with later orders
         for borrowing in (False, True):
             waiting: set[str] = set()
-            for job in _queued(part, waiting):
-                tenant = quota.tenant_of(job)
+            for tenant, job in tenant_walk(part, quota.tenant_of, waiting, _queued):
                 if tenant in waiting:
                     continue
-                if job.order > before or not self._admits(part, quota, job, borrowing, now, out, waiting):
+                admitted = job.order <= before and quota.admits(tenant, job.gpus, borrowing)  # None: reclaim?
+                if not (admitted or admitted is None and self._admits(part, quota, job, borrowing, now, out, waiting)):
                     waiting.add(tenant)
                     if quota.all_waiting(waiting):
                         break

@@ -73,9 +73,12 @@ class Fairness:
         # key at `now` as it was; a drf key moves with the GPUs held, so a change drops it.
         self._keys: dict[str, float] = {}
         self._keys_at = 0.0
+        self.version = 0  # moves whenever a key may have: a FairQueue's tenant ranking is cached on it
 
     def at(self, now: float) -> None:
-        self.now = now
+        if now != self.now:
+            self.now = now
+            self.version += 1
 
     def change(self, now: float, job: JobState, gpus: int) -> None:
         """`job`'s tenant holds `gpus` more GPUs (fewer if negative) from `now` on."""
@@ -83,8 +86,11 @@ class Fairness:
         if self.mode == "fairshare":
             self._usage[tenant] = [self.usage(tenant, now), now]
         self.held[tenant] = self.held.get(tenant, 0) + gpus
+        if now == self.now and self.mode == "fairshare":
+            return  # usage is continuous: every key at `now` is as it was, to the bit (ranking too)
         self.now = max(self.now, now)
         self._keys.pop(tenant, None)
+        self.version += 1
 
     def usage(self, tenant: str, now: float) -> float:
         """Decayed GPU-seconds of `tenant` at `now`: U' = g - rate * U between changes."""
@@ -122,6 +128,10 @@ class FairQueue:
         self._jobs = jobs  # order -> queued job: an entry's tenant is its job's
         self._queues: dict[str, SortedList[Entry]] = {}
         self._tenant: dict[int, str] = {}
+        # The tenants with a queued job, (key, tenant) sorted: the cycle reads the queue several
+        # times an instant, and the ranking moves only with the keys (`version`) or that set.
+        self._ranked: list[tuple[float, str]] | None = None
+        self._ranked_at = -1
 
     def add(self, entry: Entry) -> None:
         tenant = self.fairness.tenant_of(self._jobs[entry[1]])
@@ -129,6 +139,7 @@ class FairQueue:
         queue = self._queues.get(tenant)
         if queue is None:  # not setdefault: that would build a SortedList per entry added
             queue = self._queues[tenant] = SortedList()
+            self._ranked = None
         queue.add(entry)
 
     def remove(self, entry: Entry) -> None:
@@ -137,17 +148,38 @@ class FairQueue:
         queue.remove(entry)
         if not queue:
             del self._queues[tenant]
+            self._ranked = None
 
     def __len__(self) -> int:
         return len(self._tenant)
 
+    def ranked(self) -> list[tuple[float, str]]:
+        """The tenants with a queued job as (key, tenant), sorted: lower keys go first."""
+        if self._ranked is None or self._ranked_at != self.fairness.version:
+            key = self.fairness.key
+            self._ranked = sorted([(key(t), t) for t in self._queues])
+            self._ranked_at = self.fairness.version
+        return self._ranked
+
+    def _groups(self, skip: Collection[str] = ()) -> Iterator[tuple[float, list[str]]]:
+        """The ranking's tenants (less `skip`) grouped by key: tenant keys rarely tie."""
+        ranked = [r for r in self.ranked() if r[1] not in skip] if skip else self.ranked()
+        i, n = 0, len(ranked)
+        while i < n:
+            tenant_key, j = ranked[i][0], i + 1
+            while j < n and ranked[j][0] == tenant_key:
+                j += 1
+            yield tenant_key, [t for _, t in ranked[i:j]]
+            i = j
+
     def _head(self) -> Entry:
-        key = self.fairness.key
-        # (tenant key, head entry) orders as (tenant key + policy key, order): no tuple per tenant
-        best = min(((key(t), q[0]) for t, q in self._queues.items()), default=None)
-        if best is None:
+        ranked = self.ranked()
+        if not ranked:
             raise IndexError("queue is empty")
-        return (best[0],) + best[1][0], best[1][1]
+        # the lowest key's tenants (usually one), then their lowest head entry
+        tenant_key = ranked[0][0]
+        head = min(self._queues[t][0] for k, t in ranked if k == tenant_key)
+        return (tenant_key,) + head[0], head[1]
 
     @overload
     def __getitem__(self, index: int) -> Entry: ...
@@ -158,58 +190,88 @@ class FairQueue:
             if not self._queues:
                 return []  # the common read: a cycle asks for the first few of an empty queue
             if index.step or index.stop is None or index.stop < 0 or (index.start or 0) < 0:
-                return self._take(self._queues, None)[index]
-            return self._take(self._queues, index.stop)[index.start:]  # the cycle's usual read
+                return self._take((), None)[index]
+            return self._take((), index.stop)[index.start:]  # the cycle's usual read
         if index == 0:
             return self._head()  # the head: the cycle asks for it once per job started
-        return self._take(self._queues, None)[index]
+        return self._take((), None)[index]
 
     def __iter__(self) -> Iterator[Entry]:
         """Entries in (tenant key, *policy key, order) order: tenants by key, tied tenants merged."""
-        return self._merged(self._queues)  # lazily: the preemptive walk may stop early
+        return self._merged(())  # lazily: the preemptive walk may stop early
 
     def without(self, tenants: Collection[str]) -> list[Entry]:
         """The entries of every tenant but `tenants`, in queue order (a walk that skips waiting
         tenants' jobs would otherwise pass each of their jobs, which here come in blocks)."""
-        return self._take([t for t in self._queues if t not in tenants], None)
+        return self._take(tenants, None)
 
-    def _take(self, tenants: Iterable[str], limit: int | None) -> list[Entry]:
-        """The first `limit` (None: all) entries of `tenants` in queue order, as a list: tenants
-        by key, each tenant's queue sliced whole (tenant keys rarely tie), tied tenants merged."""
-        key = self.fairness.key
-        ranked = sorted([(key(t), t) for t in tenants])
+    def _take(self, skip: Collection[str], limit: int | None) -> list[Entry]:
+        """The first `limit` (None: all) entries of all tenants but `skip` in queue order, as a
+        list: tenants by key, each tenant's queue sliced whole, tied tenants merged."""
         out: list[Entry] = []
-        i, n = 0, len(ranked)
-        while i < n and (limit is None or len(out) < limit):
-            tenant_key, j = ranked[i][0], i + 1
-            while j < n and ranked[j][0] == tenant_key:
-                j += 1
+        for tenant_key, tenants in self._groups(skip):
+            if limit is not None and len(out) >= limit:
+                break
             need = None if limit is None else limit - len(out)
-            if j == i + 1:
-                queue = self._queues[ranked[i][1]]
+            if len(tenants) == 1:
+                queue = self._queues[tenants[0]]
                 group: Iterable[Entry] = queue if need is None or need >= len(queue) else queue[:need]
             else:
-                group = heapq.merge(*[self._queues[t] for _, t in ranked[i:j]])
+                group = heapq.merge(*[self._queues[t] for t in tenants])
                 group = group if need is None else islice(group, need)
             prefix = (tenant_key,)
             out += [(prefix + policy_key, order) for policy_key, order in group]
-            i = j
         return out
 
-
-    def _merged(self, tenants: Iterable[str]) -> Iterator[Entry]:
-        key = self.fairness.key
-        ranked = sorted((key(t), t) for t in tenants)
-        i = 0
-        while i < len(ranked):
-            j = i
-            while j < len(ranked) and ranked[j][0] == ranked[i][0]:
-                j += 1
-            prefix = (ranked[i][0],)
-            group: Sequence[Iterable[Entry]] = [self._queues[t] for _, t in ranked[i:j]]
+    def _merged(self, skip: Collection[str]) -> Iterator[Entry]:
+        for tenant_key, tenants in list(self._groups(skip)):
+            prefix = (tenant_key,)
+            group: Sequence[Iterable[Entry]] = [self._queues[t] for t in tenants]
             for policy_key, order in group[0] if len(group) == 1 else heapq.merge(*group):
                 yield prefix + policy_key, order
-            i = j
+
+    def walk(self, skip: set[str], first: int = 32) -> Iterator[tuple[str, int]]:
+        """(tenant, order) of the queued jobs in queue order, for a walk that starts and preempts
+        jobs meanwhile, as `gputwin.core.cycle._queued` reads them: the first `first` as read now,
+        then the rest as queued then (less those already read); a job of a tenant in `skip` (which
+        the caller may grow) is left out when reached. The rest is read lazily, a tenant at a
+        time, from its live queue: a walk usually stops or skips the tenant long before its end."""
+        if not self._queues:
+            return  # the common read: a cycle's second pass finds the queue empty
+        head = [order for _, order in self._take((), first)]
+        tenant_of = self._tenant
+        for order in head:
+            tenant = tenant_of[order]
+            if tenant not in skip:
+                yield tenant, order
+        if len(head) < first:
+            return
+        yield from self._rest(skip, set(head))
+
+    def _rest(self, skip: set[str], seen: set[int]) -> Iterator[tuple[str, int]]:
+        """`walk`'s rest: the tenants as ranked now, each read from its live queue when reached."""
+        tenant_of = self._tenant
+        for _, tenants in list(self._groups(skip)):
+            group = [_live(self._queues[t]) for t in tenants]
+            for _, order in group[0] if len(group) == 1 else heapq.merge(*group):
+                owner = tenant_of.get(order)  # None: no longer queued
+                if order in seen or owner is None:
+                    continue
+                if owner in skip:
+                    if len(tenants) == 1:
+                        break  # the tenant waits: the rest of its block is skipped too
+                    continue
+                yield owner, order
+
+
+def _live(queue: SortedList[Entry], chunk: int = 16) -> Iterator[Entry]:
+    """`queue`'s entries in order while it changes: read a chunk past the last one at a time
+    (the walk starts and so removes entries it has read; entries added behind it are read)."""
+    entries = list(queue.islice(0, chunk))
+    while entries:
+        yield from entries
+        chunk = min(chunk * 2, 4096)
+        entries = list(islice(queue.irange(entries[-1], inclusive=(False, True)), chunk))
 
 
 class FairPolicy:
@@ -238,6 +300,17 @@ class FairPolicy:
 
     def soonest_change(self, entries: Sequence[RunningEntry], now: float) -> float:
         return self.inner.soonest_change(entries, now)
+
+
+def tenant_walk(part: PartitionState, tenant_of: Callable[[JobState], str], skip: set[str],
+                queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterator[tuple[str, JobState]]:  # fmt: skip
+    """(tenant, job) of `part`'s queued jobs in queue order for the strict quota loop: a FairQueue's
+    `walk` (waiting tenants' blocks left out), else `queued(part, skip)` (the cycle's `_queued`)."""
+    order = part.order
+    if isinstance(order, FairQueue):
+        jobs = part.queued
+        return ((tenant, jobs[o]) for tenant, o in order.walk(skip))
+    return ((tenant_of(job), job) for job in queued(part, skip))
 
 
 def fair_among(part: PartitionState, fairness: Fairness) -> None:

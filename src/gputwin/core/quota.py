@@ -101,6 +101,15 @@ class PartitionQuota:
     def within_guarantee(self, tenant: str, gpus: int) -> bool:
         return self.used[tenant] + gpus <= self.nominal[tenant]
 
+    def admits(self, tenant: str, gpus: int, borrowing: bool) -> bool | None:
+        """May a job start now as far as quotas go (`borrowing`: above its tenant's guarantee)?
+        None: within the guarantee only if borrowed GPUs are reclaimed (the caller works that out)."""
+        if borrowing:
+            return self.fits(tenant, gpus)
+        if not self.within_guarantee(tenant, gpus):
+            return False
+        return True if self.fits(tenant, gpus) else None
+
     def all_waiting(self, waiting: set[str]) -> bool:
         """Is every tenant with a queued job in `waiting`? (Demand above usage is queued GPUs.)"""
         return self._queued <= waiting
