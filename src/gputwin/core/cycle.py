@@ -5,52 +5,27 @@ decision (`run_cycle(now)`); the Scheduler adds the events (submit, complete, ca
 loops serve every queue policy: `_strict` (non-preemptive, head-of-line order, optional EASY
 backfill) and `_preemptive` (rank queued and running jobs together, preempt what no longer fits).
 A partition with tenants' quotas (`gputwin.core.quota`) takes their quota-aware variants;
-every other partition runs exactly the loops it always did.
+every other partition runs exactly the loops it always did. Which loop serves a partition is
+chosen once, when the Scheduler is built (`_loop_of`): a cycle tests no feature it does not use.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from gputwin.core.compat import HeliosQssf, helios_checkpoint_cost
+from gputwin.core.compat import HeliosQssf
 from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
 from gputwin.core.fairness import Fairness, tenant_walk
+from gputwin.core.options import SchedulerOptions
 from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
 from gputwin.core.reservation import reservation
-from gputwin.core.history import Estimator, TableEstimator
 from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end, release
 from gputwin.core.topology import Span, Topology
 
 _ONE_NODE = Span(1, 0)
-
-@dataclass(frozen=True, slots=True)
-class SchedulerOptions:
-    """Knobs that are about the scheduler, not about one partition's policy.
-
-    `release_lag` delays the end of preemptive jobs' runs (the reference simulator releases SRTF
-    jobs one tick late); `wake_after_change` re-runs preemptive partitions one second after any
-    change (its per-second loop does). `compat` selects compatibility placers and QSSF order
-    ("helios"). `estimator` builds the run-time estimator of each Scheduler made with these options (a
-    factory: an estimator learns, so two runs must not share one); else `estimates`, a fixed table;
-    else `HistoryEstimator`.
-    """
-
-    checkpoint_cost: Callable[[int], float] = helios_checkpoint_cost
-    release_lag: float = 0.0
-    wake_after_change: bool = False
-    backfill_depth: int = 256
-    compat: str | None = None
-    seed: int = 0
-    estimates: TableEstimator | None = None
-    estimator: Callable[[], Estimator] | None = None
-
-    @staticmethod
-    def helios(seed: int = 0, estimates: TableEstimator | None = None) -> SchedulerOptions:
-        return SchedulerOptions(release_lag=1.0, wake_after_change=True, compat="helios", seed=seed,
-                                estimates=estimates)  # fmt: skip
+Loop = Callable[[PartitionState, float, DecisionBuilder], None]
 
 
 class Cycle:
@@ -62,6 +37,7 @@ class Cycle:
     _dirty: set[str]
     _order: int
     _fairness: list[Fairness]  # the partitions' that have one
+    _loops: dict[str, Loop]  # partition -> the loop that serves it (`_loop_of`)
 
     def _next_order(self) -> int:
         self._order += 1
@@ -76,29 +52,38 @@ class Cycle:
         if not self._dirty:
             return EMPTY
         out = DecisionBuilder()
+        partitions, loops = self.partitions, self._loops
         for name in sorted(self._dirty) if len(self._dirty) > 1 else self._dirty:
-            part = self.partitions[name]
-            if part.policy.preemptive:
-                self._preemptive(part, now, out)
-            else:
-                self._strict(part, now, out)
+            loops[name](partitions[name], now, out)
         self._dirty.clear()
         return out.build()
 
+    def _loop_of(self, part: PartitionState) -> Loop:
+        """The loop that serves `part`, chosen once when the Scheduler is built (its policy and
+        quotas never change), so a cycle tests none of the features the partition does not use."""
+        if part.policy.preemptive:
+            return self._preemptive
+        if part.quota is not None:
+            return self._strict_quota
+        if isinstance(part.policy, HeliosQssf):
+            return self._strict_helios
+        return self._strict
+
+    def _strict_helios(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
+        """`_strict` for the reference's QSSF (`HeliosQssf`): when only this instant's arrivals
+        wait (the oldest queued job arrived now), it tries them by GPUs alone. Queued jobs are in
+        the dict in arrival order."""
+        policy, queued = part.policy, part.queued
+        if not (queued and queued[next(iter(queued))].queued_since == now):
+            self._strict(part, now, out)
+            return
+        assert isinstance(policy, HeliosQssf)
+        for arrival in sorted(queued.values(), key=policy.fresh_key):
+            if not self._try_start(part, arrival, now, out):
+                return
+
     def _strict(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
         """Head-of-line order: start jobs until one does not fit, then (optionally) backfill."""
-        if part.quota is not None:
-            self._strict_quota(part, now, out)
-            return
-        policy = part.policy
-        queued = part.queued
-        if isinstance(policy, HeliosQssf) and queued and queued[next(iter(queued))].queued_since == now:
-            # Only this instant's arrivals wait (the oldest queued job arrived now): the reference
-            # tries them by GPUs alone (`HeliosQssf`). Queued jobs are in the dict in arrival order.
-            for arrival in sorted(queued.values(), key=policy.fresh_key):
-                if not self._try_start(part, arrival, now, out):
-                    return
-            return
         while (job := part.head()) is not None:
             if not self._try_start(part, job, now, out):
                 if part.spec.policy.backfill:

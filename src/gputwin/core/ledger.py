@@ -163,11 +163,16 @@ class Ledger:
         """Free GPUs (as placers see them) a job of `gpus` GPUs could not use: those on nodes with
         fewer free than it asks for, or, for a job larger than any node (taken in whole nodes), those
         on nodes not wholly free ("Beware of Fragmentation"'s measure, per waiting job)."""
-        by_free = self._by_free
+        by_free, count = self._by_free, 0
+        # Loops rather than sum(generator): this runs after most instants of a replay.
         if gpus <= self.max_node_gpus:
-            return sum(f * by_free[f].bit_count() for f in range(1, gpus))
+            for f in range(1, gpus):
+                count += f * by_free[f].bit_count()
+            return count
         partly = ~self._idle
-        return sum(f * (by_free[f] & partly).bit_count() for f in range(1, self.max_node_gpus + 1))
+        for f in range(1, self.max_node_gpus + 1):
+            count += f * (by_free[f] & partly).bit_count()
+        return count
 
     def mask_of(self, nodes: Iterable[int]) -> int:
         """A bitset of these (global) nodes, for `best_fit_node(exclude=...)`."""

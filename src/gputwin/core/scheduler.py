@@ -21,7 +21,7 @@ from typing import Iterable, Mapping
 
 from gputwin.core.compat import HeliosQssf
 from gputwin.core.cycle import Cycle
-from gputwin.core.cycle import SchedulerOptions as SchedulerOptions
+from gputwin.core.options import SchedulerOptions as SchedulerOptions
 from gputwin.core.fairness import Fairness, fair_among
 from gputwin.core.decision import EMPTY, Decision, Reject, Resize
 from gputwin.core.history import Estimator, HistoryEstimator, JobHistory
@@ -63,6 +63,7 @@ class Scheduler(Cycle):
         self._order = 0
         self._dirty = set()
         self._fairness = [p.fair for p in self.partitions.values() if p.fair is not None]
+        self._loops = {name: self._loop_of(part) for name, part in self.partitions.items()}
         self.saw_shares = False  # some job submitted asked for a GPU share (gputwin.core.sharing)
 
     def _partition(self, spec: PartitionSpec) -> PartitionState:

@@ -75,24 +75,12 @@ class Recorder:
 
 
 class FragRecorder(Recorder):
-    """A `Recorder` that also tells `frag` which partitions each transition touched (a subclass
-    rather than a test in every method: these run once or twice per job)."""
+    """A `Recorder` that also tells `frag` which partitions a submitted job touched (starts,
+    preemptions and ends `busy` marks itself): a subclass, so only a run that measures pays."""
 
     def __init__(self, jobs: dict[str, JobState], busy: BusyTracker, frag: FragmentTracker) -> None:
         super().__init__(jobs, busy)
         self.frag, self.touched = frag, frag.touched
-
-    def started(self, start: Start, now: float) -> None:
-        super().started(start, now)
-        self.touched.add(start.partition)
-
-    def preempted(self, preempt: Preempt, now: float) -> None:
-        super().preempted(preempt, now)
-        self.touched.add(preempt.partition)
-
-    def completed(self, state: JobState, end: float, now: float) -> None:
-        super().completed(state, end, now)
-        self.touched.add(state.partition)
 
     def submitted(self, spec: JobSpec, now: float) -> None:
         if (job := self.jobs.get(spec.job_id)) is not None:
@@ -121,7 +109,7 @@ class Simulator:
         if any(job.gpus > 1 for job in jobs):  # 1-GPU jobs fit any free GPU: nothing to measure
             # The count depends on the state an instant leaves, not on each transition within
             # it: sampled after each instant, once per partition touched.
-            self.frag = frag = FragmentTracker(self.scheduler.partitions)
+            self.frag = frag = FragmentTracker(self.scheduler.partitions, self.busy)
             self.recorder = self.runtime.listener = FragRecorder(self.scheduler.jobs, self.busy, frag)
             after = frag.sample
         run_steps(Replay(self.runtime, jobs, progress, after), VirtualClock())
