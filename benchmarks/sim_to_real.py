@@ -276,6 +276,8 @@ def calibrate_startup(samples: int = 32, seconds: int = 2) -> tuple[float, float
     ids, _ = submit_all(calib)
     wait_finished(list(ids), timeout=120)
     timings, _, _, _ = best_timings(list(ids))
+    if not timings:
+        raise SystemExit("error: no calibration job ran (all were cancelled before they started)")
     latency = sum(t.start - t.submit for t in timings.values()) / len(timings)
     launch = sum(t.end - t.start - seconds for t in timings.values()) / len(timings)
     return max(0.0, latency), max(0.0, launch)

@@ -108,6 +108,8 @@ def read_timings(job_ids: Sequence[str]) -> tuple[dict[str, Timing], int]:
         if state.split()[0] in ("PREEMPTED", "REQUEUED"):
             preempted += 1
             continue
+        if "None" in (start, end) or "Unknown" in (start, end):
+            continue  # cancelled before it ran (by someone else on a shared cluster): nothing to time
         timings[job_id] = Timing(epoch(submit), epoch(start), epoch(end))
     return timings, preempted
 
