@@ -109,10 +109,12 @@ def priority() -> QueuePolicy:
 def qssf(prior: float = DEFAULT_PRIOR) -> QueuePolicy:
     """Quasi-shortest-service-first: smallest predicted GPU time (predicted duration x GPUs).
 
+    A share of one GPU (`gpu_milli` < 1000) counts as that fraction of a GPU: its GPU time is
+    what it holds of one (x 1.0 for whole GPUs, so their keys are Helios' own, bit for bit).
     `prior` (param `qssf_prior`, seconds) is the duration assumed for a job the estimator knows
     nothing like: low puts unknown jobs ahead of learnt ones, high behind them.
     """
-    return _Static("qssf", lambda j: (or_prior(j.predicted, prior) * j.gpus,))
+    return _Static("qssf", lambda j: (or_prior(j.predicted, prior) * j.gpus * (j.spec.gpu_milli / 1000),))
 
 
 def number_param(params: Mapping[str, object], key: str, default: float, high: float, what: str) -> float:
