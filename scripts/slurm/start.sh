@@ -183,6 +183,9 @@ SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=4000
 GresTypes=gpu
 PriorityType=priority/multifactor
+# Fair-share usage and factors are recomputed every PriorityCalcPeriod (minutes; SLURM's default 5):
+# 1, its minimum, so tests/slurm/test_slurm_fairshare_live.py sees usage within a minute.
+PriorityCalcPeriod=1
 JobRequeue=1
 TopologyPlugin=topology/tree
 JobSubmitPlugins=lua
