@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -97,8 +98,12 @@ class Operator:
                "GPUTWIN_HEALTH_PORT": str(self.port),
                "GPUTWIN_TOLERATED_TAINTS": "nvidia.com/gpu,kwok.x-k8s.io/node",
                "GPUTWIN_BIND_TRACE": str(self.trace_path)}  # fmt: skip
+        # KUBE_SCALE_PYSPY=FOLDER: each operator process under `py-spy record` (raw, all threads, idle too).
+        spy = os.environ.get("KUBE_SCALE_PYSPY")
+        prefix = ["py-spy", "record", "--idle", "-r", "100", "-f", "raw", "-o",
+                  f"{spy}/operator-{time.time():.0f}.txt", "--"] if spy else []  # fmt: skip
         with self.log_path.open("ab") as out:
-            self.proc = subprocess.Popen([*gputwin_command(), "operator", "--all-namespaces"], env=env,
+            self.proc = subprocess.Popen([*prefix, *gputwin_command(), "operator", "--all-namespaces"], env=env,
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
 
     def wait_ready(self, timeout: float = 120) -> str:
@@ -147,6 +152,8 @@ class Operator:
         if self.proc is None:
             return
         self.sample()
+        if os.environ.get("KUBE_SCALE_PYSPY") and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)  # py-spy writes its profile on Ctrl-C, not on SIGTERM
         stop_process(self.proc)
         self._account()
         self.proc = None
