@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -98,9 +97,10 @@ class Operator:
                "GPUTWIN_HEALTH_PORT": str(self.port),
                "GPUTWIN_TOLERATED_TAINTS": "nvidia.com/gpu,kwok.x-k8s.io/node",
                "GPUTWIN_BIND_TRACE": str(self.trace_path)}  # fmt: skip
-        # KUBE_SCALE_PYSPY=FOLDER: each operator process under `py-spy record` (raw, all threads, idle too).
-        spy = os.environ.get("KUBE_SCALE_PYSPY")
-        prefix = ["py-spy", "record", "--idle", "-r", "100", "-f", "raw", "-o",
+        # KUBE_SCALE_PYSPY=FOLDER: each operator process under `py-spy record` (raw, all threads, idle
+        # too) for its first KUBE_SCALE_PYSPY_SECONDS (default 60): py-spy writes the file itself then.
+        spy, seconds = os.environ.get("KUBE_SCALE_PYSPY"), os.environ.get("KUBE_SCALE_PYSPY_SECONDS", "60")
+        prefix = ["py-spy", "record", "--idle", "-r", "25", "-d", seconds, "-f", "raw", "-o",
                   f"{spy}/operator-{time.time():.0f}.txt", "--"] if spy else []  # fmt: skip
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen([*prefix, *gputwin_command(), "operator", "--all-namespaces"], env=env,
@@ -152,8 +152,6 @@ class Operator:
         if self.proc is None:
             return
         self.sample()
-        if os.environ.get("KUBE_SCALE_PYSPY") and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGINT)  # py-spy writes its profile on Ctrl-C, not on SIGTERM
         stop_process(self.proc)
         self._account()
         self.proc = None
