@@ -85,6 +85,7 @@ from gputwin.operator.probes import serve_probes
 from gputwin.operator.service import Closable, OperatorService, build_backend, build_deployer
 
 ANNOTATIONS = "gputwin.io"
+FIRST_PASS_POLL = 0.5  # seconds between looks at the loop's readiness, before forecasts start
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +182,10 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.startup()
 async def start_forecasts(memo: kopf.Memo, **_: Any) -> None:
     """`status.forecast` on a thread of its own, off the reconcile loop (`gputwin.operator.forecasts`);
-    not under SLURM, whose GPUJobs the twin of the live queue does not see."""
+    not under SLURM, whose GPUJobs the twin of the live queue does not see. Its first round waits
+    for the loop's first good pass: started with a backlog, that pass places the backlog, and a
+    round during it forecast every job as waiting (written once each, stale at once) on a CPU the
+    pass needed."""
     try:
         config, settings = OperatorConfig.from_env(), ForecastSettings.from_env()
     except ConfigError as exc:
@@ -192,11 +196,19 @@ async def start_forecasts(memo: kopf.Memo, **_: Any) -> None:
     tolerated = tuple(k.strip() for k in keys if k.strip())  # as the Kubernetes backend reads them
     forecaster = Forecaster(settings, config.namespace or None, config.backend == "kubernetes", tolerated)
     memo["forecaster"] = forecaster
-    forecaster.start()
+    memo["forecasts_due"] = asyncio.create_task(_after_first_pass(memo, forecaster.start))
+
+
+async def _after_first_pass(memo: kopf.Memo, start: Callable[[], None]) -> None:
+    while (service := memo.get("service")) is None or not service.readiness().ok:
+        await asyncio.sleep(FIRST_PASS_POLL)
+    start()
 
 
 @kopf.on.cleanup()
 async def stop_forecasts(memo: kopf.Memo, **_: Any) -> None:
+    if "forecasts_due" in memo:
+        memo["forecasts_due"].cancel()
     if "forecaster" in memo:
         await asyncio.to_thread(memo["forecaster"].stop)
 
