@@ -43,6 +43,11 @@ peak RSS of the scheduler process come from /proc (utime+stime, VmHWM).
     python benchmarks/kube_scale.py --nodes 100 --pods 1000 --restart --json
     python benchmarks/kube_scale.py --phases a,b              # without the backlog, the tuned peer and the gangs
     python benchmarks/kube_scale.py --phases k --nodes 250 --backlog 2000 --json   # the backlog alone
+    KUBE_SCALE_PYSPY=/tmp/spy python benchmarks/kube_scale.py --phases k --backlog-schedulers g --nodes 100 \
+        --backlog 800 --repeat 1   # gputwin's backlog only, its operator under py-spy for 60 s (then killed)
+
+Phase K also prints every client's API requests during each drain, by verb and resource, and the
+operator's own (APF flow service-accounts) per pod.
 """
 
 from __future__ import annotations
