@@ -43,6 +43,11 @@ peak RSS of the scheduler process come from /proc (utime+stime, VmHWM).
     python benchmarks/kube_scale.py --nodes 100 --pods 1000 --restart --json
     python benchmarks/kube_scale.py --phases a,b              # without the backlog, the tuned peer and the gangs
     python benchmarks/kube_scale.py --phases k --nodes 250 --backlog 2000 --json   # the backlog alone
+    KUBE_SCALE_PYSPY=/tmp/spy python benchmarks/kube_scale.py --phases k --backlog-schedulers g --nodes 100 \
+        --backlog 800 --repeat 1   # gputwin's backlog only, its operator under py-spy for 60 s (then killed)
+
+Phase K also prints every client's API requests during each drain, by verb and resource, and the
+operator's own (APF flow service-accounts) per pod.
 """
 
 from __future__ import annotations
@@ -110,6 +115,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--gputwin-backlog", choices=("gpujobs", "pods"), default="gpujobs",
                         help="phase K: gputwin's backlog as one-GPU GPUJobs (it creates and binds their pods; "
                         "default) or as pods with schedulerName gputwin (it binds them, like kube-scheduler)")  # fmt: skip
+    parser.add_argument("--backlog-schedulers", default="all", metavar="LIST",
+                        help="phase K: a comma list of d (kube-scheduler), t (tuned), g (gputwin); default all")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=3, metavar="R",
                         help="phase K: rounds per scheduler (default 3: min / median / max)")  # fmt: skip
     parser.add_argument("--gang-jobs", type=int, default=None, metavar="N",
@@ -144,6 +151,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.backlog = args.backlog if args.backlog is not None else min(args.pods, args.nodes * GPUS_PER_NODE)
     if not 1 <= args.backlog <= args.nodes * GPUS_PER_NODE or args.repeat < 1:
         parser.error("--backlog must be 1 to the cluster's GPUs (capacity ample), --repeat >= 1")
+    letters = {v: k for k, v in SCHEDULERS.items()}
+    chosen = set(letters) if args.backlog_schedulers == "all" else {x.strip() for x in args.backlog_schedulers.split(",")}
+    if not chosen or chosen - set(letters):
+        parser.error(f"--backlog-schedulers {args.backlog_schedulers!r}: a comma list of d, t and g, or all")
+    args.backlog_schedulers = [name for name, letter in SCHEDULERS.items() if letter in chosen]
     args.durations, args.phases = (low, high), phases
     args.gang_jobs = args.gang_jobs or default_gang_jobs(args.nodes)
     args.stall = args.stall if args.stall is not None else high + 30.0
@@ -325,7 +337,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, PhaseResult], dict[str, Gan
         capacity = {node_name(i): GPUS_PER_NODE for i in range(args.nodes)}
         with Tracker.watching(plane.kube, f"{RUN_LABEL}=1", capacity) as tracker:
             if "k" in args.phases:
-                backlog = run_backlog(plane, tracker, args, list(SCHEDULERS))
+                backlog = run_backlog(plane, tracker, args, args.backlog_schedulers)
             if "a" in args.phases:
                 results["kube-scheduler"] = run_phase(plane, tracker, jobs, "a", args, None)
                 log(f"  kube-scheduler: {json.dumps(asdict(results['kube-scheduler']))}")

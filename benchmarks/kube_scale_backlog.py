@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from kube_scale_lib import Kube, proc_stats
+from kube_scale_lib import Kube, proc_stats, request_counts
 from kube_scale_operator import Operator, prepare_gputwin
 from kube_scale_peers import TUNED, TunedScheduler
 from kube_scale_plane import GPUS_PER_NODE, RUN_LABEL, TASK_TYPE, Job, Plane, log, pod_manifest
@@ -59,6 +59,8 @@ class BacklogRun:
     overallocated_gpus: int = 0
     double_bound: int = 0
     ended: str = ""
+    scheduler_requests: float | None = None  # the operator's (APF flow service-accounts) or kube-scheduler's
+    requests: dict[str, float] | None = None  # every client's, by verb and resource, during the drain
 
 
 def loadavg() -> str:
@@ -200,6 +202,7 @@ def run_round(plane: Plane, tracker: Tracker, scheduler: str, rnd: int, args: ar
     while not gpujobs and tracker.live_count(phase) < total:  # the watch has the whole backlog
         time.sleep(0.1)
     started, kwok, load0 = _Started(plane, scheduler, kubeconfig), kwok_pid(plane), loadavg()
+    counts0 = request_counts(plane.kube)
     t_start, wall_start, kwok0 = time.monotonic(), time.time(), proc_stats(kwok).cpu_s
     why = started.start()
     ready = time.monotonic()
@@ -212,6 +215,7 @@ def run_round(plane: Plane, tracker: Tracker, scheduler: str, rnd: int, args: ar
     finally:
         started.stop()
     kwok_cpu, load1 = proc_stats(kwok).cpu_s - kwok0, loadavg()
+    requests = _delta(counts0, request_counts(plane.kube))
     bound, last, first = tracker.bound_count(phase), tracker.last_bind(phase), first_bind(tracker, phase)
     running, lag, pods = wait_running(plane.kube, phase, bound)
     stamps = server_bind_times(pods)
@@ -224,11 +228,17 @@ def run_round(plane: Plane, tracker: Tracker, scheduler: str, rnd: int, args: ar
         running=running, running_lag_s=round(lag, 1) if lag is not None else None, scheduler_cpu_s=round(cpu, 2),
         kwok_cpu_s=round(kwok_cpu, 2), load_before=load0, load_after=load1,
         overallocated_gpus=tracker.overallocated_gpus(phase), double_bound=view.double_bound, ended=ended,
+        scheduler_requests=requests.get("flow service-accounts") if kubeconfig else None,
+        requests={k: v for k, v in requests.items() if k.startswith("request ")},
     )  # fmt: skip
     log(f"  backlog {scheduler} round {rnd}: {result.pods_per_s} pods/s ({ended}), {running} Running, "
         f"KWOK {result.kwok_cpu_s} CPU s, load {load0} -> {load1}")  # fmt: skip
     clear(plane.kube, tracker, phase, gpujobs)
     return result
+
+
+def _delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in sorted(after.items()) if v - before.get(k, 0.0) > 0}
 
 
 def _rate(count: int, last: float | None, since: float | None) -> float | None:
@@ -293,7 +303,11 @@ def backlog_table(runs: list[BacklogRun]) -> str:
         lines.append(f"  {r.scheduler} #{r.round}: " + (f"not run: {r.note}" if not r.available else
                      f"{r.bound}/{r.pods} bound, {r.running} Running, ready after {r.startup_s} s, first binding "
                      f"after {r.first_bind_s} s, first->last {r.pods_per_s_first_bind} pods/s, scheduler {r.scheduler_cpu_s} CPU s, KWOK {r.kwok_cpu_s} CPU s, "
-                     f"load {r.load_before} -> {r.load_after}, {r.ended}"))  # fmt: skip
+                     f"load {r.load_before} -> {r.load_after}, {r.ended}"
+                     + (f", its requests {r.scheduler_requests:.0f} ({r.scheduler_requests / r.pods:.2f} per pod)"
+                        if r.scheduler_requests else "")
+                     + (f"\n    requests (every client): " + ", ".join(f"{k[8:]} {v:.0f}" for k, v in (r.requests or {}).items())
+                        if r.requests else "")))  # fmt: skip
     for key, peer in (("backlog_ratio", "kube-scheduler"), ("backlog_ratio_tuned", "tuned kube-scheduler")):
         if out[key] is not None:
             lines.append(f"gputwin / {peer} backlog pods per second (medians): {out[key]}")

@@ -97,8 +97,13 @@ class Operator:
                "GPUTWIN_HEALTH_PORT": str(self.port),
                "GPUTWIN_TOLERATED_TAINTS": "nvidia.com/gpu,kwok.x-k8s.io/node",
                "GPUTWIN_BIND_TRACE": str(self.trace_path)}  # fmt: skip
+        # KUBE_SCALE_PYSPY=FOLDER: each operator process under `py-spy record` (raw, all threads, idle
+        # too) for its first KUBE_SCALE_PYSPY_SECONDS (default 60): py-spy writes the file itself then.
+        spy, seconds = os.environ.get("KUBE_SCALE_PYSPY"), os.environ.get("KUBE_SCALE_PYSPY_SECONDS", "60")
+        prefix = ["py-spy", "record", "--idle", "-r", "25", "-d", seconds, "-f", "raw", "-o",
+                  f"{spy}/operator-{time.time():.0f}.txt", "--"] if spy else []  # fmt: skip
         with self.log_path.open("ab") as out:
-            self.proc = subprocess.Popen([*gputwin_command(), "operator", "--all-namespaces"], env=env,
+            self.proc = subprocess.Popen([*prefix, *gputwin_command(), "operator", "--all-namespaces"], env=env,
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
 
     def wait_ready(self, timeout: float = 120) -> str:

@@ -38,28 +38,28 @@ asyncio plumbing is `OperatorService`'s (`gputwin.operator.service`). Here:
   waits for them; cleanup sends what is pending (at most `FLUSH_SECONDS`) before the watches stop.
   GPUJob and TraceReplay statuses stay synchronous: GPUJob statuses are what a restarted operator
   adopts, and their events must precede them;
-- for each of the five kinds kopf keeps `resume`, `create`, `update` and (optional) `delete`
-  handlers, plus an `event` handler for DELETED — all of them only `poke()` the loop, which reads
-  everything anyway. The DELETED spy is needed because without finalizers kopf calls no `delete` handler
-  for an object deleted outright; the Controller forgets it (and frees its GPUs) on the next pass.
+- no kopf handler on the five gputwin kinds either: the watched copy above already pokes the loop
+  on every change that matters (created, deleted, spec edited, being deleted), and the first pass
+  after start-up reads everything (kopf's `resume`). kopf's handlers did only `poke()`, yet each
+  made kopf patch its progress and diffbase annotations onto the object: a backlog of 2,000
+  GPUJobs was 2,000 PATCHes, sent at once, that shared the operator's API priority-and-fairness
+  flow with its pod creates and binds (429s, the first bind late), and kopf parsed every status
+  write's MODIFIED event again. So kopf here is start-up, clean-up, login and the process.
 
 Kopf settings, and why:
 - `peering.standalone`: one Controller owns scheduling; two operators would both place jobs.
   Run one replica (the Deployment uses the Recreate strategy).
-- no finalizers (`delete` is optional): nothing must happen before an object goes away, and a
-  finalizer would block every `kubectl delete` while the operator is down.
-- progress and diffbase in annotations under `gputwin.io/`: status storage is not possible, the
-  CRDs' structural status schemas (generated from the typed models) prune an unknown
-  `status.kopf`, and kopf would then retry forever; adding a kopf field to our API is not wanted.
-  The handlers never fail or retry, so the only annotations that stay are kopf's marker
-  `gputwin.io/kopf-managed` and `gputwin.io/last-handled-configuration`, which `update` needs to
-  see spec changes (and which lets kopf ignore our own status writes: they never wake the loop).
+- no finalizers: nothing must happen before an object goes away, and a finalizer would block
+  every `kubectl delete` while the operator is down.
+- progress and diffbase in annotations under `gputwin.io/` (status storage is not possible: the
+  CRDs' structural status schemas prune an unknown `status.kopf`): with no resource handlers kopf
+  stores nothing, so this only says where it would if a handler came back.
 - `scanning.disabled`: the CRDs are installed before the operator starts; this spares the
   ClusterRole list/watch on CustomResourceDefinitions and Namespaces.
 - `posting.level = WARNING`: our Controller posts the events that matter (Scheduled, Completed,
   Rejected, ReplaySucceeded, …); kopf adds only its own failures, never "Handler succeeded".
-- `watching.server_timeout`: the API server closes each watch after ~2 minutes and kopf re-lists,
-  so a silently stalled connection cannot hide changes for long (the loop's 10 s resync backs it up).
+- `watching.*_timeout`: kept for a kopf watch that may come back (kopf watches nothing now); our
+  own watches re-list as `gputwin.adapters.kube.watch` says, and the loop's 10 s resync backs them up.
 """
 
 from __future__ import annotations
@@ -76,8 +76,6 @@ from gputwin.adapters.kube import COMPONENT, KubeStore
 from gputwin.adapters.kube.backend import TOLERATED
 from gputwin.adapters.kube.status_writer import FLUSH_SECONDS, StatusWriter
 from gputwin.adapters.kube.cluster_watch import ObjectWatches
-from gputwin.api.crdgen import NAMES
-from gputwin.api.meta import GROUP, VERSION
 from gputwin.operator.cluster import CLUSTER_KINDS
 from gputwin.operator.config import ConfigError, OperatorConfig
 from gputwin.operator.controller import Controller
@@ -86,8 +84,8 @@ from gputwin.adapters.kube.shared import on_cluster_change
 from gputwin.operator.probes import serve_probes
 from gputwin.operator.service import Closable, OperatorService, build_backend, build_deployer
 
-PLURALS = tuple(names.plural for names in NAMES.values())
 ANNOTATIONS = "gputwin.io"
+FIRST_PASS_POLL = 0.5  # seconds between looks at the loop's readiness, before forecasts start
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +182,10 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.startup()
 async def start_forecasts(memo: kopf.Memo, **_: Any) -> None:
     """`status.forecast` on a thread of its own, off the reconcile loop (`gputwin.operator.forecasts`);
-    not under SLURM, whose GPUJobs the twin of the live queue does not see."""
+    not under SLURM, whose GPUJobs the twin of the live queue does not see. Its first round waits
+    for the loop's first good pass: started with a backlog, that pass places the backlog, and a
+    round during it forecast every job as waiting (written once each, stale at once) on a CPU the
+    pass needed."""
     try:
         config, settings = OperatorConfig.from_env(), ForecastSettings.from_env()
     except ConfigError as exc:
@@ -195,11 +196,19 @@ async def start_forecasts(memo: kopf.Memo, **_: Any) -> None:
     tolerated = tuple(k.strip() for k in keys if k.strip())  # as the Kubernetes backend reads them
     forecaster = Forecaster(settings, config.namespace or None, config.backend == "kubernetes", tolerated)
     memo["forecaster"] = forecaster
-    forecaster.start()
+    memo["forecasts_due"] = asyncio.create_task(_after_first_pass(memo, forecaster.start))
+
+
+async def _after_first_pass(memo: kopf.Memo, start: Callable[[], None]) -> None:
+    while (service := memo.get("service")) is None or not service.readiness().ok:
+        await asyncio.sleep(FIRST_PASS_POLL)
+    start()
 
 
 @kopf.on.cleanup()
 async def stop_forecasts(memo: kopf.Memo, **_: Any) -> None:
+    if "forecasts_due" in memo:
+        memo["forecasts_due"].cancel()
     if "forecaster" in memo:
         await asyncio.to_thread(memo["forecaster"].stop)
 
@@ -208,17 +217,6 @@ async def stop_forecasts(memo: kopf.Memo, **_: Any) -> None:
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     """In a pod its service account, else the kubeconfig; kopf's own loaders, whatever is installed."""
     return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
-
-
-async def poke(memo: kopf.Memo, **_: Any) -> None:
-    """Any change to any gputwin object: reconcile soon."""
-    service = memo.get("service")
-    if service is not None:
-        service.poke()
-
-
-def deleted(type: str, **_: Any) -> bool:
-    return type == "DELETED"
 
 
 # Pods and nodes: a backend's own watches (the Kubernetes backend's) poke the loop, from their
@@ -233,10 +231,3 @@ async def poke_on_cluster_changes(memo: kopf.Memo, **_: Any) -> None:
 
     on_cluster_change(wake)
 
-
-for _plural in PLURALS:
-    kopf.on.resume(GROUP, VERSION, _plural, id="poke-resume")(poke)
-    kopf.on.create(GROUP, VERSION, _plural, id="poke-create")(poke)
-    kopf.on.update(GROUP, VERSION, _plural, id="poke-update")(poke)
-    kopf.on.delete(GROUP, VERSION, _plural, id="poke-delete", optional=True)(poke)
-    kopf.on.event(GROUP, VERSION, _plural, id="poke-deleted", when=deleted)(poke)

@@ -1,8 +1,11 @@
-"""Many binds at once, without making the reconcile pass wait: the plain-Pod path, where throughput matters.
+"""Many binds at once: the plain-Pod path, where throughput matters, and GPUJobs' gangs.
 
 `BindPool` binds pods from a few threads, each thread with its OWN `PodApi` and `ApiClient` (the
-python client is not thread-safe per client); its `EventPoster` posts the pods' events afterwards,
-from one more thread, only while no bind waits, and drops them (counted) when too many queue up.
+python client is not thread-safe per client), without making the reconcile pass wait; its
+`EventPoster` posts the pods' events afterwards, from one more thread, only while no bind waits,
+and drops them (counted) when too many queue up. `GangPool` places many GPUJobs' gangs (create,
+then bind, each pod) at once on threads of the same kind; the pass waits for all of them, since
+their outcomes are its statuses, but not one round trip after another.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
@@ -20,6 +25,8 @@ from gputwin.adapters.kube.pods import PodApi, reason_of
 from gputwin.api.bodies import Obj
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+GANG_THREADS = 8  # gangs placed at once (a guess, not tuned: other counts were not measured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,4 +202,43 @@ class BindPool:
         self.events.close()
 
 
-__all__ = ["BindPool", "BindResult", "EventNote", "EventPoster"]
+class GangPool:
+    """Runs `work(api, item)` for many items at once on `threads` threads, each with its own
+    `PodApi` (made on first use); `run` returns each item's exception, or None, in order."""
+
+    def __init__(self, make_api: Callable[[], PodApi], threads: int = GANG_THREADS) -> None:
+        self._make = make_api
+        self._local = threading.local()
+        self._pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="gputwin-gang")
+        self._lock = threading.Lock()
+        self._apis: list[PodApi] = []
+
+    def _api(self) -> PodApi:
+        api: PodApi | None = getattr(self._local, "api", None)
+        if api is None:
+            api = self._local.api = self._make()
+            with self._lock:
+                self._apis.append(api)
+        return api
+
+    @property
+    def requests(self) -> int:
+        with self._lock:
+            return sum(api.requests for api in self._apis)
+
+    def run(self, items: Sequence[T], work: Callable[[PodApi, T], None]) -> list[Exception | None]:
+        def one(item: T) -> Exception | None:
+            try:
+                work(self._api(), item)
+            except Exception as exc:  # noqa: BLE001 - this item's failure, the caller's to report
+                return exc
+            return None
+
+        return list(self._pool.map(one, items)) if len(items) > 1 else [one(i) for i in items]
+
+    def close(self) -> None:
+        """Let the work in flight finish; nothing is queued between two `run`s."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+__all__ = ["GANG_THREADS", "BindPool", "BindResult", "EventNote", "EventPoster", "GangPool"]
