@@ -111,6 +111,17 @@ class GangPlan:
     submitted: float | None
 
 
+MAX_THREADS = 256
+
+
+def _threads(env: dict[str, str], key: str, default: int) -> int:
+    """A thread count from `env[key]`; ConfigError (one line at start-up) unless 1..MAX_THREADS."""
+    raw = env.get(key, str(default)).strip()
+    if not (raw.isdigit() and len(raw) <= 3 and 0 < int(raw) <= MAX_THREADS):
+        raise ConfigError(f"{key}={raw[:40]!r}: not a thread count; want a whole number in 1..{MAX_THREADS}")
+    return int(raw)
+
+
 class KubernetesBackend(RunEnds):
     """Runs the scheduler's decisions as pods bound to nodes; reports their ends from pod phases."""
 
@@ -162,10 +173,8 @@ class KubernetesBackend(RunEnds):
         `metrics`: where binds, preemptions and dropped events are counted (the operator's registry)."""
         env = dict(os.environ) if env is None else env
         keys = [k.strip() for k in env.get("GPUTWIN_TOLERATED_TAINTS", ",".join(TOLERATED)).split(",")]
-        threads = env.get("GPUTWIN_BIND_THREADS", str(BIND_THREADS))
-        count = int(threads) if threads.isdigit() and int(threads) > 0 else BIND_THREADS
-        gang = env.get("GPUTWIN_GANG_THREADS", str(GANG_THREADS))
-        gangs = int(gang) if gang.isdigit() and int(gang) > 0 else GANG_THREADS
+        count = _threads(env, "GPUTWIN_BIND_THREADS", BIND_THREADS)
+        gangs = _threads(env, "GPUTWIN_GANG_THREADS", GANG_THREADS)
         try:
             api = PodApi.connect()
         except ConfigException as exc:  # no kubeconfig, no service account: say so in one line
