@@ -194,6 +194,22 @@ def test_alibaba_decisions(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("header", "values", "name"),
+    [
+        pytest.param("cpu_milli,memory_mib,", "8000,30000,", "cpu8000-mem30000", id="request-shape"),
+        pytest.param("cpu_milli,memory_mib,", "8k,-1,", "cpu-mem", id="not-counts-left-out"),
+        pytest.param("cpu_milli,memory_mib,", "1" * 12 + ",0,", "cpu-mem0", id="too-long-left-out"),
+        pytest.param("", "", "cpu-mem", id="no-columns"),
+    ],
+)
+def test_alibaba_name_is_the_request_shape(tmp_path: Path, header: str, values: str, name: str) -> None:
+    path = write(tmp_path, "openb_pod_list_x.csv",
+                 f"name,{header}num_gpu,gpu_milli,creation_time,deletion_time,scheduled_time\n"
+                 f"pod-a,{values}1,1000,0,10,0\n")  # fmt: skip
+    assert [job.name for job in read_trace(path, "alibaba").jobs] == [name]
+
+
 # --- sniffing, summary, clocks ----------------------------------------------------------------
 
 

@@ -82,8 +82,10 @@ def test_alibaba_counts() -> None:
         "cut off at snapshot": 4_149,  # kept, with the duration up to the snapshot end
     }
     assert result.jobs[0] == JobSpec(
-        "openb-pod-0000", 0.0, 12_537_496.0, 1, "default", "LS", state="RUNNING", num_nodes=1, seq=0
+        "openb-pod-0000", 0.0, 12_537_496.0, 1, "default", "LS", state="RUNNING", num_nodes=1, seq=0,
+        name="cpu12000-mem16384",  # the pod's request shape (its CSV row: cpu_milli 12000, memory_mib 16384)
     )
+    assert len({job.name for job in result.jobs}) < len(result.jobs) / 10  # shapes repeat; pod names never
     assert min(job.gpus for job in result.jobs) == 1 and max(job.gpus for job in result.jobs) == 8
     shares = [job.gpu_milli for job in result.jobs if job.gpu_milli < 1000]
     assert (len(shares), min(shares), max(shares), sum(shares)) == (2_573, 50, 810, 1_486_930)
