@@ -8,7 +8,8 @@ deterministic bytes (same input, same bytes), written later by `apply`:
   ``topology.yaml`` (tree + leaves-as-blocks, see `topology_files`; 24.11 does not read it).
 - ``gputwin-partitions.conf`` (an ``Include``): one ``PartitionName=`` line per partition: nodes as a
   hostlist, ``PriorityTier``, ``PreemptMode`` (REQUEUE for preemptive queue policies, else OFF),
-  ``State=UP``; the first partition is ``Default=YES`` so jobs without a task type land somewhere.
+  ``State=UP``, ``TRESBillingWeights=GRES/gpu=1.0`` under fairshare (usage in GPU-seconds, as in
+  the twin; SLURM's default bills CPUs); the first partition is ``Default=YES`` so jobs without a task type land somewhere.
 - ``gputwin-scheduling.conf`` (an ``Include``): cluster-wide settings the policies imply that
   ``scontrol reconfigure`` can change (checked on 22.05, see docs/slurm-policy-out in the report):
   ``PreemptType``/``PreemptMode``, the multifactor weights and ``SchedulerParameters`` (event-driven
@@ -174,6 +175,9 @@ def _preemptive(part: PartitionSpec) -> bool:
     return bool(make_policy(part.policy.queue, dict(part.policy.params)).preemptive)
 
 
+GPU_BILLING = "GRES/gpu=1.0"  # a fairshare partition's TRESBillingWeights
+
+
 def render_partitions(cluster: ClusterSpec, version: str) -> str:
     lines = [_header("partition definitions", version)]
     for i, part in enumerate(cluster.partitions):
@@ -185,6 +189,10 @@ def render_partitions(cluster: ClusterSpec, version: str) -> str:
             "MaxTime=INFINITE",
             "State=UP",
         ]
+        if part.policy.fairness == "fairshare":
+            # Usage in GPU-seconds, as the twin counts it: SLURM bills CPUs unless a partition
+            # lists weights, and TRES it does not list weigh 0 (so CPU and memory count nothing).
+            words.append(f"TRESBillingWeights={GPU_BILLING}")
         if i == 0:
             words.append("Default=YES")  # jobs without a task type need somewhere to go
         lines.append(" ".join(words) + "\n")
@@ -246,6 +254,7 @@ def _requires(cluster: ClusterSpec) -> tuple[tuple[str, str], ...]:
         needs.append(("TopologyPlugin", "topology/tree"))
     if any(p.policy.fairness == "fairshare" for p in cluster.partitions):
         needs.append(("PriorityType", "priority/multifactor"))
+        needs.append(("AccountingStorageTRES", "gres/gpu"))  # what TRESBillingWeights=GRES/gpu bills
     if any(p.quotas for p in cluster.partitions):  # QOS GrpTRES is enforced only with these
         needs += [("AccountingStorageEnforce", "limits"), ("AccountingStorageEnforce", "qos")]
     return tuple(needs)

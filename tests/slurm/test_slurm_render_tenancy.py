@@ -21,7 +21,7 @@ from gputwin.adapters.slurm.accounts import (
     read_live,
 )
 from gputwin.adapters.slurm.errors import SlurmCommandError, SlurmInputError
-from gputwin.adapters.slurm.render import SCHEDULING, render
+from gputwin.adapters.slurm.render import PARTITIONS, SCHEDULING, render
 from gputwin.adapters.slurm.render_tenancy import Tenancy, grp_gpus, slurm_duration, tenant_shares
 
 from gputwin.api.loader import load_cluster
@@ -110,6 +110,23 @@ def test_no_quotas_no_fairshare_renders_no_tenancy() -> None:
     assert not rendered.tenancy and rendered.node_models == ()
     assert "PriorityWeightFairshare=0\n" in rendered[SCHEDULING].decode()
     assert "PriorityDecayHalfLife" not in rendered[SCHEDULING].decode()
+
+
+@pytest.mark.parametrize(("fairness", "want"), [
+    pytest.param("fairshare", " TRESBillingWeights=GRES/gpu=1.0", id="fairshare-bills-gpu-seconds"),
+    pytest.param("none", "", id="no-fairshare-keeps-slurm-default-billing"),
+    pytest.param("drf", "", id="drf-not-rendered-keeps-default-billing"),
+])  # fmt: skip
+def test_fairshare_partition_bills_gpus_only(fairness: str, want: str) -> None:
+    """SLURM bills CPUs by default; the twin's fair share counts GPU-seconds, so a fairshare
+    partition lists only GRES/gpu (unlisted TRES, CPU and memory included, weigh 0)."""
+    spec = load_cluster(LIVE_LAB)
+    part = spec.partitions[0]
+    policy = dataclasses.replace(part.policy, fairness=fairness)
+    rendered = render(dataclasses.replace(spec, partitions=(dataclasses.replace(part, policy=policy),)))
+    line = rendered[PARTITIONS].decode().splitlines()[1]
+    assert line == f"PartitionName=shared Nodes=gpu[01-04] PriorityTier=0 PreemptMode=OFF MaxTime=INFINITE State=UP{want} Default=YES"
+    assert (("AccountingStorageTRES", "gres/gpu") in rendered.requires) == (fairness == "fairshare")
 
 
 def test_models_give_typed_gres_node_lines() -> None:
