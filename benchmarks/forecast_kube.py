@@ -138,10 +138,16 @@ def calibrate_room_latency(kube: Any, nodes: int, seconds: int = 2) -> tuple[flo
             if time.monotonic() > deadline:
                 raise SystemExit(f"error: the start-latency waves did not finish within {120 + 8 * seconds} s")
             time.sleep(0.2)  # polling the watch's copy
-        with tracker.lock:  # room > 0: the node's room began at a pod's end seen by the watch, not at the start
-            gaps = [p.bound - p.room for p in tracker.pods.values()
-                    if p.phase == "room" and p.bound is not None and p.room]  # fmt: skip
+        gaps = room_gaps(tracker)
     return (max(0.0, sum(gaps) / len(gaps)) if gaps else 0.0), len(gaps)
+
+
+def room_gaps(tracker: Tracker) -> list[float]:
+    """Per bound pod of the waves whose node's room began at a pod's end seen by the watch (not at
+    the start: the first wave), its binding minus that end."""
+    with tracker.lock:
+        return [p.bound - p.room for p in tracker.pods.values() if p.phase == "room" and p.bound is not None
+                and p.room]  # fmt: skip
 
 
 def ready_operator(plane: Any, kubeconfig: Path, latency: float) -> Operator:
