@@ -205,7 +205,9 @@ def run(args: argparse.Namespace, jobs: Sequence[Job]) -> tuple[list[Seen], dict
 def summary(moments: list[Seen], actual: dict[str, float]) -> dict[str, Any]:
     pairs = [(abs(p50 - actual[name]), abs(p50 - actual[name]) / max(actual[name] - at, 1.0))
              for seen in moments for name, at, p50 in seen if name in actual]  # fmt: skip
-    out: dict[str, Any] = {"compared": len(pairs), "queued_with_forecast_at_moments": [len(m) for m in moments]}
+    signed = [p50 - actual[name] for seen in moments for name, _, p50 in seen if name in actual]
+    out: dict[str, Any] = {"compared": len(pairs), "queued_with_forecast_at_moments": [len(m) for m in moments],
+                           "gputwin_median_signed_err_s": round(quantile(signed, 0.5), 2)}  # > 0: predicted late
     for q, tag in ((0.5, "median"), (0.9, "p90")):
         out[f"gputwin_{tag}_abs_err_s"] = round(quantile([a for a, _ in pairs], q), 2)
         out[f"gputwin_{tag}_rel_err"] = round(quantile([r for _, r in pairs], q), 3)
@@ -230,7 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"start latency: measured {result['start_latency_measured_s']} s over {gaps} jobs, modelled "
           f"{result['start_latency_s']} s", file=out)  # fmt: skip
     print(f"median / p90 abs error: {result['gputwin_median_abs_err_s']} / {result['gputwin_p90_abs_err_s']} s; "
-          f"relative to the wait {result['gputwin_median_rel_err']} / {result['gputwin_p90_rel_err']}", file=out)
+          f"relative to the wait {result['gputwin_median_rel_err']} / {result['gputwin_p90_rel_err']}; median signed "
+          f"(predicted - actual) {result['gputwin_median_signed_err_s']} s", file=out)
     if args.json:
         print(json.dumps({"kube": result}, sort_keys=True))
     return 0
