@@ -6,6 +6,8 @@ has an environment variable so the Deployment in manifests/ can set it without f
 `GPUTWIN_TRACE_MAX_BYTES`; see gputwin.operator.trace_files), which the emulator reads too, and
 `models` the learned-model folder (`GPUTWIN_MODEL_DIR`; see gputwin.estimators.modeldir): unset, a
 SchedulingPolicy with `estimator: {type: learned}` blocks the cluster with a reason.
+`forecast_start_latency` reads the live scheduler's measured start latency the forecasts model
+(`GPUTWIN_FORECAST_START_LATENCY`; see gputwin.operator.forecasts).
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from typing import Mapping
 from gputwin.estimators.modeldir import ModelRefused, model_dir
 from gputwin.operator.trace_files import DEFAULT_MAX_BYTES, TRACE_DIR_ENV, TRACE_MAX_ENV, TraceAccess
 from gputwin.runtime.capabilities import ConfigError as ConfigError  # backends raise it too: it lives below them
+from gputwin.twin.snapshot import MAX_START_LATENCY
 
 BACKENDS = ("sim", "kubernetes", "slurm")
+START_LATENCY_ENV = "GPUTWIN_FORECAST_START_LATENCY"
 PASS_DUTY = 0.5  # the largest share of wall time reconcile passes take (gputwin.operator.service)
 
 
@@ -89,3 +93,20 @@ def pass_duty(env: Mapping[str, str] | None = None) -> float:
     if not 0.0 < duty <= 1.0:  # NaN fails too
         raise ConfigError(f"GPUTWIN_PASS_DUTY={raw!r}: not a share of time; want a number in (0, 1]")
     return duty
+
+
+def forecast_start_latency(env: Mapping[str, str] | None = None) -> float:
+    """`GPUTWIN_FORECAST_START_LATENCY`: seconds from the instant room appears to the next start on it,
+    as measured on this cluster (`benchmarks/forecast_kube.py` prints it; never fitted), in
+    [0, MAX_START_LATENCY]; unset or empty: 0, not modelled (`Snapshot.start_latency_s`)."""
+    raw = (os.environ if env is None else env).get(START_LATENCY_ENV, "").strip()
+    if not raw:
+        return 0.0
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not 0.0 <= seconds <= MAX_START_LATENCY:  # NaN fails too
+        raise ConfigError(f"{START_LATENCY_ENV}={raw[:40]!r}: not a start latency; want seconds in "
+                          f"[0, {MAX_START_LATENCY:g}], as measured on the cluster")  # fmt: skip
+    return seconds

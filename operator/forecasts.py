@@ -6,8 +6,11 @@ its own interpreter, GIL and `ApiClient`, so the reconcile thread never waits fo
 reads a snapshot as `gputwin forecast --kube` does (`gputwin.adapters.kube.snapshot`: the declared
 cluster, the GPUJobs and, under the Kubernetes backend, our Pods and the Nodes), replays it
 `GPUTWIN_FORECAST_SAMPLES` times (default 16) over `GPUTWIN_FORECAST_HORIZON` seconds (default 7
-days; `gputwin.twin.forecast`) and writes merge patches of `status.forecast` only; the pass's own
-status writes, being diffs of what they change, leave the forecast alone. A waiting job gets its
+days; `gputwin.twin.forecast`), each job starting `GPUTWIN_FORECAST_START_LATENCY` seconds after room
+appears (the operator's own delay as measured on the cluster, never fitted; default 0, not
+modelled: `gputwin.operator.config.forecast_start_latency`), and writes merge patches of
+`status.forecast` only; the pass's own status writes, being diffs of what they change, leave the
+forecast alone. A waiting job gets its
 start at p50 and p90 (`startTime`), every partition the time until its current queue drains
 (`drainSeconds`); a job that no longer waits loses its forecast. A forecast whose quantiles did not
 change is not written again until it is `REWRITE_PERIODS` periods old (so `computedAt` says how
@@ -32,7 +35,7 @@ from typing import Any
 from gputwin.api.bodies import Body, Obj
 from gputwin.api.status import epoch_seconds, rfc3339
 from gputwin.core.model import ClusterSpec
-from gputwin.operator.config import ConfigError
+from gputwin.operator.config import ConfigError, forecast_start_latency
 from gputwin.operator.store import Store
 from gputwin.twin.forecast import Forecast, forecast
 from gputwin.twin.snapshot import Snapshot
@@ -52,15 +55,18 @@ class ForecastSettings:
     period: float = PERIOD  # seconds between rounds; 0: no forecasts
     samples: int = SAMPLES
     horizon: float = HORIZON
+    start_latency: float = 0.0  # seconds from room to a start, measured (Snapshot.start_latency_s)
 
     @staticmethod
     def from_env(env: Mapping[str, str] | None = None) -> ForecastSettings:
-        """`GPUTWIN_FORECAST_SECONDS`, `_SAMPLES`, `_HORIZON` (`ConfigError` naming the bad one)."""
+        """`GPUTWIN_FORECAST_SECONDS`, `_SAMPLES`, `_HORIZON`, `_START_LATENCY` (`ConfigError` naming
+        the bad one)."""
         env = os.environ if env is None else env
         period = _number(env, "GPUTWIN_FORECAST_SECONDS", PERIOD, 0.0)
         samples = int(_number(env, "GPUTWIN_FORECAST_SAMPLES", SAMPLES, 1.0))
         horizon = _number(env, "GPUTWIN_FORECAST_HORIZON", HORIZON, 1.0)
-        return ForecastSettings(period, min(samples, 4096), min(horizon, 366 * 86400.0))
+        latency = forecast_start_latency(env)
+        return ForecastSettings(period, min(samples, 4096), min(horizon, 366 * 86400.0), latency)
 
 
 def _number(env: Mapping[str, str], name: str, default: float, low: float) -> float:
@@ -127,7 +133,7 @@ def refresh(store: Store, now: float, settings: ForecastSettings) -> int:
 
     try:
         cluster = declared_cluster(*(store.list(kind) for kind in CLUSTER))
-        snap = build_snapshot(cluster, store.list("GPUJob"), (), None, now)
+        snap = build_snapshot(cluster, store.list("GPUJob"), (), None, now, start_latency_s=settings.start_latency)
     except KubeSnapshotError:
         return 0  # the reconcile pass reports what is wrong with the objects
     return write_forecasts(store, cluster, snap, settings)
@@ -185,7 +191,8 @@ def forecast_round(settings: ForecastSettings, namespace: str | None, observe: b
     began = time.monotonic()
     try:
         with api_client() as api:
-            cluster, snap = read_snapshot(api, namespace, tolerated, observe=observe)
+            cluster, snap = read_snapshot(api, namespace, tolerated, observe=observe,
+                                          start_latency_s=settings.start_latency)  # fmt: skip
             store = KubeStore(api, namespace)
             written = write_forecasts(store, cluster, snap, settings, REWRITE_PERIODS * settings.period)
         log.info("forecast round: %d running, %d pending, %d statuses written, %.1f s", len(snap.running),

@@ -18,6 +18,8 @@ Queue order is the operator's: it submits jobs by (submit time, creation, namesp
 partition whose policy ranks statically reorders them (priority: highest first; sjf: shortest
 estimate first); the other policies rank in the replay itself. `read_snapshot` reads everything
 from an API server with the `kubernetes` client, paged, at most `MAX_OBJECTS` of each kind.
+`start_latency_s` is the operator's own delay from room appearing to a start, as measured on the
+cluster (`Snapshot.start_latency_s`; the operator's `GPUTWIN_FORECAST_START_LATENCY`); 0 by default.
 Anything unusable (no valid cluster declared, a status that does not parse) is a one-line
 `KubeSnapshotError` naming the object and the field.
 """
@@ -84,9 +86,10 @@ def _model(model: Any, obj: Obj) -> Any:
 
 
 def build_snapshot(cluster: ClusterSpec, jobs: Iterable[Obj], pods: Iterable[Obj], nodes: Iterable[Obj] | None,
-                   now: float, tolerated: Sequence[str] = ()) -> Snapshot:  # fmt: skip
+                   now: float, tolerated: Sequence[str] = (), start_latency_s: float = 0.0) -> Snapshot:  # fmt: skip
     """The snapshot of these objects at `now` (see the module docstring). `nodes` None: every declared
-    node is in service (a simulated backend, which runs on no Nodes)."""
+    node is in service (a simulated backend, which runs on no Nodes). `start_latency_s`: the
+    operator's measured start latency, carried into the snapshot."""
     node_view = NodeView(tolerated)
     if nodes is not None:
         node_view.update(cluster, {key_of(n): n for n in nodes}, full=True)
@@ -105,7 +108,7 @@ def build_snapshot(cluster: ClusterSpec, jobs: Iterable[Obj], pods: Iterable[Obj
     parts = tuple(SnapPartition(p.name, p.nodes) for p in cluster.partitions)
     pending = _queue_order(cluster, waiting)
     snap = Snapshot(now, "kube", cluster.topology, parts, tuple(sorted(running, key=lambda r: r.job_id)),
-                    pending, out)  # fmt: skip
+                    pending, out, start_latency_s)  # fmt: skip
     problems = snap.problems()
     if problems:
         raise KubeSnapshotError(f"snapshot: {problems[0][0]}: {problems[0][1]}")
@@ -208,19 +211,21 @@ def _queue(part: PartitionSpec | None) -> str:
 
 
 def read_snapshot(api: client.ApiClient, namespace: str | None = None, tolerated: Sequence[str] = (),
-                  clock: Callable[[], float] = time.time, observe: bool = True) -> tuple[ClusterSpec, Snapshot]:  # fmt: skip
+                  clock: Callable[[], float] = time.time, observe: bool = True,
+                  start_latency_s: float = 0.0) -> tuple[ClusterSpec, Snapshot]:  # fmt: skip
     """The declared cluster and its snapshot, read now from the API server `api` talks to.
-    `observe` False: GPUJobs only, no Pods or Nodes (what the operator's simulated backend sees)."""
+    `observe` False: GPUJobs only, no Pods or Nodes (what the operator's simulated backend sees).
+    `start_latency_s`: the operator's measured start latency (see the module docstring)."""
     store = KubeStore(api, namespace)
     cluster = declared_cluster(*(_bounded(store.list(kind), kind) for kind in
                                  ("SwitchTopology", "GPUPartition", "SchedulingPolicy")))  # fmt: skip
     jobs = _bounded(store.list("GPUJob"), "GPUJob")
     if not observe:
-        return cluster, build_snapshot(cluster, jobs, (), None, clock(), tolerated)
+        return cluster, build_snapshot(cluster, jobs, (), None, clock(), tolerated, start_latency_s)
     core = client.CoreV1Api(api)
     pods = _paged(core.list_pod_for_all_namespaces, "Pod", field_selector=OURS)
     nodes = _paged(core.list_node, "Node")
-    return cluster, build_snapshot(cluster, jobs, pods, nodes, clock(), tolerated)
+    return cluster, build_snapshot(cluster, jobs, pods, nodes, clock(), tolerated, start_latency_s)
 
 
 def _bounded(objs: list[Obj], kind: str) -> list[Obj]:

@@ -7,7 +7,9 @@ with one partition `kf-train` (priority queue, first-fit) over them. The snapsho
 GPUJobs' statuses itself (as a running operator would have: Running with an allocation, Queued in
 the partition) and binds a pod of one running job to a node directly, then cordons kf-3; no
 operator runs there. The operator test starts the operator (sim backend, forecast period 1 s) on
-the same cluster and waits for a queued job's and the partition's `status.forecast`.
+the same cluster and waits for a queued job's and the partition's `status.forecast`. Offline (no
+API server: an in-memory store of the same objects): the operator's measured start latency
+(`GPUTWIN_FORECAST_START_LATENCY`) reaches the snapshot and moves the forecast starts.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from kubernetes import config
 from test_operator_e2e import Operator, free_port, gpujob, installed, sa_kubeconfig, wait_for
@@ -28,6 +31,8 @@ from test_operator_e2e import Operator, free_port, gpujob, installed, sa_kubecon
 from gputwin.adapters.kube.snapshot import read_snapshot
 from gputwin.api.status import epoch_seconds, rfc3339
 from gputwin.cli.main import cli
+from gputwin.operator.forecasts import ForecastSettings, refresh
+from gputwin.operator.store import MemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = [f"kf-{i}" for i in range(4)]
@@ -174,3 +179,44 @@ def test_operator_writes_forecasts_on_its_period(operator: Operator, kubectl: An
     assert drain["p50"] == pytest.approx(starts["c"], abs=60)
     table = kubectl.run("get", "gpujobs", "-n", namespace).stdout
     assert "START-P50" in table.splitlines()[0] and found["a"]["startTime"]["p50"] in table
+
+
+# --- offline: the measured start latency in the operator's forecast snapshot ----------------------------
+
+
+def memory_cluster(now: float) -> MemoryStore:
+    """CLUSTER in memory, one whole-cluster job of an hour running for 600 s, two more queued behind it."""
+    store = MemoryStore(d for d in yaml.safe_load_all(CLUSTER) if d)
+    alloc = {"slots": [{"node": n, "gpus": 8} for n in NODES], "since": rfc3339(now - 600), "runSeconds": 3600}
+    statuses = {"first": {"phase": "Running", "partition": "kf-train", "submitTime": rfc3339(now - 900),
+                          "allocation": alloc},
+                "a": {"phase": "Queued", "partition": "kf-train", "submitTime": rfc3339(now - 300)},
+                "b": {"phase": "Queued", "partition": "kf-train", "submitTime": rfc3339(now - 299)}}  # fmt: skip
+    for name, status in statuses.items():
+        store.put({**gpujob(name, "ns", "train", 32, 3600), "status": status})
+    return store
+
+
+def forecast_starts(latency: float) -> dict[str, float]:
+    now = float(int(time.time()))
+    store = memory_cluster(now)
+    written = refresh(store, now, ForecastSettings(samples=2, start_latency=latency))
+    assert written == 3  # a, b and the partition
+    jobs = {n: store.get("GPUJob", "ns", n) for n in ("a", "b")}
+    return {n: epoch_seconds(j["status"]["forecast"]["startTime"]["p50"]) - now for n, j in jobs.items() if j}
+
+
+@pytest.mark.parametrize("latency", [0.0, 45.0, 300.0], ids=["not-modelled", "measured", "slow-operator"])
+def test_forecast_snapshot_carries_the_measured_start_latency(latency: float) -> None:
+    """The same seeded draws of the run times with and without the latency: `a` starts `latency`
+    after the running job's end made room, `b` `latency` after `a`'s end: each link of the chain moves
+    by it once more (the running job's own latency is behind it)."""
+    instant, delayed = forecast_starts(0.0), forecast_starts(latency)
+    assert instant["a"] > 0 and instant["b"] > instant["a"] + 600
+    assert {n: delayed[n] - instant[n] for n in "ab"} == {"a": latency, "b": 2 * latency}
+
+
+def test_forecast_settings_pass_the_start_latency_from_the_environment() -> None:
+    settings = ForecastSettings.from_env({"GPUTWIN_FORECAST_START_LATENCY": "1.5", "GPUTWIN_FORECAST_SAMPLES": "2"})
+    assert (settings.start_latency, settings.samples) == (1.5, 2)
+    assert ForecastSettings.from_env({}).start_latency == 0.0  # unset: not modelled, as before

@@ -52,7 +52,8 @@ REPLAY_OPTIONS = (
     click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run-time draws."),
     click.option("--start-latency", "start_latency", type=click.FloatRange(0, 3600), metavar="SECONDS",
                  help="The live scheduler's delay from the event that makes room to a job's start, as measured "
-                      "(benchmarks/sim_to_real.py prints it) [default: the snapshot's, else 0]."),
+                      "(benchmarks/sim_to_real.py prints it) [default: the snapshot's; --kube: "
+                      "GPUTWIN_FORECAST_START_LATENCY, else 0]."),
 )  # fmt: skip
 
 
@@ -181,8 +182,19 @@ def _kube_snapshot(kubeconfig: Path | None, context: str | None, namespace: str 
     # The taints the operator's pods tolerate, as the operator reads them (`KubernetesBackend.from_env`).
     keys = os.environ.get("GPUTWIN_TOLERATED_TAINTS", ",".join(TOLERATED)).split(",")
     tolerated = [k.strip() for k in keys if k.strip()]
+    latency = _operator_latency()  # a bad setting is refused before any connection
     with kubeconfig_client(kubeconfig, context) as api, api_errors(api):
-        return read_snapshot(api, namespace, tolerated)
+        return read_snapshot(api, namespace, tolerated, start_latency_s=latency)
+
+
+def _operator_latency() -> float:
+    """The start latency the operator's forecasts model (`GPUTWIN_FORECAST_START_LATENCY`, as it reads it)."""
+    from gputwin.operator.config import ConfigError, forecast_start_latency
+
+    try:
+        return forecast_start_latency()
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
 
 
 def _cluster(snap: Any, path: Path | None) -> Any:
