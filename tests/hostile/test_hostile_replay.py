@@ -222,6 +222,18 @@ def test_a_bad_setting_is_one_line_and_stores_nothing(tmp_path: Path, env: dict[
         OperatorConfig.from_env(env)
 
 
+@pytest.mark.parametrize("env", [
+    {"GPUTWIN_FORECAST_SECONDS": "abc"}, {"GPUTWIN_FORECAST_START_LATENCY": "-1"},
+    {"GPUTWIN_MODEL_DIR": "/nonexistent/models"},
+], ids=["forecast-period", "start-latency", "model-dir"])  # fmt: skip
+def test_a_bad_controller_setting_stores_nothing(tmp_path: Path, env: dict[str, str]) -> None:
+    # Read with the trace settings, before the store changes (they used to fail after the objects were stored).
+    state = tmp_path / "state"
+    code, out, err = gputwin("apply", "-f", str(CLUSTER), "--state", str(state), env=env)
+    assert (code, out) == (1, "") and err.startswith(f"error: {next(iter(env))}=") and len(err.strip().splitlines()) == 1
+    assert not (state / "objects").exists()
+
+
 def test_sizes_take_kubernetes_suffixes() -> None:
     assert trace_access({"GPUTWIN_TRACE_MAX_BYTES": "32Mi"}).max_bytes == 32 * 2**20
     assert trace_access({}).base is None  # no file source by default

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -42,6 +43,7 @@ from gputwin.cli.manifests import (
 from gputwin.operator.backends import SimBackend
 from gputwin.operator.config import ConfigError, models_dir, trace_access
 from gputwin.operator.controller import Controller
+from gputwin.operator.forecasts import ForecastSettings, refresh
 from gputwin.operator.trace_files import MANIFEST_FOLDER, TraceAccess
 from gputwin.runtime.clock import run_steps
 
@@ -58,37 +60,37 @@ files_option = click.option(
 )  # fmt: skip
 
 
-def _traces() -> TraceAccess:
-    """The replay sandbox's settings (`$GPUTWIN_TRACE_DIR`, `$GPUTWIN_TRACE_MAX_BYTES`) plus the
-    manifests' folders; read before anything is stored, so a bad setting changes nothing."""
+@dataclass(frozen=True)
+class Settings:
+    """What the environment sets for the emulator's controller: read before anything is stored,
+    so a bad setting changes nothing (`$GPUTWIN_TRACE_DIR`, `$GPUTWIN_TRACE_MAX_BYTES` plus the
+    manifests' folders; `$GPUTWIN_MODEL_DIR`, where a policy's learned model comes from; the
+    `$GPUTWIN_FORECAST_*` of the operator's forecaster)."""
+
+    traces: TraceAccess
+    models: Path | None
+    forecast: ForecastSettings
+
+
+def _settings() -> Settings:
     try:
-        return trace_access(manifest_folders=True)
+        return Settings(trace_access(manifest_folders=True), models_dir(), ForecastSettings.from_env())
     except ConfigError as exc:
         raise UserError(str(exc)) from None
 
 
-def _reconcile(store: FileStore, traces: TraceAccess, forecasts: bool = True) -> Controller:
+def _reconcile(store: FileStore, settings: Settings, forecasts: bool = True) -> Controller:
     """A fresh controller (state is in the files), settled at the current virtual time; then the
     waiting GPUJobs' and the partitions' `status.forecast` (`gputwin.operator.forecasts.refresh`)."""
-    try:  # $GPUTWIN_MODEL_DIR: where a SchedulingPolicy's learned model comes from
-        models = models_dir()
-    except ConfigError as exc:
-        raise UserError(str(exc)) from None
-    controller = Controller(store, SimBackend(), traces=traces, models=models)
+    controller = Controller(store, SimBackend(), traces=settings.traces, models=settings.models)
     settle(controller, store.now)
     if forecasts:
-        _forecast(store)
+        _forecast(store, settings.forecast)
     return controller
 
 
-def _forecast(store: FileStore) -> None:
+def _forecast(store: FileStore, settings: ForecastSettings) -> None:
     """As the operator's forecaster writes them (`GPUTWIN_FORECAST_SECONDS=0`: none)."""
-    from gputwin.operator.forecasts import ForecastSettings, refresh
-
-    try:
-        settings = ForecastSettings.from_env()
-    except ConfigError as exc:
-        raise UserError(str(exc)) from None
     if settings.period > 0:
         refresh(store, store.now, settings)
 
@@ -126,7 +128,7 @@ def apply(paths: tuple[Path, ...], dry_run: str, output: str | None, state: Path
     if not paths:
         raise UserError("give -f FILE|DIR|-: a manifest, a folder of them, or - for standard input")
     manifests = read_manifests(paths, validate=True)
-    traces = _traces()
+    settings = _settings()
     store = FileStore(state)
     with store.lock(exclusive=dry_run == "none"):
         stored = [
@@ -140,7 +142,7 @@ def apply(paths: tuple[Path, ...], dry_run: str, output: str | None, state: Path
             objects = [_with_folder(m) for m in manifests]
         else:
             outcomes = [(m, store.put(_with_folder(m))) for m in manifests]
-            _reconcile(store, traces)
+            _reconcile(store, settings)
             objects = [store.get(m.kind, m.namespace, m.name) or m.obj for m in manifests]
     if output == "json":
         click.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=4))
@@ -181,7 +183,7 @@ def delete(target: tuple[str, ...], paths: tuple[Path, ...], namespace: str, ign
     (unless --ignore-not-found).
     """
     keys = _delete_keys(target, paths, namespace)
-    traces = _traces()
+    settings = _settings()
     store = FileStore(state)
     with store.lock():
         present = [k for k in keys if store.get(*k) is not None]
@@ -190,7 +192,7 @@ def delete(target: tuple[str, ...], paths: tuple[Path, ...], namespace: str, ign
             raise UserError(*(f'{plural(k[0])} "{k[2]}" not found' for k in missing))
         for key in present:
             store.delete(*key)
-        _reconcile(store, traces)
+        _reconcile(store, settings)
     for kind, _, name in present:
         click.echo(f'{resource(kind)} "{name}" deleted')
 
@@ -232,18 +234,18 @@ def run(until: float | None, output: str | None, state: Path) -> None:
     clock stops at most SECONDS later (and moves there even if nothing happens). `-o json`: one
     object, `{"time", "advancedSeconds", "steps", "gpujobs": {phase: count}}`.
     """
-    traces = _traces()
+    settings = _settings()
     store = FileStore(state)
     with store.lock():
         start = store.now
-        controller = _reconcile(store, traces, forecasts=False)
+        controller = _reconcile(store, settings, forecasts=False)
         # No step past the latest time a status can show: a later event waits there, never wedges.
         limit = min(start + until if until is not None else float("inf"), LATEST_TIME)
         steps = run_steps(Emulator(controller, store), StoreClock(store), limit)
         if until is not None and _active(store) and store.now < limit:
             store.set_now(limit)
             settle(controller, limit)
-        _forecast(store)
+        _forecast(store, settings.forecast)
         if output == "json":
             phases = dict(sorted(_phases(store).items()))
             click.echo(json.dumps({"time": rfc3339(store.now), "advancedSeconds": store.now - start,
