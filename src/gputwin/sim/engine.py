@@ -20,14 +20,16 @@ from gputwin.core.state import JobState
 from gputwin.runtime.clock import Replay, VirtualClock, run_steps
 from gputwin.runtime.loop import Runtime
 from gputwin.runtime.virtual import VirtualRuns
+from gputwin.sim.finished import FinishedLog
 from gputwin.sim.metrics import BusyTracker, FragmentTracker
 
 
 @dataclass
 class SimOutcome:
-    """Everything a run produced: finished jobs in completion order, rejections, GPU busy-time."""
+    """Everything a run produced: finished jobs in completion order (compact columns, read as
+    `FinishedJob` rows), rejections, GPU busy-time."""
 
-    finished: list[JobState]
+    finished: FinishedLog
     rejected: list[Reject]
     resized: int
     busy: BusyTracker
@@ -41,7 +43,7 @@ class Recorder:
 
     def __init__(self, jobs: dict[str, JobState], busy: BusyTracker) -> None:
         self.jobs, self.busy = jobs, busy
-        self.finished: list[JobState] = []
+        self.finished = FinishedLog()  # a done JobState leaves memory: its fields go to columns
         self.rejects: list[Reject] = []
         self.resizes = 0
 

@@ -20,10 +20,10 @@ from gputwin.core.history import Estimator, TableEstimator
 from gputwin.core.model import Candidate, ClusterSpec, JobSpec, PolicySpec, policy_label
 from gputwin.core.plugins import known
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
-from gputwin.core.state import JobState
 from gputwin.errors import InputError
 from gputwin.sim.engine import SimOutcome, Simulator
 from gputwin.sim.evaluation import Summary
+from gputwin.sim.finished import FinishedJob
 from gputwin.sim.metrics import jain_index, summarize, tenant_metrics, utilization_series
 from gputwin.sim.shares import share_metrics
 
@@ -154,11 +154,11 @@ def _simulate(
 
 
 def _with_tenants(summary: Summary, outcome: SimOutcome, scheduler: Scheduler) -> Summary:
-    end = max((j.end for j in outcome.finished if j.end is not None), default=0.0)
+    end = max(outcome.finished.end, default=0.0)
 
-    def tenant_of(job: JobState) -> str | None:
+    def tenant_of(job: FinishedJob) -> str | None:
         quota = scheduler.partitions[job.partition].quota
-        return None if quota is None else quota.tenant_of(job)
+        return None if quota is None else quota.tenant_of(job)  # type: ignore[arg-type]  # reads job.spec only
 
     tenants = tenant_metrics(outcome.finished, scheduler.tenant_usage(end), tenant_of)
     return dataclasses.replace(summary, tenants=tenants, jain=jain_index(tenants))
