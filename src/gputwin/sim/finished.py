@@ -40,13 +40,59 @@ class FinishedJob(NamedTuple):
         return self.spec.job_id
 
 
-class FinishedLog(Sequence[FinishedJob]):
-    """Finished jobs in completion order, one array per field (`append` takes the final state)."""
+class SpecColumns:
+    """`JobSpec`s as columns (~130 bytes a job instead of ~300): for a streamed replay, whose specs
+    would otherwise stay resident only because the log refers to them. Strings other than the
+    job id are kept once each (a trace repeats its users, names and task types)."""
+
+    _TEXT = ("task_type", "user", "name", "state", "model", "gpu_profile")
+    _INTS = ("gpus", "priority", "num_nodes", "seq", "gpu_milli")
 
     def __init__(self) -> None:
+        self.job_ids: list[str] = []
+        self.durations = array("d")
+        self.strings: list[str] = []
+        self._string_index: dict[str, int] = {}
+        self.text = {name: array("i") for name in self._TEXT}
+        self.ints = {name: array("q") for name in self._INTS}
+
+    def append(self, spec: JobSpec) -> None:
+        self.job_ids.append(spec.job_id)
+        self.durations.append(spec.duration)
+        index = self._string_index
+        for name, column in self.text.items():
+            value = getattr(spec, name)
+            k = index.get(value)
+            if k is None:
+                k = index[value] = len(self.strings)
+                self.strings.append(value)
+            column.append(k)
+        for name, ints in self.ints.items():
+            ints.append(getattr(spec, name))
+
+    def __len__(self) -> int:
+        return len(self.job_ids)
+
+    def __getitem__(self, i: int) -> JobSpec:
+        s, t, n = self.strings, self.text, self.ints
+        return JobSpec(
+            self.job_ids[i], self.submit[i], self.durations[i], n["gpus"][i], s[t["task_type"][i]],
+            s[t["user"][i]], s[t["name"][i]], s[t["state"][i]], n["priority"][i], n["num_nodes"][i],
+            n["seq"][i], s[t["model"][i]], n["gpu_milli"][i], s[t["gpu_profile"][i]],
+        )  # fmt: skip
+
+    submit: array[float]  # the log's own column, shared (set by FinishedLog)
+
+
+class FinishedLog(Sequence[FinishedJob]):
+    """Finished jobs in completion order, one array per field (`append` takes the final state).
+    `keep_specs`: refer to each job's `JobSpec` (free when the caller holds the trace anyway);
+    else keep the spec's fields as columns and build it on demand (a streamed trace)."""
+
+    def __init__(self, keep_specs: bool = True) -> None:
         self.partitions: list[str] = []  # index -> name, in order of first completion
         self._index: dict[str, int] = {}
-        self.specs: list[JobSpec] = []
+        self.specs: list[JobSpec] | SpecColumns = [] if keep_specs else SpecColumns()
         self.part, self.gpus, self.preemptions = array("i"), array("q"), array("q")
         self.leaves, self.tiers = array("i"), array("i")
         self.submit, self.duration, self.predicted = array("d"), array("d"), array("d")
@@ -54,6 +100,8 @@ class FinishedLog(Sequence[FinishedJob]):
         self.overhead, self.attained = array("d"), array("d")
         # Slots flattened: job i's are nodes/slot_gpus[slot_end[i-1]:slot_end[i]].
         self.nodes, self.slot_gpus, self.slot_end = array("i"), array("q"), array("q")
+        if isinstance(self.specs, SpecColumns):
+            self.specs.submit = self.submit
 
     def append(self, job: JobState) -> None:
         part = self._index.get(job.partition)
@@ -119,4 +167,4 @@ class FinishedLog(Sequence[FinishedJob]):
         return [i for i in range(len(part)) if part[i] == k]
 
 
-__all__ = ["FinishedJob", "FinishedLog"]
+__all__ = ["FinishedJob", "FinishedLog", "SpecColumns"]
