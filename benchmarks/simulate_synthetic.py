@@ -98,13 +98,14 @@ def _print_synthetic(results: list[dict[str, Any]], out: TextIO) -> None:
 # --- synthetic: the worker side -------------------------------------------------------------------
 
 
-def worker(n: int, seed: int, profile: bool) -> dict[str, Any]:
-    """Generate and replay n synthetic jobs in this process; print nothing but the JSON result."""
-    from gputwin.sim.synthetic import synthetic_cluster, synthetic_jobs
+def worker(n: int, seed: int, profile: bool, stream: bool = False) -> dict[str, Any]:
+    """Generate and replay n synthetic jobs in this process; print nothing but the JSON result.
+    `stream`: the replay reads the jobs as it reaches them (`iter_synthetic_jobs`), none resident."""
+    from gputwin.sim.synthetic import iter_synthetic_jobs, synthetic_cluster, synthetic_jobs
 
     started = time.perf_counter()
     cluster = synthetic_cluster()
-    jobs = synthetic_jobs(n, cluster, seed=seed)
+    jobs = (iter_synthetic_jobs if stream else synthetic_jobs)(n, cluster, seed=seed)
     generate_s = time.perf_counter() - started
     rss_generated = _maxrss_mb(resource.RUSAGE_SELF)
     if profile:
@@ -114,6 +115,7 @@ def worker(n: int, seed: int, profile: bool) -> dict[str, Any]:
     wall = summary["wall_seconds"]
     return {
         "jobs": n,
+        "stream": stream,
         "generate_s": round(generate_s, 3),
         "wall_s": wall,
         "jobs_per_s": round(n / wall, 1) if wall else None,
@@ -125,6 +127,7 @@ def worker(n: int, seed: int, profile: bool) -> dict[str, Any]:
         "rejected": sum(summary["rejected"].values()),
         "rss_after_generation_mb": round(rss_generated, 1),
         "vm_hwm_mb": _vm_hwm_mb(),
+        "bytes_per_job": round((_vm_hwm_mb() or 0.0) * 2**20 / n) if n else None,
     }
 
 
@@ -156,8 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("jobs", type=int)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="cProfile the replay (to stderr)")
+    parser.add_argument("--stream", action="store_true", help="stream the jobs into the replay (none resident)")
     args = parser.parse_args(argv)
-    print(json.dumps(worker(args.jobs, args.seed, args.profile)))
+    print(json.dumps(worker(args.jobs, args.seed, args.profile, args.stream)))
     return 0
 
 

@@ -7,7 +7,7 @@ emulator's `gputwin run`), on a `WallClock` it is a sleep (a live replay). As Si
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 from gputwin.core.decision import EMPTY
@@ -74,17 +74,27 @@ def run_steps(target: Steps, clock: Clock, until: float = float("inf")) -> int:
 
 class Replay:
     """A trace's jobs (sorted by submit time) arriving into a runtime as their times come; `after`
-    (if given) is called at the end of each instant, with the state the instant leaves."""
+    (if given) is called at the end of each instant, with the state the instant leaves. `jobs` may
+    be an iterator (a generator, a streaming reader): it is read one job ahead of the clock, so a
+    long trace need not be resident."""
 
     def __init__(
         self,
         runtime: Runtime,
-        jobs: Sequence[JobSpec],
+        jobs: Iterable[JobSpec],
         progress: Callable[[int], None] | None = None,
         after: Callable[[float], None] | None = None,
     ) -> None:
-        self.runtime, self.jobs, self.progress, self.after = runtime, jobs, progress, after
-        self.submitted, self._count = 0, len(jobs)
+        self.runtime, self.progress, self.after = runtime, progress, after
+        self.submitted = 0
+        self._stream: Iterator[JobSpec] | None = None
+        self._head: JobSpec | None = None  # a stream's next job, not yet submitted
+        if isinstance(jobs, Sequence):
+            self.jobs: Sequence[JobSpec] = jobs
+        else:
+            self.jobs, self._stream = (), iter(jobs)
+            self._head = next(self._stream, None)
+        self._count = len(self.jobs)
 
     def next_event(self) -> float | None:
         # `runtime.next_event()`, inlined: this and `step` run once per instant of a replay.
@@ -97,12 +107,17 @@ class Replay:
             arrival = self.jobs[self.submitted].submit
             if when is None or arrival < when:
                 return arrival
+        elif self._head is not None and (when is None or self._head.submit < when):
+            return self._head.submit
         return when
 
     def step(self, now: float) -> None:
         runtime = self.runtime
         runtime.due(now)
-        self.submitted = i = runtime.submit_arrived(self.jobs, self.submitted, now)
+        if self._stream is None:
+            self.submitted = i = runtime.submit_arrived(self.jobs, self.submitted, now)
+        else:
+            i = self._submit_streamed(now)
         decision = runtime.scheduler.run_cycle(now)  # `runtime.cycle(now)`, inlined
         if decision is not EMPTY:
             runtime.apply(decision, now)
@@ -111,10 +126,23 @@ class Replay:
         if self.progress is not None:
             self.progress(i)
 
+    def _submit_streamed(self, now: float) -> int:
+        """`Runtime.submit_arrived` for a stream: one batch per instant, read as it arrives."""
+        batch: list[JobSpec] = []
+        head, stream = self._head, self._stream
+        assert stream is not None
+        while head is not None and head.submit <= now:
+            batch.append(head)
+            head = next(stream, None)
+        self._head = head
+        self.runtime.submit_arrived(batch, 0, now)
+        self.submitted += len(batch)
+        return self.submitted
+
 
 def drive(
     runtime: Runtime,
-    jobs: Sequence[JobSpec],
+    jobs: Iterable[JobSpec],
     clock: Clock,
     progress: Callable[[int], None] | None = None,
     until: float = float("inf"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from gputwin.core.decision import Preempt, Reject, Resize, Start
 from gputwin.core.model import ClusterSpec, JobSpec
@@ -20,14 +20,16 @@ from gputwin.core.state import JobState
 from gputwin.runtime.clock import Replay, VirtualClock, run_steps
 from gputwin.runtime.loop import Runtime
 from gputwin.runtime.virtual import VirtualRuns
+from gputwin.sim.finished import FinishedLog
 from gputwin.sim.metrics import BusyTracker, FragmentTracker
 
 
 @dataclass
 class SimOutcome:
-    """Everything a run produced: finished jobs in completion order, rejections, GPU busy-time."""
+    """Everything a run produced: finished jobs in completion order (compact columns, read as
+    `FinishedJob` rows), rejections, GPU busy-time."""
 
-    finished: list[JobState]
+    finished: FinishedLog
     rejected: list[Reject]
     resized: int
     busy: BusyTracker
@@ -39,9 +41,10 @@ class SimOutcome:
 class Recorder:
     """The simulator's listener (`gputwin.runtime.loop.Transitions`): what `SimOutcome` reports."""
 
-    def __init__(self, jobs: dict[str, JobState], busy: BusyTracker) -> None:
+    def __init__(self, jobs: dict[str, JobState], busy: BusyTracker, keep_specs: bool = True) -> None:
         self.jobs, self.busy = jobs, busy
-        self.finished: list[JobState] = []
+        # A done JobState leaves memory: its fields go to columns (`keep_specs`: see FinishedLog).
+        self.finished = FinishedLog(keep_specs)
         self.rejects: list[Reject] = []
         self.resizes = 0
 
@@ -78,8 +81,9 @@ class FragRecorder(Recorder):
     """A `Recorder` that also tells `frag` which partitions a submitted job touched (starts,
     preemptions and ends `busy` marks itself): a subclass, so only a run that measures pays."""
 
-    def __init__(self, jobs: dict[str, JobState], busy: BusyTracker, frag: FragmentTracker) -> None:
-        super().__init__(jobs, busy)
+    def __init__(self, jobs: dict[str, JobState], busy: BusyTracker, frag: FragmentTracker,
+                 keep_specs: bool = True) -> None:  # fmt: skip
+        super().__init__(jobs, busy, keep_specs)
         self.frag, self.touched = frag, frag.touched
 
     def submitted(self, spec: JobSpec, now: float) -> None:
@@ -104,13 +108,19 @@ class Simulator:
         self.runs = VirtualRuns()
         self.runtime = Runtime(self.scheduler, self.runs, self.recorder)
 
-    def run(self, jobs: Sequence[JobSpec], progress: Callable[[int], None] | None = None) -> SimOutcome:
+    def run(self, jobs: Iterable[JobSpec], progress: Callable[[int], None] | None = None) -> SimOutcome:
+        """Replay `jobs`: a list, or an iterator read as the clock reaches each job (sorted by submit),
+        so a long generated or streamed trace need not be resident."""
         after: Callable[[float], None] | None = None
-        if any(job.gpus > 1 for job in jobs):  # 1-GPU jobs fit any free GPU: nothing to measure
+        listed = isinstance(jobs, Sequence)  # else the specs leave with their jobs (FinishedLog)
+        if not listed:
+            self.recorder = self.runtime.listener = Recorder(self.scheduler.jobs, self.busy, keep_specs=False)
+        # 1-GPU jobs fit any free GPU: nothing to measure (a stream cannot be looked through first).
+        if not isinstance(jobs, Sequence) or any(job.gpus > 1 for job in jobs):
             # The count depends on the state an instant leaves, not on each transition within
             # it: sampled after each instant, once per partition touched.
             self.frag = frag = FragmentTracker(self.scheduler.partitions, self.busy)
-            self.recorder = self.runtime.listener = FragRecorder(self.scheduler.jobs, self.busy, frag)
+            self.recorder = self.runtime.listener = FragRecorder(self.scheduler.jobs, self.busy, frag, listed)
             after = frag.sample
         run_steps(Replay(self.runtime, jobs, progress, after), VirtualClock())
         rec = self.recorder
@@ -121,7 +131,7 @@ class Simulator:
 
 def simulate(
     cluster: ClusterSpec,
-    jobs: Sequence[JobSpec],
+    jobs: Iterable[JobSpec],
     options: SchedulerOptions = SchedulerOptions(),
     progress: Callable[[int], None] | None = None,
     util_interval: float = 3600.0,

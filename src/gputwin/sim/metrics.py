@@ -31,8 +31,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from gputwin.core.quota import TenantUsage
-from gputwin.core.state import JobState, PartitionState
+from gputwin.core.state import PartitionState
 from gputwin.sim.evaluation import JobMetrics, PartitionMetrics, Summary, TenantMetrics
+from gputwin.sim.finished import FinishedJob, FinishedLog
 
 # Buckets in a utilisation series: 2.3 years of hours; beyond that the width doubles.
 MAX_BUCKETS = 20_000
@@ -179,11 +180,11 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def job_metrics(jobs: Sequence[JobState]) -> JobMetrics:
+def job_metrics(jobs: Sequence[FinishedJob]) -> JobMetrics:
     """Count, mean/percentile JCT and queueing delay, overhead paid, preemptions."""
     if not jobs:
         return JobMetrics()
-    jct = sorted(j.end - j.spec.submit for j in jobs)  # type: ignore[operator]
+    jct = sorted(j.end - j.spec.submit for j in jobs)
     queue = sorted(j.wait for j in jobs)
     n = len(jobs)
     return JobMetrics(
@@ -223,29 +224,45 @@ def utilization_series(tracker: BusyTracker, partitions: Sequence[str]) -> list[
     ]
 
 
-def summarize(jobs: Sequence[JobState], tracker: BusyTracker) -> Summary:
-    """The summary: overall metrics plus per-partition ones (the run's counts left for the caller)."""
-    by_partition: dict[str, list[JobState]] = {name: [] for name in tracker.totals}
-    for job in jobs:
-        by_partition[job.partition].append(job)
-    first = min((j.spec.submit for j in jobs), default=0.0)
-    last = max((j.end for j in jobs if j.end is not None), default=first)
+def summarize(jobs: FinishedLog, tracker: BusyTracker) -> Summary:
+    """The summary: overall metrics plus per-partition ones (the run's counts left for the caller),
+    read from the log's columns (no per-job rows are built)."""
+    first = min(jobs.submit, default=0.0)
+    last = max(jobs.end, default=first)
     partitions = {
-        name: PartitionMetrics(**job_metrics(part_jobs).to_json(), gpus=tracker.totals[name],
+        name: PartitionMetrics(**log_metrics(jobs, jobs.indices(name)).to_json(), gpus=tracker.totals[name],
                                gpu_utilization=utilization(tracker, [name], first, last))
-        for name, part_jobs in sorted(by_partition.items())
+        for name in sorted(tracker.totals)
     }  # fmt: skip
     overall = utilization(tracker, tracker.totals, first, last)
-    return Summary(**job_metrics(jobs).to_json(), makespan=round(last - first, 3), gpu_utilization=overall,
-                   partitions=partitions)  # fmt: skip
+    return Summary(**log_metrics(jobs, range(len(jobs))).to_json(), makespan=round(last - first, 3),
+                   gpu_utilization=overall, partitions=partitions)  # fmt: skip
+
+
+def log_metrics(log: FinishedLog, at: Sequence[int]) -> JobMetrics:
+    """`job_metrics` of the log's jobs at positions `at`, from its columns."""
+    n = len(at)
+    if not n:
+        return JobMetrics()
+    end, submit, wait = log.end, log.submit, log.wait
+    jct = sorted([end[i] - submit[i] for i in at])
+    avg_jct, p50, p95, p99 = math.fsum(jct) / n, percentile(jct, 50), percentile(jct, 95), percentile(jct, 99)
+    del jct  # one sorted list at a time
+    queue = sorted([wait[i] for i in at])
+    preemptions, overhead = log.preemptions, log.overhead
+    return JobMetrics(
+        jobs=n, avg_jct=round(avg_jct, 3), avg_queue=round(math.fsum(queue) / n, 3), p50_jct=round(p50, 3),
+        p95_jct=round(p95, 3), p99_jct=round(p99, 3), p99_queue=round(percentile(queue, 99), 3),
+        preemptions=sum([preemptions[i] for i in at]), avg_overhead=round(math.fsum([overhead[i] for i in at]) / n, 5),
+    )  # fmt: skip
 
 
 def tenant_metrics(
-    jobs: Sequence[JobState], usage: Sequence[TenantUsage], tenant_of: Callable[[JobState], str | None]
+    jobs: Sequence[FinishedJob], usage: Sequence[TenantUsage], tenant_of: Callable[[FinishedJob], str | None]
 ) -> dict[str, TenantMetrics]:
     """Per-tenant metrics by name: `usage` from the quotas of every partition, `tenant_of` a job's
     tenant (None in a partition without quotas)."""
-    by_tenant: dict[str, list[JobState]] = defaultdict(list)
+    by_tenant: dict[str, list[FinishedJob]] = defaultdict(list)
     for job in jobs:
         tenant = tenant_of(job)
         if tenant is not None:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any, Sequence, TextIO
+from typing import Any, Iterable, TextIO
 
 import hostlist
 
-from gputwin.core.state import JobState
 from gputwin.core.topology import Topology
 from gputwin.sim.atomic import SIMULATE, atomic_folder
+from gputwin.sim.finished import FinishedJob
 
 JOB_LOG_COLUMNS = (
     "job_id", "partition", "user", "name", "task_type", "gpus_requested", "gpus", "submit", "start",
@@ -23,13 +23,13 @@ JOB_LOG_COLUMNS = (
 )  # fmt: skip
 
 
-def write_job_log(jobs: Sequence[JobState], topology: Topology, out: TextIO) -> None:
+def write_job_log(jobs: Iterable[FinishedJob], topology: Topology, out: TextIO) -> None:
     """One row per finished job, in completion order. `nodes` is the last run's node count."""
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(JOB_LOG_COLUMNS)
     for job in jobs:
         spec = job.spec
-        end = job.end if job.end is not None else 0.0
+        end = job.end
         writer.writerow((
             spec.job_id, job.partition, spec.user, spec.name, spec.task_type, spec.gpus, job.gpus,
             _num(spec.submit), _num(job.first_start or 0.0), _num(end), _num(end - spec.submit),
@@ -37,7 +37,7 @@ def write_job_log(jobs: Sequence[JobState], topology: Topology, out: TextIO) -> 
         ))  # fmt: skip
 
 
-def _nodelist(job: JobState, topology: Topology) -> str:
+def _nodelist(job: FinishedJob, topology: Topology) -> str:
     """The last run's nodes in SLURM hostlist syntax, like sacct's NodeList."""
     return str(hostlist.collect_hostlist([topology.node_names[n] for n, _ in job.slots]))
 
@@ -50,7 +50,7 @@ def write_summary(path: Path, summary: dict[str, Any]) -> None:
     path.write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
 
 
-def write_outputs(out_dir: Path, summary: dict[str, Any], jobs: Sequence[JobState], topology: Topology) -> None:
+def write_outputs(out_dir: Path, summary: dict[str, Any], jobs: Iterable[FinishedJob], topology: Topology) -> None:
     """DIR/jobs.csv and DIR/summary.json, swapped in together (OutputError if DIR cannot take them)."""
     with atomic_folder(out_dir, SIMULATE) as new:
         with open(new / "jobs.csv", "w", newline="") as fh:

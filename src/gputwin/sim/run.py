@@ -14,16 +14,16 @@ import dataclasses
 import gc
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from gputwin.core.history import Estimator, TableEstimator
 from gputwin.core.model import Candidate, ClusterSpec, JobSpec, PolicySpec, policy_label
 from gputwin.core.plugins import known
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
-from gputwin.core.state import JobState
 from gputwin.errors import InputError
 from gputwin.sim.engine import SimOutcome, Simulator
 from gputwin.sim.evaluation import Summary
+from gputwin.sim.finished import FinishedJob
 from gputwin.sim.metrics import jain_index, summarize, tenant_metrics, utilization_series
 from gputwin.sim.shares import share_metrics
 
@@ -89,7 +89,7 @@ def _check_helios(cluster: ClusterSpec, name: str, pol: PolicySpec, estimates: b
 
 def run_summary(
     cluster: ClusterSpec,
-    jobs: Sequence[JobSpec],
+    jobs: Iterable[JobSpec],
     *,
     overrides: Overrides | Candidate = Overrides(),
     compat: str | None = None,
@@ -101,7 +101,8 @@ def run_summary(
     origin: float = 0.0,
 ) -> tuple[Summary, SimOutcome]:
     """Replay `jobs` (`overrides`: command-line settings or a Candidate); return the typed summary
-    and the outcome (finished jobs, ...). `estimator` names the run-time estimator QSSF uses
+    and the outcome (finished jobs, ...); `jobs` may be an iterator, read as the replay reaches
+    each (sorted by submit: a long trace need not be resident). `estimator` names the run-time estimator QSSF uses
     (`gputwin.estimators.ESTIMATORS`; "history" is the core's own) or builds it; `origin` is the
     epoch time of the trace's 0 (`TraceResult.origin`: a named estimator's submit hour and weekday);
     `estimates`, a fixed table (the reference simulator's), takes the place of the history."""
@@ -118,6 +119,7 @@ def run_summary(
     elif estimator != "history":
         from gputwin.estimators import factory  # numpy and LightGBM stay off the default path
 
+        jobs = jobs if isinstance(jobs, Sequence) else list(jobs)  # a learned estimator reads them all
         options = dataclasses.replace(options, estimator=factory(estimator, jobs, seed, origin))
     started = time.perf_counter()
     outcome, scheduler = _simulate(cluster, jobs, options, progress, util_interval)
@@ -139,7 +141,7 @@ def run_summary(
 
 
 def _simulate(
-    cluster: ClusterSpec, jobs: Sequence[JobSpec], options: SchedulerOptions,
+    cluster: ClusterSpec, jobs: Iterable[JobSpec], options: SchedulerOptions,
     progress: Callable[[int], None] | None, util_interval: float,
 ) -> tuple[SimOutcome, Scheduler]:  # fmt: skip
     """`gputwin.sim.engine.simulate`, keeping the scheduler: its quotas hold the tenants' service."""
@@ -154,11 +156,11 @@ def _simulate(
 
 
 def _with_tenants(summary: Summary, outcome: SimOutcome, scheduler: Scheduler) -> Summary:
-    end = max((j.end for j in outcome.finished if j.end is not None), default=0.0)
+    end = max(outcome.finished.end, default=0.0)
 
-    def tenant_of(job: JobState) -> str | None:
+    def tenant_of(job: FinishedJob) -> str | None:
         quota = scheduler.partitions[job.partition].quota
-        return None if quota is None else quota.tenant_of(job)
+        return None if quota is None else quota.tenant_of(job)  # type: ignore[arg-type]  # reads job.spec only
 
     tenants = tenant_metrics(outcome.finished, scheduler.tenant_usage(end), tenant_of)
     return dataclasses.replace(summary, tenants=tenants, jain=jain_index(tenants))
@@ -166,7 +168,7 @@ def _with_tenants(summary: Summary, outcome: SimOutcome, scheduler: Scheduler) -
 
 def run(
     cluster: ClusterSpec,
-    jobs: Sequence[JobSpec],
+    jobs: Iterable[JobSpec],
     *,
     overrides: Overrides | Candidate = Overrides(),
     compat: str | None = None,

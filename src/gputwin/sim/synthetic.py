@@ -22,6 +22,7 @@ import itertools
 import math
 import operator
 import random
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -156,10 +157,21 @@ def synthetic_jobs(n: int, cluster: ClusterSpec, seed: int = 0, load: float = 0.
     # A million new objects trigger hundreds of generational collections that find nothing to
     # free (nothing here forms a cycle); pausing the collector halves the generation time.
     with _collector_paused():
+        return list(_generate(n, cluster, random.Random(seed), load))
+
+
+def iter_synthetic_jobs(n: int, cluster: ClusterSpec, seed: int = 0, load: float = 0.9) -> Iterator[JobSpec]:
+    """`synthetic_jobs`, the same jobs, built one at a time as they are read: only the drawn
+    columns (~40 bytes a job) stay resident, for a replay that streams its input (`Simulator.run`)."""
+    _require(n >= 0, "n must be >= 0")
+    _require(load > 0, "load must be > 0")
+    if n == 0:
+        return iter(())
+    with _collector_paused():
         return _generate(n, cluster, random.Random(seed), load)
 
 
-def _generate(n: int, cluster: ClusterSpec, rng: random.Random, load: float) -> list[JobSpec]:
+def _generate(n: int, cluster: ClusterSpec, rng: random.Random, load: float) -> Iterator[JobSpec]:
     types, caps = _partition_table(cluster)
     templates, template_weights = _templates(rng)
     # Bulk draws, one column at a time: `choices(k=n)` runs its loop in a list comprehension and
@@ -170,18 +182,21 @@ def _generate(n: int, cluster: ClusterSpec, rng: random.Random, load: float) -> 
     spread = [math.exp(RUN_SIGMA * z) for z in _normal_quantiles()]
     noise = rng.choices(spread, k=n)
     durations = [min(MAX_SECONDS, float(max(1, round(t.median * x)))) for t, x in zip(picked, noise)]
-    submits = _arrivals(rng, n, _span(gpus, durations, sum(caps), load))
+    submits = array("d", _arrivals(rng, n, _span(gpus, durations, sum(caps), load)))
     del noise
+    # Unboxed: the columns outlive the draw in a streamed replay (small ints are shared anyway).
+    run_times, picked_types = array("d", durations), array("q", part_of)
+    del durations, part_of
     # Positional, in JobSpec's field order: building a million frozen dataclasses is most of the
     # generation time, and `map` over ready columns is its cheapest form.
-    return list(
+    return iter(
         map(
             JobSpec,
             map("j{}".format, range(n)),
             submits,
-            durations,
+            run_times,
             gpus,
-            map(types.__getitem__, part_of),
+            map(types.__getitem__, picked_types),
             map(_USER, picked),
             map(_NAME, picked),
             itertools.repeat("COMPLETED"),
