@@ -106,7 +106,7 @@ class Scheduler(Cycle):
         part = self.partitions[name]
         problem = _admission_problem(spec, part)
         if problem is None and part.quota is not None:
-            problem = quota_problem(part.quota, spec.user, spec.gpus)
+            problem = quota_problem(part.quota, spec.user, spec.gpus, spec.model)
         if problem is None and spec.model and part.models is not None:
             problem = part.models.problem(spec.model, spec.gpus, name)
         if problem is None and spec.job_id in self.jobs:
