@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from .checks import check_name
 from .commands import run_command
 from .errors import SlurmError
-from .render_tenancy import Tenancy
+from .render_tenancy import Qos, Tenancy
 
 Argv = tuple[str, ...]
 Runner = Callable[[Sequence[str]], str]
 SACCTMGR = ("sacctmgr", "-i")
 TIMEOUT = 30.0
 _GPUS = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
+_TYPED = re.compile(r"(?:^|,)gres/gpu:([A-Za-z0-9._-]+)=(\d+)(?=,|$)")
 
 
 class SlurmAccountsError(SlurmError):
@@ -46,6 +47,7 @@ class LiveAccounts:
     """What slurmdbd holds, as far as a `Tenancy` cares."""
 
     qos: dict[str, int | None] = field(default_factory=dict)  # name -> GrpTRES gres/gpu (None: unset)
+    typed: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)  # name -> gres/gpu:MODEL caps
     shares: dict[str, str] = field(default_factory=dict)  # account -> Share column
     users: dict[tuple[str, str, str], tuple[str, str]] = field(default_factory=dict)  # (user, account, partition) -> (QOS, DefaultQOS)
 
@@ -65,11 +67,13 @@ def default_runner(argv: Sequence[str]) -> str:
 def read_live(cluster: str, runner: Runner = default_runner) -> LiveAccounts:
     """``sacctmgr show qos`` and ``show assoc`` (``-n -P``) of `cluster`."""
     qos: dict[str, int | None] = {}
+    typed: dict[str, tuple[tuple[str, int], ...]] = {}
     for line in runner(["sacctmgr", "-n", "-P", "show", "qos", "format=Name,GrpTRES"]).splitlines():
         name, _, tres = line.partition("|")
         found = _GPUS.search(tres)
         qos[name] = int(found.group(1)) if found else None
-    live = LiveAccounts(qos)
+        typed[name] = tuple(sorted((m, int(n)) for m, n in _TYPED.findall(tres)))
+    live = LiveAccounts(qos, typed)
     out = runner(["sacctmgr", "-n", "-P", "show", "assoc", f"cluster={cluster}",
                   "format=Account,User,Partition,Share,QOS,DefaultQOS"])  # fmt: skip
     for line in out.splitlines():
@@ -89,13 +93,14 @@ def plan(tenancy: Tenancy, live: LiveAccounts, cluster: str) -> tuple[Step, ...]
     check_name(cluster, "cluster name")
     steps: list[Step] = []
     for qos in tenancy.qos:
-        tres = f"GrpTRES=gres/gpu={qos.gpus}"
+        # A typed cap slurmdbd holds that the quota no longer names is cleared (-1).
+        stale = sorted({m for m, _ in live.typed.get(qos.name, ())} - {m for m, _ in qos.models})
+        tres = ",".join([f"GrpTRES={qos.tres}", *(f"gres/gpu:{m}=-1" for m in stale)])
         if qos.name not in live.qos:
             steps.append(Step((*SACCTMGR, "add", "qos", qos.name, tres), (*SACCTMGR, "delete", "qos", f"name={qos.name}")))
-        elif live.qos[qos.name] != qos.gpus:
-            old = live.qos[qos.name]
-            back = f"GrpTRES=gres/gpu={-1 if old is None else old}"  # -1 clears a limit
-            steps.append(Step(_modify("qos", [f"name={qos.name}"], tres), _modify("qos", [f"name={qos.name}"], back)))
+        elif live.qos[qos.name] != qos.gpus or live.typed.get(qos.name, ()) != qos.models:
+            steps.append(Step(_modify("qos", [f"name={qos.name}"], tres),
+                              _modify("qos", [f"name={qos.name}"], _tres_back(qos, live))))  # fmt: skip
     for account in tenancy.accounts:
         where = [f"name={account.name}", f"cluster={cluster}"]
         share = f"Fairshare={account.shares}"
@@ -119,6 +124,14 @@ def plan(tenancy: Tenancy, live: LiveAccounts, cluster: str) -> tuple[Step, ...]
             undo = (f"QOS={old_qos}", f"DefaultQOS={old_default or -1}")
             steps.append(Step(_modify("user", where, *want), _modify("user", where, *undo)))
     return tuple(steps)
+
+
+def _tres_back(qos: Qos, live: LiveAccounts) -> str:
+    """The GrpTRES setting that restores what slurmdbd held: -1 clears a limit it did not have."""
+    old, typed = live.qos[qos.name], dict(live.typed.get(qos.name, ()))
+    models = sorted(set(typed) | {m for m, _ in qos.models})
+    return "GrpTRES=" + ",".join([f"gres/gpu={-1 if old is None else old}",
+                                  *(f"gres/gpu:{m}={typed.get(m, -1)}" for m in models)])  # fmt: skip
 
 
 def _modify(entity: str, where: list[str], *settings: str) -> Argv:

@@ -8,6 +8,9 @@ Mapping (Kueue-style quota -> SLURM 22.05), per partition P and tenant t with gu
 borrowing limit B, lending limit L (of each cohort member s):
 
 - the tenant is an **account** ``t`` (child of root), ``Fairshare=`` its fair-share weight;
+- a per-model quota (``gpus: {a100: 16}``) adds SLURM's typed ``gres/gpu:a100=C_a100`` to the QOS's
+  GrpTRES, C_m worked out per model as below from that model's guarantees, and ``gres/gpu`` is the
+  sum of every cap; typed limits count only TRES named in ``AccountingStorageTRES`` (`render_nodes`);
 - one **QOS** ``t.P`` with ``GrpTRES=gres/gpu=C``: C = N outside a cohort; in a cohort
   C = N + min(B, sum over the other members s of L_s, or N_s without a lending limit) — the most
   t could ever hold in gputwin. SLURM has no borrowing: a QOS is a cap, not a guarantee, so the
@@ -42,6 +45,12 @@ SHARE_SCALE = 100  # fractional weights become integer shares x100 (Fairshare= t
 class Qos:
     name: str
     gpus: int  # GrpTRES=gres/gpu=gpus
+    models: tuple[tuple[str, int], ...] = ()  # per-model quotas: GrpTRES=...,gres/gpu:MODEL=N, by model
+
+    @property
+    def tres(self) -> str:
+        """The GrpTRES value: ``gres/gpu=N`` and, per model, SLURM's typed ``gres/gpu:MODEL=N``."""
+        return ",".join([f"gres/gpu={self.gpus}", *(f"gres/gpu:{m}={n}" for m, n in self.models)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +97,8 @@ def render_tenancy(cluster: ClusterSpec) -> Tenancy:
             name = qos_name(account, part.name)
             if name in qos:
                 raise SlurmInputError(f"partition {part.name}: QOS name {name!r} is taken twice (rename a tenant)")
-            qos[name] = Qos(name, grp_gpus(part, quota))
+            models = tuple((check_name(m, "GPU model"), grp_gpus(part, quota, m)) for m in sorted(quota.models))
+            qos[name] = Qos(name, grp_gpus(part, quota) + sum(n for _, n in models), models)
             for user in quota.users or (quota.tenant,):
                 if user == ANY_USER:
                     notes.append(f"partition {part.name}: tenant {account}'s \"*\" (every other user) cannot be "
@@ -107,17 +117,29 @@ def _account_name(tenant: str) -> str:
     return tenant
 
 
-def grp_gpus(part: PartitionSpec, quota: QuotaSpec) -> int:
-    """The QOS cap: the most GPUs the tenant may ever hold in the partition (see the docstring)."""
+def grp_gpus(part: PartitionSpec, quota: QuotaSpec, model: str = "") -> int:
+    """The QOS cap: the most GPUs the tenant may ever hold in the partition (see the docstring), of
+    `model` for a per-model quota ("": its quota of any model), borrowed from that model's quotas."""
+
+    def own(q: QuotaSpec) -> int:
+        return q.models.get(model, 0) if model else q.gpus
+
     if quota.cohort is None:
-        return quota.gpus
+        return own(quota)
     lendable = sum(
-        q.gpus if q.lending_limit is None else min(q.gpus, q.lending_limit)
+        own(q) if q.lending_limit is None else min(own(q), q.lending_limit)
         for q in part.quotas
         if q.cohort == quota.cohort and q.tenant != quota.tenant
     )
     borrow = lendable if quota.borrowing_limit is None else min(quota.borrowing_limit, lendable)
-    return quota.gpus + borrow
+    return own(quota) + borrow
+
+
+def accounting_tres(cluster: ClusterSpec) -> str | None:
+    """``AccountingStorageTRES`` for typed GPU limits (``gres/gpu,gres/gpu:a100,...``): slurmdbd
+    tracks, and a QOS limits, only the TRES listed there; None when no quota is per model."""
+    models = sorted({m for p in cluster.partitions for q in p.quotas for m in q.models})
+    return ",".join(["gres/gpu", *(f"gres/gpu:{check_name(m, 'GPU model')}" for m in models)]) if models else None
 
 
 def tenant_shares(cluster: ClusterSpec) -> dict[str, int]:
@@ -186,6 +208,10 @@ def tenancy_notes(cluster: ClusterSpec) -> list[str]:
         if part.policy.fairness == "fairshare" and part.policy.queue not in ("fifo",):
             notes.append(f"partition {part.name}: job_submit.lua sets explicit {part.policy.queue} priorities, "
                          "which SLURM puts ahead of the fair-share factor")  # fmt: skip
+        if any(q.models for q in part.quotas):
+            notes.append(f"partition {part.name}: per-model quotas are typed GrpTRES (gres/gpu:MODEL=N); a job "
+                         "asking for untyped gpu counts against gres/gpu only, so it may take any model's GPUs "
+                         "up to the QOS's gres/gpu (all its models' caps together)")  # fmt: skip
         if any(q.cohort for q in part.quotas):
             notes.append(f"partition {part.name}: SLURM 22.05 cannot lend or reclaim between accounts; each "
                          "tenant's QOS caps it at guarantee + what it may borrow (docs/tenancy.md)")  # fmt: skip
@@ -202,6 +228,9 @@ def render_nodes(cluster: ClusterSpec) -> str:
             check_name(node.model, f"node {node.name} GPU model")
         groups.setdefault((node.model, node.gpus), []).append(node.name)
     lines = ["# gputwin: node GRES for slurm.conf (and gres.conf Type=), needs a restart to change.\n"]
+    tres = accounting_tres(cluster)
+    if tres is not None:  # per-model quotas: QOS GrpTRES=gres/gpu:MODEL=N counts only listed TRES
+        lines.append(f"AccountingStorageTRES={tres}\n")
     for (model, gpus), names in groups.items():
         gres = f"gpu:{model}:{gpus}" if model else f"gpu:{gpus}"
         lines.append(f"NodeName={hostlist.collect_hostlist(names)} Gres={gres}\n")

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
+from cluster_builders import build_cluster
 
 from gputwin.core.decision import Resize
 from gputwin.core.history import HistoryEstimator, JobHistory
 from gputwin.core.model import JobSpec, PolicySpec
 from gputwin.core.plugins import make_sizer
 from gputwin.core.scheduler import Scheduler
-from gputwin.core.sizing import AsRequested, HistorySizing, SizeChoice, scaled_run
+from gputwin.core.sizing import AsRequested, HistorySizing, SizeChoice, model_speed, scaled_run
 
 
 @pytest.mark.parametrize(
@@ -174,3 +176,58 @@ def test_history_estimator_uses_the_most_specific_group_seen(user, name, task_ty
 
 def test_history_estimator_uses_its_prior_before_any_job() -> None:
     assert HistoryEstimator(prior=42.0).predict(SEEN[0]) == 42.0
+
+
+# Size 4 jobs did not wait and ran 100 s; size 8 jobs waited 40 s and ran 50 s (speed-1 seconds).
+WAIT_FOR_EIGHT = [(4, 100, 0, 5), (8, 50, 40, 5)]
+
+
+@pytest.mark.parametrize(("speed", "gpus"), [
+    # expected(4) = 0 + 100/1 = 100; expected(8) = 40 + 50/1 = 90 -> 8
+    pytest.param(1.0, 8, id="speed-one-waits-for-eight"),
+    # expected(4) = 0 + 100/2 = 50; expected(8) = 40 + 50/2 = 65 -> 4: fast GPUs gain less from more
+    pytest.param(2.0, 4, id="fast-model-keeps-request"),
+    # expected(4) = 200; expected(8) = 40 + 100 = 140 -> 8
+    pytest.param(0.5, 8, id="slow-model-waits-for-eight"),
+])  # fmt: skip
+def test_history_sizing_weighs_run_time_at_the_models_speed(speed: float, gpus: int) -> None:
+    choice = HistorySizing().size(JobSpec("j", 0, 100, 4, "x"), "p", 16, _history(WAIT_FOR_EIGHT), speed)
+    assert choice.gpus == gpus
+    assert choice.duration == pytest.approx(scaled_run(100, 4, gpus, 0.9))  # still speed-1 seconds
+
+
+@pytest.mark.parametrize(("model", "speeds", "models", "want"), [
+    pytest.param("a100", {"a100": 2.0}, ("a100", "v100"), 2.0, id="named-model"),
+    pytest.param("v100", {"a100": 2.0}, ("a100", "v100"), 1.0, id="model-without-speed-is-one"),
+    pytest.param("", {"a100": 2.0, "v100": 1.5}, ("a100", "v100"), 1.5, id="any-model-slowest"),
+    pytest.param("", {}, (), 1.0, id="no-models"),
+])  # fmt: skip
+def test_the_speed_a_job_would_run_at(model: str, speeds: dict, models: tuple, want: float) -> None:
+    assert model_speed(model, speeds, models) == want
+
+
+class RecordingSizerMock:
+    """A mock sizer: keeps the request and records the speed the Scheduler hands it."""
+
+    name = "history"
+
+    def __init__(self) -> None:
+        self.speeds: list[float] = []
+
+    def size(self, job: JobSpec, partition: str, capacity: int, history: JobHistory, speed: float = 1.0
+             ) -> SizeChoice:  # fmt: skip
+        self.speeds.append(speed)
+        return SizeChoice(job.gpus, job.duration)
+
+
+def test_mock_sizer_gets_the_speed_of_the_model_a_job_asks_for() -> None:
+    base = build_cluster({"l0": [8, 8]}, PolicySpec(sizing="history"))
+    nodes = tuple(dataclasses.replace(n, model=m) for n, m in zip(base.topology.nodes, ("a100", "v100")))
+    topology = dataclasses.replace(base.topology, nodes=nodes, speeds={"a100": 2.0, "v100": 0.5})
+    sched = Scheduler(dataclasses.replace(base, topology=topology))
+    mock = RecordingSizerMock()
+    (part,) = sched.partitions.values()
+    part.sizer = mock
+    for i, model in enumerate(("a100", "v100", "")):
+        sched.submit(JobSpec(f"j{i}", 0, 10, 4, base.partitions[0].task_types[0], model=model), 0.0)
+    assert mock.speeds == [2.0, 0.5, 0.5]

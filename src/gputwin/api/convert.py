@@ -38,6 +38,7 @@ from gputwin.core.model import (
     TopologySpec,
 )
 from gputwin.core.policies import qssf_prior
+from gputwin.core.quota import CATCH_ALL
 
 
 def topology_spec(topology: SwitchTopology) -> TopologySpec:
@@ -111,13 +112,19 @@ def partition_spec(
 
 
 def quota_spec(quota: TenantQuota) -> QuotaSpec:
-    return QuotaSpec(quota.tenant, quota.gpus, tuple(quota.users or ()), quota.cohort, quota.borrowing_limit,
-                     quota.lending_limit)  # fmt: skip
+    """A per-model `gpus` mapping becomes `models`, its "*" entry (none: 0) the plain guarantee."""
+    gpus, models = (quota.gpus, {}) if isinstance(quota.gpus, int) else (
+        quota.gpus.get(CATCH_ALL, 0), {m: n for m, n in quota.gpus.items() if m != CATCH_ALL})  # fmt: skip
+    return QuotaSpec(quota.tenant, gpus, tuple(quota.users or ()), quota.cohort, quota.borrowing_limit,
+                     quota.lending_limit, models)  # fmt: skip
 
 
 def quota_document(quota: QuotaSpec) -> dict[str, Any]:
     """The inverse of `quota_spec`: a `quotas[]` entry as a manifest writes it (unset fields left out)."""
-    given = {"tenant": quota.tenant, "users": list(quota.users) or None, "gpus": quota.gpus, "cohort": quota.cohort,
+    gpus: int | dict[str, int] = quota.gpus
+    if quota.models:
+        gpus = {**quota.models, **({CATCH_ALL: quota.gpus} if quota.gpus else {})}
+    given = {"tenant": quota.tenant, "users": list(quota.users) or None, "gpus": gpus, "cohort": quota.cohort,
              "borrowingLimit": quota.borrowing_limit, "lendingLimit": quota.lending_limit}  # fmt: skip
     return {k: v for k, v in given.items() if v is not None}
 

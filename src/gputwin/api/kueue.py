@@ -170,7 +170,10 @@ def _cluster_queue(part: PartitionSpec, index: int, flavors: Sequence[Flavor], n
 
 
 def _quota_flavors(quota: QuotaSpec, flavors: Sequence[Flavor]) -> list[Obj]:
-    """nominalQuota and the limits per flavor: each split by the flavors' GPUs (largest remainder)."""
+    """nominalQuota and the limits per flavor: each split by the flavors' GPUs (largest remainder);
+    a per-model quota's models map exactly (`_model_flavors`)."""
+    if quota.models:
+        return _model_flavors(quota, flavors)
     weights = [f.gpus for f in flavors]
     nominal = split(quota.gpus, weights)
     borrow = (
@@ -188,6 +191,27 @@ def _quota_flavors(quota: QuotaSpec, flavors: Sequence[Flavor]) -> list[Obj]:
             resource["borrowingLimit"] = borrow[i]
         if lend is not None:
             resource["lendingLimit"] = min(lend[i], nominal[i])
+        out.append({"name": flavor.name, "resources": [resource]})
+    return out
+
+
+def _model_flavors(quota: QuotaSpec, flavors: Sequence[Flavor]) -> list[Obj]:
+    """A per-model quota: each named model's flavor takes that model's guarantee as nominalQuota and
+    the limits as they are (gputwin applies them per model, as Kueue per flavor); the any-model part
+    (`gpus`) is split by GPUs over the other flavors (over all where every model is named)."""
+    others = [f for f in flavors if f.model not in quota.models] or list(flavors)
+    rest = dict(zip((f.name for f in others), split(quota.gpus, [f.gpus for f in others])))
+    rest_borrow = None if quota.borrowing_limit is None else split(quota.borrowing_limit, [f.gpus for f in others])
+    out: list[Obj] = []
+    for flavor in flavors:
+        named = flavor.model in quota.models
+        nominal = quota.models.get(flavor.model, 0) + rest.get(flavor.name, 0)
+        resource: Obj = {"name": GPU, "nominalQuota": nominal}
+        if quota.cohort is not None and quota.borrowing_limit is not None:
+            resource["borrowingLimit"] = quota.borrowing_limit if named or rest_borrow is None else (
+                rest_borrow[others.index(flavor)])  # fmt: skip
+        if quota.cohort is not None and quota.lending_limit is not None:
+            resource["lendingLimit"] = min(quota.lending_limit, nominal)
         out.append({"name": flavor.name, "resources": [resource]})
     return out
 
@@ -261,9 +285,13 @@ def _notes(cluster: ClusterSpec, flavors: Mapping[str, Sequence[Flavor]], namesp
             continue
         notes += _policy_notes(part.name, part.policy)
         models = [f.model or "(none)" for f in flavors[part.name]]
-        if len(models) > 1:
+        if len(models) > 1 and any(not q.models for q in part.quotas):
             notes.append(f"partition {part.name}: quotas split over GPU models {', '.join(models)} by their GPUs "
                          "(Kueue's quota is per flavor and a workload takes one flavor)")  # fmt: skip
+        if any(q.models and q.gpus for q in part.quotas):
+            notes.append(f"partition {part.name}: per-model quotas map to their flavors' nominalQuota; their "
+                         "any-model part (\"*\") is split over the other flavors by GPUs (Kueue has no any-flavor "
+                         "quota)")  # fmt: skip
         if part.priority_tier:
             notes.append(
                 f"partition {part.name}: priorityTier does not map (Kueue: a WorkloadPriorityClass per job)"

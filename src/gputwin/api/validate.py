@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from gputwin.api.convert import select_nodes, topology_spec
 from gputwin.api.meta import CATCH_ALL, expand_hostlist
 from gputwin.api.problems import Problem
-from gputwin.api.v1alpha1 import GPUJob, GPUPartition, Resource, SchedulingPolicy, SwitchTopology
+from gputwin.api.v1alpha1 import GPUJob, GPUPartition, Resource, SchedulingPolicy, SwitchTopology, TenantQuota
 from gputwin.core.model import NodeSpec, TopologySpec
 from gputwin.core.topology import Topology, TopologyError
 
@@ -145,15 +145,34 @@ def _partition_problems(
 
 
 def _quota_problems(where: str, partition: GPUPartition, nodes: Sequence[NodeSpec]) -> list[Problem]:
-    """Guarantees adding up to more GPUs than the partition has: some could never be honoured."""
-    guaranteed = sum(q.gpus for q in partition.spec.quotas)
-    if not guaranteed:
-        return []
-    gpus_of = {n.name: n.gpus for n in nodes}
-    total = sum(gpus_of.get(n, 0) for n in set(select_nodes(partition.spec, nodes)))
-    if guaranteed <= total:
-        return []
-    return [Problem(where, "spec.quotas", f"guarantees add up to {guaranteed} GPUs; the partition has {total}")]
+    """Guarantees adding up to more GPUs than the partition has (of one model: than it has of that
+    model): some could never be honoured. A model no node has is a typo."""
+    quotas = partition.spec.quotas
+    problems = _quota_model_problems(where, quotas, nodes)
+    guaranteed = sum(q.gpus if isinstance(q.gpus, int) else sum(q.gpus.values()) for q in quotas)
+    if not guaranteed or problems:
+        return problems
+    mine = [n for n in nodes if n.name in set(select_nodes(partition.spec, nodes))]
+    total = sum(n.gpus for n in mine)
+    if guaranteed > total:
+        return [Problem(where, "spec.quotas", f"guarantees add up to {guaranteed} GPUs; the partition has {total}")]
+    for model in sorted({m for q in quotas if isinstance(q.gpus, dict) for m in q.gpus} - {CATCH_ALL}):
+        wanted = sum(q.gpus.get(model, 0) for q in quotas if isinstance(q.gpus, dict))
+        have = sum(n.gpus for n in mine if n.model == model)
+        if wanted > have:
+            problems.append(Problem(where, "spec.quotas",
+                                    f"guarantees of model {model!r} add up to {wanted} GPUs; the partition has {have}"))
+    return problems  # fmt: skip
+
+
+def _quota_model_problems(where: str, quotas: Sequence[TenantQuota], nodes: Sequence[NodeSpec]) -> list[Problem]:
+    """Per-model guarantees of a GPU model no node of the SwitchTopology has."""
+    declared = sorted({n.model for n in nodes if n.model})
+    known = ", ".join(declared) or "none"
+    return [Problem(where, f"spec.quotas[{i}].gpus.{model}",
+                    f"no node group of the SwitchTopology has GPU model {model!r}; declared: {known}")
+            for i, q in enumerate(quotas) if isinstance(q.gpus, dict)
+            for model in q.gpus if model != CATCH_ALL and model not in declared]  # fmt: skip
 
 
 def _weight_problems(documents: Sequence[Document]) -> list[Problem]:

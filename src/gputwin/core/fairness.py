@@ -319,6 +319,9 @@ def fair_among(part: PartitionState, fairness: Fairness) -> None:
     assert not part.queued, "fairness is set up before any job is queued"
     if part.quota is not None:
         fairness.tenant_of = part.quota.tenant_of
+        # A tenant's per-model quotas (`tenant/model`) weigh what the tenant does.
+        weights = fairness.weights
+        weights.update({key: weights[t] for key, t in part.quota.owner.items() if key != t and t in weights})
     part.fair = fairness
     part.order = FairQueue(fairness, part.queued)
     part.policy = FairPolicy(part.policy, fairness)

@@ -158,6 +158,10 @@ class QuotaSpec:
     `users` are the job users it covers ("*": every user no other quota of the partition names).
     Members of one `cohort` lend idle guarantees to each other: a tenant holds at most
     `gpus + borrowing_limit` and lends at most `lending_limit` of its own (None: no limit / all).
+    `models`: GPUs guaranteed per GPU model, each kept apart with the same rules (its own usage,
+    borrowing from and lending to the same model's quotas of the cohort, the limits applying to
+    each model); `gpus` is then the guarantee of jobs asking for no model or a model not named
+    there (docs/tenancy.md, "GPU models").
     """
 
     tenant: str
@@ -166,6 +170,7 @@ class QuotaSpec:
     cohort: str | None = None
     borrowing_limit: int | None = None
     lending_limit: int | None = None
+    models: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,9 @@ while idle. `PartitionQuota` keeps each tenant's usage (GPUs its running jobs ho
 (GPUs its queued and running jobs ask for), told by the scheduler with `now`, and integrates both
 over time for the per-tenant metrics (`report`), lazily: a tenant's integrals are brought up to
 date only when its usage or demand changes, or at `report` (a change touches one tenant of many).
+A tenant with per-model quotas (`QuotaSpec.models`) is several "tenants" here, keyed `tenant/model`,
+one per model, plus its own name for jobs asking for no model or another one: every rule above
+runs unchanged on those keys, a model's quota meeting only that model's quotas in its cohort.
 Pure: no clock, every ordering deterministic.
 """
 
@@ -26,7 +29,8 @@ CATCH_ALL = "*"
 
 @dataclass(frozen=True, slots=True)
 class TenantUsage:
-    """One tenant's service in one partition over a run (GPU-seconds)."""
+    """One tenant's service in one partition over a run (GPU-seconds); `tenant` is `tenant/model`
+    for a per-model quota."""
 
     tenant: str
     partition: str
@@ -42,16 +46,20 @@ class PartitionQuota:
 
     def __init__(self, partition: str, quotas: Sequence[QuotaSpec]) -> None:
         self.partition = partition
-        self.nominal = {q.tenant: q.gpus for q in quotas}
-        self.borrowing = {q.tenant: q.borrowing_limit for q in quotas}
+        pools = [pool for q in quotas for pool in _pools(q)]
+        self.nominal = {key: gpus for key, _, gpus, _ in pools}
+        self.borrowing = {key: q.borrowing_limit for key, _, _, q in pools}
         # The part of a guarantee its owner never lends: counted as used while idle.
-        self.reserved = {q.tenant: q.gpus - min(q.gpus, q.gpus if q.lending_limit is None else q.lending_limit)
-                         for q in quotas}  # fmt: skip
-        self.cohort = {q.tenant: q.cohort for q in quotas}
+        self.reserved = {key: n - min(n, n if q.lending_limit is None else q.lending_limit) for key, _, n, q in pools}
+        # A model's quotas lend to and borrow from that model's quotas of the cohort only.
+        self.cohort = {key: None if q.cohort is None else q.cohort + model for key, model, _, q in pools}
         self.members: dict[str, tuple[str, ...]] = {}
-        for q in quotas:
-            if q.cohort is not None:
-                self.members[q.cohort] = (*self.members.get(q.cohort, ()), q.tenant)
+        for key, cohort in self.cohort.items():
+            if cohort is not None:
+                self.members[cohort] = (*self.members.get(cohort, ()), key)
+        # tenant -> model -> its pool's key, for the tenants with per-model quotas only.
+        self.by_model = {q.tenant: {m: q.tenant + "/" + m for m in q.models} for q in quotas if q.models}
+        self.owner = {key: q.tenant for key, _, _, q in pools}
         self.capacity = {c: sum(self.nominal[t] for t in ts) for c, ts in self.members.items()}
         self.cohort_reserved = {c: tuple(self.reserved[t] for t in ts) for c, ts in self.members.items()}
         self._ceilings = {t: self._ceiling(t) for t in self.nominal}  # fixed by the quotas
@@ -78,8 +86,17 @@ class PartitionQuota:
         return self.of_user.get(user, self.catch_all)
 
     def tenant_of(self, job: JobState) -> str:
-        """The tenant of an admitted job (admission refused jobs of no tenant)."""
-        return self.of_user.get(job.spec.user, self.catch_all)  # type: ignore[return-value]
+        """The quota an admitted job counts against (admission refused jobs of no tenant): its
+        tenant's, or `tenant/model` where the tenant has a per-model quota of the model it asks for."""
+        tenant: str = self.of_user.get(job.spec.user, self.catch_all)  # type: ignore[assignment]
+        if self.by_model:
+            return self.pool(tenant, job.spec.model)
+        return tenant
+
+    def pool(self, tenant: str, model: str) -> str:
+        """The key of `tenant`'s quota for jobs asking for `model` ("": any): per model if named."""
+        models = self.by_model.get(tenant)
+        return tenant if models is None else models.get(model, tenant)
 
     def ceiling(self, tenant: str) -> int:
         """The most GPUs `tenant` could ever hold here: a larger job could never start."""
@@ -202,15 +219,25 @@ def _fits(quota: PartitionQuota, used: Mapping[str, int], tenant: str, gpus: int
     return total - max(used[tenant], own_reserved) + max(after, own_reserved) <= quota.capacity[cohort]
 
 
-def quota_problem(quota: PartitionQuota, user: str, gpus: int) -> str | None:
-    """Why a job of `user` asking for `gpus` GPUs can never start in this partition, or None."""
+def quota_problem(quota: PartitionQuota, user: str, gpus: int, model: str = "") -> str | None:
+    """Why a job of `user` asking for `gpus` GPUs (of `model`, "": any) can never start in this
+    partition, or None."""
     tenant = quota.tenant(user)
     if tenant is None:
         return f"user {user!r} has no quota in partition {quota.partition!r}"
-    ceiling = quota.ceiling(tenant)
+    pool = quota.pool(tenant, model)
+    ceiling = quota.ceiling(pool)
     if gpus > ceiling:
-        return f"asks for {gpus} GPUs; tenant {tenant!r} may hold at most {ceiling} in partition {quota.partition!r}"
+        what = f"tenant {tenant!r}" if pool == tenant else f"tenant {tenant!r} of model {model!r}"
+        other = " (any model not named in its quota)" if pool == tenant and tenant in quota.by_model else ""
+        return f"asks for {gpus} GPUs; {what}{other} may hold at most {ceiling} in partition {quota.partition!r}"
     return None
+
+
+def _pools(q: QuotaSpec) -> list[tuple[str, str, int, QuotaSpec]]:
+    """(key, cohort suffix, guarantee, quota) of each of a tenant's quotas: the any-model one under
+    the tenant's name, each per-model one as `tenant/model` (names hold no '/': DNS names)."""
+    return [(q.tenant, "", q.gpus, q)] + [(f"{q.tenant}/{m}", f"/{m}", n, q) for m, n in sorted(q.models.items())]
 
 
 def rank_with_quota(

@@ -32,6 +32,7 @@ from gputwin.core.plugins import make_placer, make_sizer
 from gputwin.core.policies import make_policy
 from gputwin.core.quota import PartitionQuota, TenantUsage, quota_problem
 from gputwin.core.sharing import Shares, share_problem, undeclared_profile
+from gputwin.core.sizing import model_speed
 from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end, release
 from gputwin.core.topology import Topology
 
@@ -106,7 +107,7 @@ class Scheduler(Cycle):
         part = self.partitions[name]
         problem = _admission_problem(spec, part)
         if problem is None and part.quota is not None:
-            problem = quota_problem(part.quota, spec.user, spec.gpus)
+            problem = quota_problem(part.quota, spec.user, spec.gpus, spec.model)
         if problem is None and spec.model and part.models is not None:
             problem = part.models.problem(spec.model, spec.gpus, name)
         if problem is None and spec.job_id in self.jobs:
@@ -123,7 +124,9 @@ class Scheduler(Cycle):
         gpus, duration = spec.gpus, spec.duration
         if self._sizes:
             limit = part.spec.max_gpus_per_job or part.ledger.total_gpus
-            choice = part.sizer.size(spec, name, min(limit, part.ledger.total_gpus), self.history)
+            models = part.models  # the sizing rule weighs run time at the speed the job would get
+            speed = 1.0 if models is None else model_speed(spec.model, self.cluster.topology.speeds, models.nodes)
+            choice = part.sizer.size(spec, name, min(limit, part.ledger.total_gpus), self.history, speed)
             gpus, duration = choice.gpus, choice.duration
         predicted = self.estimator.predict(spec) if self._predicts else spec.duration
         job = JobState(spec, name, gpus, duration, predicted)

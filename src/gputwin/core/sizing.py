@@ -6,7 +6,9 @@ request, the one with the smallest expected completion time:
     expected(s) = W(s) + R(s)
 
 * W(s): the mean queueing delay of earlier jobs of size s in the same partition and task type;
-* R(s): the job's run time scaled to s GPUs. The scale comes from history when both sizes have
+* R(s): the job's run time scaled to s GPUs, divided by the speed of the GPU model it would run
+  on (`model_speed`: history and durations are speed-1 seconds, waits are wall-clock, so on fast
+  GPUs a size that waits less gains more than one that runs shorter). The scale comes from history when both sizes have
   been seen (mean run time at s / mean run time at the requested size g), clipped to what is
   physically plausible - never faster than linear speed-up, never slower than no speed-up -
   and otherwise from the scaling model `scaled_run(d, g, s)` below.
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence
 
 from gputwin.core.history import JobHistory
 from gputwin.core.model import JobSpec
@@ -40,6 +42,16 @@ def scaled_run(duration: float, requested: int, gpus: int, efficiency: float = 0
     return float(duration * requested / gpus / (efficiency**doublings))
 
 
+def model_speed(model: str, speeds: Mapping[str, float], models: Iterable[str]) -> float:
+    """The speed a job asking for `model` would run at in a partition of `models`: that model's
+    speed; for a job asking for any model the slowest of the partition's (a placement spread
+    over models runs at its slowest, and the rule should not count on the fast GPUs); 1 without
+    models or speeds."""
+    if model:
+        return speeds.get(model, 1.0)
+    return min((speeds.get(m, 1.0) for m in models), default=1.0)
+
+
 @dataclass(frozen=True, slots=True)
 class SizeChoice:
     gpus: int
@@ -49,13 +61,15 @@ class SizeChoice:
 class Sizer(Protocol):
     name: str
 
-    def size(self, job: JobSpec, partition: str, capacity: int, history: JobHistory) -> SizeChoice: ...
+    def size(self, job: JobSpec, partition: str, capacity: int, history: JobHistory, speed: float = 1.0
+             ) -> SizeChoice: ...  # fmt: skip
 
 
 class AsRequested:
     name = "as-requested"
 
-    def size(self, job: JobSpec, partition: str, capacity: int, history: JobHistory) -> SizeChoice:
+    def size(self, job: JobSpec, partition: str, capacity: int, history: JobHistory, speed: float = 1.0
+             ) -> SizeChoice:  # fmt: skip
         return SizeChoice(job.gpus, job.duration)
 
 
@@ -80,7 +94,10 @@ class HistorySizing:
         picked = {s for s in sizes if low <= s <= high and s <= capacity}
         return sorted(picked | {requested})
 
-    def size(self, job: JobSpec, partition: str, capacity: int, history: JobHistory) -> SizeChoice:
+    def size(self, job: JobSpec, partition: str, capacity: int, history: JobHistory, speed: float = 1.0
+             ) -> SizeChoice:  # fmt: skip
+        """The size of least expected completion; `speed`: of the model it would run on (`model_speed`).
+        The duration chosen stays in speed-1 seconds (the scheduler divides by the placement's speed)."""
         g = job.gpus
         base_run = history.run_stats(partition, job.task_type, g)
         best: tuple[float, int, int, float] | None = None
@@ -90,7 +107,7 @@ class HistorySizing:
             if s != g and wait.count < self.min_samples:
                 continue
             expected_run = self._expected_run(job.duration, g, s, base_run.mean, run.mean, run.count)
-            score = (wait.mean + expected_run, 0 if s == g else 1, s, expected_run)
+            score = (wait.mean + expected_run / speed, 0 if s == g else 1, s, expected_run)
             if best is None or score[:3] < best[:3]:
                 best = score
         assert best is not None  # the request itself always qualifies
