@@ -105,6 +105,30 @@ class EventPoster:
         thread.join(timeout=10)
 
 
+class ThreadApis:
+    """One `PodApi` per thread (made on first use: a client is not shared between threads), and
+    the requests they made together."""
+
+    def __init__(self, make_api: Callable[[], PodApi]) -> None:
+        self._make = make_api
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._apis: list[PodApi] = []
+
+    def mine(self) -> PodApi:
+        api: PodApi | None = getattr(self._local, "api", None)
+        if api is None:
+            api = self._local.api = self._make()
+            with self._lock:
+                self._apis.append(api)
+        return api
+
+    @property
+    def requests(self) -> int:
+        with self._lock:
+            return sum(api.requests for api in self._apis)
+
+
 class BindPool:
     """Binds pods from `threads` threads, one `PodApi` (and ApiClient) per thread, without making
     the caller wait (kube-scheduler's binding cycle: the scheduling pass goes on while the binds
@@ -118,10 +142,8 @@ class BindPool:
 
     def __init__(self, make_api: Callable[[], PodApi], threads: int = 4,
                  on_event_drop: Callable[[], None] | None = None) -> None:  # fmt: skip
-        self._make = make_api
         self._size = max(threads, 1)
-        self._local = threading.local()
-        self._apis: list[PodApi] = []
+        self._apis = ThreadApis(make_api)
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[tuple[tuple[str, str, str], Callable[[BindResult], None]] | None] = (
             queue.SimpleQueue()
@@ -132,17 +154,11 @@ class BindPool:
         self.events = EventPoster(make_api, on_drop=on_event_drop, idle=lambda: self._pending == 0)
 
     def _api(self) -> PodApi:
-        api: PodApi | None = getattr(self._local, "api", None)
-        if api is None:
-            api = self._local.api = self._make()
-            with self._lock:
-                self._apis.append(api)
-        return api
+        return self._apis.mine()
 
     @property
     def requests(self) -> int:
-        with self._lock:
-            return sum(api.requests for api in self._apis)
+        return self._apis.requests
 
     def submit(self, binds: Iterable[tuple[str, str, str]], done: Callable[[BindResult], None]) -> None:
         """Bind every (namespace, name, node) in order, on the pool's threads; `done` gets each
@@ -207,24 +223,15 @@ class GangPool:
     `PodApi` (made on first use); `run` returns each item's exception, or None, in order."""
 
     def __init__(self, make_api: Callable[[], PodApi], threads: int = GANG_THREADS) -> None:
-        self._make = make_api
-        self._local = threading.local()
         self._pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="gputwin-gang")
-        self._lock = threading.Lock()
-        self._apis: list[PodApi] = []
+        self._apis = ThreadApis(make_api)
 
     def _api(self) -> PodApi:
-        api: PodApi | None = getattr(self._local, "api", None)
-        if api is None:
-            api = self._local.api = self._make()
-            with self._lock:
-                self._apis.append(api)
-        return api
+        return self._apis.mine()
 
     @property
     def requests(self) -> int:
-        with self._lock:
-            return sum(api.requests for api in self._apis)
+        return self._apis.requests
 
     def run(self, items: Sequence[T], work: Callable[[PodApi, T], None]) -> list[Exception | None]:
         def one(item: T) -> Exception | None:
@@ -241,4 +248,4 @@ class GangPool:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-__all__ = ["GANG_THREADS", "BindPool", "BindResult", "EventNote", "EventPoster", "GangPool"]
+__all__ = ["GANG_THREADS", "BindPool", "BindResult", "EventNote", "EventPoster", "GangPool", "ThreadApis"]
