@@ -10,7 +10,7 @@ import pytest
 from cluster_builders import build_cluster, build_jobs, build_ledger
 
 from gputwin.core.model import ClusterSpec, PolicySpec
-from gputwin.core.placement import FirstFit, place_on
+from gputwin.core.placement import Consolidate, FirstFit, Placer, TopologyAware, place_on
 from gputwin.core.scheduler import Scheduler
 from gputwin.sim.engine import simulate
 
@@ -80,6 +80,15 @@ def test_submit_refuses_a_model_the_partition_cannot_give(gpus, model, reason) -
 def test_a_partition_without_models_ignores_the_model_asked_for() -> None:
     done = _run(_cluster(["", ""]), [("j", 0, 10, 16, "V100M32")])
     assert done["j"][:2] == (0, 10)
+
+
+@pytest.mark.parametrize("placer", [Consolidate(), TopologyAware(), FirstFit()], ids=lambda p: p.name)
+def test_a_job_of_one_model_may_need_more_of_its_nodes_than_the_partition_would(placer: Placer) -> None:
+    # a100 nodes of 1 and 2 GPUs beside an 8-GPU h100: 3 a100 GPUs need both a100 nodes. Sized
+    # against the whole partition, consolidate wanted one node (the h100 could hold 3) and waited forever.
+    ledger = build_ledger({"l0": [1, 2, 8]})
+    assert place_on(placer, ledger, 3, 0.0, frozenset({0, 1})) in (((1, 2), (0, 1)), ((0, 1), (1, 2)))
+    assert ledger.min_nodes(3) == 1  # the whole partition's sizing is back after the call
 
 
 def test_place_on_restores_the_nodes_out_of_service() -> None:

@@ -47,8 +47,7 @@ def scenarios(draw: st.DrawFn, queue: str) -> tuple[ClusterSpec, list[JobSpec]]:
         users = ("*",) if t == 3 else (USERS[t],)
         models = {m: n for m, n in zip(MODELS, (a100, h100)) if draw(st.booleans())}
         quotas.append(QuotaSpec(f"t{t}", anyg, users, cohort, borrow, lend, models))
-    # first-fit only: consolidate never places a job of one model across nodes (a known gap, reported)
-    policy = PolicySpec(queue=queue, placement="first-fit",
+    policy = PolicySpec(queue=queue, placement=draw(st.sampled_from(["first-fit", "consolidate"])),
                         backfill=draw(st.booleans()) and queue not in ("srtf", "las"),
                         checkpoint_seconds=draw(st.sampled_from([None, 0.0, 7.0])),
                         params={"las_thresholds": "100,1000"})  # fmt: skip

@@ -67,7 +67,9 @@ class Ledger:
         self._avail = self._idle
         self.free_gpus = self.total_gpus
         self.leaves: tuple[int, ...] = tuple(sorted(self._leaf_mask))
-        self._capacity_prefix = list(accumulate(sorted(self.capacity, reverse=True)))
+        self._whole_prefix = list(accumulate(sorted(self.capacity, reverse=True)))
+        self._capacity_prefix = self._whole_prefix
+        self._prefixes: dict[frozenset[int], list[int]] = {}  # `pool`'s, one per GPU model's nodes
         self._out = 0  # bitset of nodes out of service: their free GPUs are hidden from placers
         self._external: list[int] = [0] * len(self.nodes)  # GPUs held by others, per local node
         self._shown: list[int] = list(self.capacity)  # free GPUs placers see, per local node (`_visible`)
@@ -99,8 +101,24 @@ class Ledger:
         return self._leaf_free[leaf]
 
     def min_nodes(self, gpus: int) -> int:
-        """The fewest nodes that could ever hold `gpus` GPUs (all of them idle)."""
+        """The fewest nodes that could ever hold `gpus` GPUs (all of them idle; within `pool`)."""
         return bisect_left(self._capacity_prefix, gpus) + 1
+
+    def pool(self, nodes: frozenset[int] | None) -> None:
+        """Count only these (global) nodes' capacity in `min_nodes` (None: every node again).
+
+        A job of one GPU model could ever have only that model's nodes: sized against the whole
+        partition, consolidate would want one node for a job no node of its model can hold alone.
+        """
+        if nodes is None:
+            self._capacity_prefix = self._whole_prefix
+            return
+        prefix = self._prefixes.get(nodes)
+        if prefix is None:
+            prefix = list(accumulate(sorted((c for c, n in zip(self.capacity, self.nodes) if n in nodes),
+                                            reverse=True)))  # fmt: skip
+            self._prefixes[nodes] = prefix
+        self._capacity_prefix = prefix
 
     def best_fit_node(self, gpus: int, leaf: int | None = None, exclude: int = 0) -> int | None:
         """The node whose free GPUs are the smallest count >= `gpus` (lowest index on ties)."""

@@ -210,12 +210,15 @@ class ModelPools:
 
 def place_on(placer: Placer, ledger: Ledger, gpus: int, waited: float, nodes: frozenset[int]) -> Slots | None:
     """`placer`'s choice among `nodes` only (global indexes): the ledger's other nodes are out of
-    service for the call, and exactly the ones that were before are again after it."""
+    service for the call, and exactly the ones that were before are again after it; the fewest
+    nodes a job could ever need are counted among `nodes` too (`Ledger.pool`)."""
     before = ledger.out_of_service()
     ledger.set_out_of_service([*before, *(n for n in ledger.nodes if n not in nodes)])
+    ledger.pool(nodes)
     try:
         return placer.place(ledger, gpus, waited)
     finally:
+        ledger.pool(None)
         ledger.set_out_of_service(before)
 
 
