@@ -17,6 +17,7 @@ from pathlib import Path
 from unittest.mock import patch
 
 import pytest
+from polling import wait_for
 from click.testing import CliRunner
 from gputwin.adapters.slurm.accounts import SlurmAccountsError, apply_tenancy, default_runner, read_live
 from gputwin.adapters.slurm.apply import apply
@@ -112,8 +113,9 @@ def test_job_over_its_qos_stays_pending(slurm_cluster: Cluster, lab: Path) -> No
     for job in running:
         _wait_state(slurm_cluster, job, "RUNNING")
     over = slurm_cluster.submit("-A", "vision", "-p", "shared", "--gres=gpu:8", command="sleep 1")
-    time.sleep(3)  # several scheduling passes (batch_sched_delay=0, bf_interval=1)
-    assert _reason(slurm_cluster, over) == ("PENDING", "QOSGrpGRES")
+    # Until slurmctld has looked at it (the reason is None at first); a start instead never shows the reason.
+    wait_for("the job over its QOS pending for it", lambda: _reason(slurm_cluster, over) == ("PENDING", "QOSGrpGRES")
+             or None, timeout=30, interval=0.3, on_timeout=lambda: str(_reason(slurm_cluster, over)))  # fmt: skip
     alloc = slurm_cluster.run("scontrol", "show", "job", running[0]).stdout
     assert "gres/gpu:h100=8" in alloc  # the typed request was granted as such
     slurm_cluster.run("scancel", *running)
