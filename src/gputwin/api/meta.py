@@ -60,7 +60,6 @@ class ApiModel(BaseModel):
         strict=True,
         frozen=True,
         allow_inf_nan=False,
-        defer_build=True,
     )
 
 
