@@ -264,6 +264,19 @@ class FairQueue:
             out += [(prefix + policy_key, order) for policy_key, order in group]
         return out
 
+    def _orders(self, skip: Collection[str], limit: int) -> list[int]:
+        """`_take`'s orders alone: the walk needs no (tenant key, *policy key) tuple per entry."""
+        out: list[int] = []
+        for _, tenants in self._groups(skip):
+            need = limit - len(out)
+            if need <= 0:
+                break
+            if len(tenants) == 1:
+                out += [order for _, order in self._queues[tenants[0]].islice(0, need)]
+            else:
+                out += [order for _, order in islice(heapq.merge(*[self._queues[t] for t in tenants]), need)]
+        return out
+
     def _merged(self, skip: Collection[str]) -> Iterator[Entry]:
         for tenant_key, tenants in list(self._groups(skip)):
             prefix = (tenant_key,)
@@ -281,7 +294,7 @@ class FairQueue:
             return  # the common read: a cycle's second pass finds the queue empty
         # Under fairshare the head leaves `skip` out already: the ranking cannot move within an
         # instant, so reading a skipped tenant's block now or later makes no difference.
-        head = [order for _, order in self._take(skip if self.fairness.mode == "fairshare" else (), first)]
+        head = self._orders(skip if self.fairness.mode == "fairshare" else (), first)
         tenant_of = self._tenant
         for order in head:
             tenant = tenant_of[order]
@@ -352,7 +365,10 @@ def tenant_walk(part: PartitionState, tenant_of: Callable[[JobState], str], skip
     order = part.order
     if isinstance(order, FairQueue):
         jobs = part.queued
-        return ((tenant, jobs[o]) for tenant, o in order.walk(skip))
+        # fairshare: the ranking holds within the instant, so the first read is kept short (the
+        # loop reads ~3 jobs a cycle); drf re-ranks as jobs start: its first 32 are a snapshot.
+        first = 8 if order.fairness.mode == "fairshare" else 32
+        return ((tenant, jobs[o]) for tenant, o in order.walk(skip, first))
     return ((tenant_of(job), job) for job in queued(part, skip))
 
 
