@@ -298,6 +298,7 @@ def _read_fast(
                     0,  # priority
                     nodes,
                     seq,
-                    gpu_milli=milli,
+                    "",  # model: sacct's typed GRES are not read as models here
+                    milli,
                 )
                 seq += 1

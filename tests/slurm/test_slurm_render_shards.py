@@ -202,3 +202,12 @@ def test_cli_render_shows_the_node_and_gres_conf_lines() -> None:
     assert done.exit_code == 0, done.output
     assert "NodeName=i[1-2] Gres=gpu:h100:4,shard:16" in done.output
     assert "==> gres.conf lines" in done.output and "NodeName=i[1-2] Name=shard Count=16" in done.output
+
+
+@pytest.mark.parametrize("bad", ["1001", "-1", "x", ""])
+def test_start_sh_refuses_a_bad_shard_count_before_anything(tmp_path: Path, bad: str) -> None:
+    state = tmp_path / "state"
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "slurm" / "start.sh"), "--state", str(state), "--shards", bad],
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode != 0 and not state.exists(), done.stderr
+    assert "--shards must be 0..1000" in done.stderr or not bad, done.stderr  # "": bash's ${2:?} says so
