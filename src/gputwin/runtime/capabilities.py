@@ -149,6 +149,9 @@ class Resolved:
     body: dict[str, Any] | None  # the declared object (a GPUJob) as this pass read it; None: gone
     attempt: int  # runs of the job stopped before this one (its preemptions so far)
     submitted: float | None  # when the job was submitted, if known
+    # A GPU share (milli-GPU < 1000): (slot, milli), the shared GPU of its node the scheduler's
+    # `Shares` put it on; None: whole GPUs. A backend that deploys shares holds each shared GPU once.
+    share: tuple[int, int] | None = None
 
 
 class Resolver(Protocol):
