@@ -35,10 +35,12 @@ One reconcile pass, as JobControl drives it:
 5. `stop`: the run's pods are deleted with the grace the runtime gives: a preemption's checkpoint
    time, as the core charged it; a deleted or evicted job's pods keep their own.
 
+GPU shares (`gpuFraction`): one reservation pod per shared GPU holds it, the share's pod asks for
+no GPU (`gputwin.adapters.kube.sharing`: made before a share's pod, deleted after its last share).
 Plain Pods (`pod_jobs`, `start_batch`, `pod_event`): `gputwin.adapters.kube.plain_pods`, which
-shares this backend's view and runs; their binds are made off the pass, and one that failed
-is among the next pass's `failures` (`retry=True`: the pod is queued again). `close()` stops the bind threads: a Controller rebuilt
-after a failed pass gets a new backend, and the old one's threads must not linger.
+shares this backend's view and runs; their binds are made off the pass, and one that failed is
+among the next pass's `failures` (`retry=True`: queued again). `close()` stops the bind threads: a
+Controller rebuilt after a failed pass gets a new backend, whose old threads must not linger.
 With `GPUTWIN_BIND_TRACE=FILE` every pass's snapshot and every bind are timed into FILE
 (`gputwin.adapters.kube.trace`), for the scale benchmark's latency breakdown.
 """
@@ -288,10 +290,10 @@ class KubernetesBackend(RunEnds):
         if self.resolver is None:
             raise RuntimeError("no controller resolves this backend's starts (resolve_with)")
         resolved = self.resolver.resolve(start)
-        share, reservation = self.shares.plan(start.job_id, resolved) if resolved.share else (None, None)
+        share, reservation = self.shares.plan(start.job_id, resolved, self._view.reservations) or (None, None)
         pods = gang_pods(start, resolved, self.tolerated, share)
-        return GangPlan(start, start.job_id.split("/", 1)[0], list(zip(pods, resolved.nodes)), resolved.submitted,
-                        reservation)  # fmt: skip
+        namespace = start.job_id.split("/", 1)[0]
+        return GangPlan(start, namespace, list(zip(pods, resolved.nodes)), resolved.submitted, reservation)
 
     def _place(self, api: PodApi, plan: GangPlan) -> None:
         if plan.reservation is not None:  # the share's GPU first: its pod holds it, the share's none
@@ -354,8 +356,7 @@ class KubernetesBackend(RunEnds):
         """Runs whose pods all succeeded, as of this pass (each once, in the order they began)."""
         done = self.finished(now)  # then shares that ended leave their GPUs (`gputwin.adapters.kube.sharing`)
         self.shares.tidy(self.api, self._runs.__contains__, self._view.reservations)
-        self._failures += self._refused
-        self._refused = []
+        self._failures, self._refused = self._failures + self._refused, []
         return [(job_id, now) for job_id in done]
 
     def next_event(self) -> float | None:

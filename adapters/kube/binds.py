@@ -258,4 +258,5 @@ class GangPool:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-__all__ = ["GANG_THREADS", "MAX_THREADS", "thread_count", "BindPool", "BindResult", "EventNote", "EventPoster", "GangPool", "ThreadApis"]
+__all__ = ["GANG_THREADS", "MAX_THREADS", "BindPool", "BindResult", "EventNote", "EventPoster", "GangPool",
+           "ThreadApis", "thread_count"]

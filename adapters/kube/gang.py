@@ -25,7 +25,9 @@ from gputwin.runtime.capabilities import Resolved, StartRefused
 BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)  # between failed starts of one job
 
 
-def gang_pods(start: Start, resolved: Resolved, tolerated: Sequence[str], share: ShareOf | None = None) -> list[Obj]:
+def gang_pods(
+    start: Start, resolved: Resolved, tolerated: Sequence[str], share: ShareOf | None = None
+) -> list[Obj]:
     """The pods of this run, one per slot, from the GPUJob's pod template (`share`: a GPU share's
     one pod, on the GPU that reservation pod holds)."""
     if resolved.body is None:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from gputwin.adapters.kube.manifests import SHARE_GPU, ShareOf, is_reservation, reservation_name, reservation_pod
+from gputwin.adapters.kube.manifests import (SHARE_GPU, ShareOf, is_reservation, reservation_name,
+                                             reservation_pod)  # fmt: skip
 from gputwin.adapters.kube.pods import PodApi
 from gputwin.api.bodies import Body, Key, Obj, Pod
 from gputwin.core.decision import Start
@@ -56,7 +57,8 @@ class SharedGpus:
         None when that is consistent (the mapping is taken), else why the share cannot stay."""
         mapped = self.pod_of.get(gpu)
         if mapped is None and recorded in self.pod_of.values():
-            return f"its GPU ({recorded[1]}) is now slot {self._slot_of(recorded)} in the scheduler, not {gpu[1]}"
+            slot = self._slot_of(recorded)
+            return f"its GPU ({recorded[1]}) is now slot {slot} in the scheduler, not {gpu[1]}"
         if mapped is not None and mapped != recorded:
             return f"the scheduler packs it with the shares of {mapped[1]}, not of {recorded[1]}"
         self.pod_of[gpu] = recorded
@@ -97,15 +99,21 @@ class Reservations(SharedGpus):
         super().__init__()
         self.tolerated = tuple(tolerated)
 
-    def plan(self, job_id: str, resolved: Resolved) -> tuple[ShareOf, tuple[Obj, str] | None]:
-        """A starting share's place, and its GPU's reservation pod with its node when the share
-        opens that GPU (to make before the share's pod)."""
-        assert resolved.share is not None
+    def plan(
+        self, job_id: str, resolved: Resolved, seen: Mapping[Key, Obj]
+    ) -> tuple[ShareOf, tuple[Obj, str] | None] | None:
+        """A starting share's place, and its GPU's reservation pod with its node unless this pass
+        saw that pod (to make, or take if it is there, before the share's pod: a share joining a GPU
+        another start of this pass opens must not run before its GPU is held, whichever is first).
+        None for a start of whole GPUs."""
+        if resolved.share is None:
+            return None
         slot, milli = resolved.share
         node = resolved.nodes[0]
-        (namespace, name), new = self.join(job_id, job_id.split("/", 1)[0], (node, slot), resolved.attempt)
-        reservation = (reservation_pod(namespace, name, slot, self.tolerated), node) if new else None
-        return ShareOf(milli, name, slot), reservation
+        key, new = self.join(job_id, job_id.split("/", 1)[0], (node, slot), resolved.attempt)
+        make = new or key not in seen or Body(seen[key]).deleting
+        reservation = (reservation_pod(key[0], key[1], slot, self.tolerated), node) if make else None
+        return ShareOf(milli, key[1], slot), reservation
 
     def release(self, api: PodApi, job_id: str) -> None:
         """`job_id`'s share left: its GPU's reservation pod is deleted if no share is left on it."""
@@ -129,12 +137,14 @@ class Reservations(SharedGpus):
             return None
         run = [p for p in pods if Body(p).name in names]
         why = self._adopted(api, start.job_id, run, resolver.resolve(start))
-        return None if why is None else Failure(start.job_id, "ShareNotKept", f"{why}; stopped, queued again", True)
+        if why is None:
+            return None
+        return Failure(start.job_id, "ShareNotKept", f"{why}; stopped and queued again", retry=True)
 
     def _adopted(self, api: PodApi, job_id: str, pods: Sequence[Obj], resolved: Resolved) -> str | None:
         """A share found running after a restart (`pods`: its run's pods): None when it stays on
         the GPU its annotation names, else why it cannot."""
-        recorded = next((Pod(p) for p in pods if p.get("metadata", {}).get("annotations", {}).get(SHARE_GPU)), None)
+        recorded = next((Pod(p) for p in pods if Pod(p).annotations.get(SHARE_GPU)), None)
         if resolved.share is None or recorded is None:
             return "its pod names no shared GPU" if resolved.share is not None else None
         key = (recorded.namespace or job_id.split("/", 1)[0], str(recorded.annotations[SHARE_GPU]))

@@ -100,14 +100,18 @@ def test_an_adopted_share_keeps_its_gpu_unless_the_scheduler_packs_it_with_anoth
     assert gpus.strays([("ns", "r0"), ("ns", "r1"), ("ns", "r2")]) == [("ns", "r2")]
 
 
-def test_a_share_that_opens_a_gpu_plans_its_reservation_pod_and_one_that_joins_does_not() -> None:
+def test_a_share_makes_sure_of_its_reservation_pod_until_the_view_shows_it() -> None:
     shares = Reservations(["kwok.x-k8s.io/node"])
     resolved = Resolved(("kb-1",), ("leaf0",), None, 0, None, (0, 250))
-    share, reservation = shares.plan("ns/a", resolved)
+    assert shares.plan("ns/w", Resolved(("kb-1",), ("leaf0",), None, 0, None), {}) is None  # whole GPUs
+    planned = shares.plan("ns/a", resolved, {})
+    assert planned is not None
+    share, reservation = planned
     assert reservation is not None and reservation[1] == "kb-1" and is_reservation(reservation[0])
     assert share == ShareOf(250, reservation[0]["metadata"]["name"], 0)
-    joined, none = shares.plan("ns/b", resolved)
-    assert none is None and joined.reservation == share.reservation
+    assert shares.plan("ns/b", resolved, {}) == (share, reservation)  # same pass: b may be placed first
+    seen = {("ns", share.reservation): bound(reservation[0], "kb-1")}
+    assert shares.plan("ns/c", resolved, seen) == (share, None)  # a later pass saw it held
 
 
 
