@@ -7,9 +7,10 @@ decided (`PARTITION_LABEL`, `SWITCHES`, `OVERHEAD`, `RUN_DURATION`, read by KWOK
 
 A GPU share (`gpuFraction`, `JobSpec.gpu_milli` < 1000) runs as KAI scheduler and Run:ai run GPU
 fractions: its pod asks for no `nvidia.com/gpu` and says what it shares in annotations
-(`SHARE_MILLI`, `SHARE_GPU` = the reservation pod's name, `SHARE_SLOT`), while the GPU itself is
-held by ONE reservation pod per shared GPU (`reservation_pod`: `nvidia.com/gpu: 1`, label
-`RESERVATION_LABEL`), so the node's allocatable count is never passed (`gputwin.adapters.kube.sharing`).
+(`SHARE_MILLI`; `SHARE_GPU` and `SHARE_GPU_NAMESPACE`, the reservation pod; `SHARE_SLOT`), while
+the GPU itself is held by ONE reservation pod per shared GPU (`reservation_pod`: `nvidia.com/gpu:
+1`, label `RESERVATION_LABEL`), so the node's allocatable count is never passed
+(`gputwin.adapters.kube.sharing`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ RUN_DURATION = "gputwin.io/run-duration"  # read by KWOK's gputwin-pod-complete 
 RESERVATION_LABEL = "gputwin.io/gpu-reservation"  # on a reservation pod: the shared GPU's slot on its node
 SHARE_MILLI = "gputwin.io/gpu-fraction-milli"  # on a share's pod: its milli-GPU (KAI: gpu-fraction)
 SHARE_GPU = "gputwin.io/gpu-reservation"  # on a share's pod: the reservation pod holding its GPU
+SHARE_GPU_NAMESPACE = "gputwin.io/gpu-reservation-namespace"  # ... and its namespace (the GPU's opener's)
 SHARE_SLOT = "gputwin.io/gpu-slot"  # on a share's pod: the shared GPU's slot on the node, when placed
 SCHEDULER = "gputwin"
 GPU = "nvidia.com/gpu"
@@ -60,11 +62,12 @@ def pod_name(job: str, attempt: int, index: int) -> str:
 @dataclass(frozen=True, slots=True)
 class ShareOf:
     """A share's place: `milli` of the GPU that reservation pod `reservation` holds (slot `slot`
-    of its node, as the scheduler's `Shares` numbers it)."""
+    of its node, as the scheduler's `Shares` numbers it), in `namespace` ("": the share's own)."""
 
     milli: int
     reservation: str
     slot: int
+    namespace: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +108,7 @@ def job_pod(plan: PodPlan, template: Obj | None, owner: Obj | None, tolerated: S
         annotations[RUN_DURATION] = f"{max(plan.run_seconds, 0.0):.3f}s"
     if plan.share is not None:
         annotations.update({SHARE_MILLI: str(plan.share.milli), SHARE_GPU: plan.share.reservation,
+                            SHARE_GPU_NAMESPACE: plan.share.namespace or plan.namespace,
                             SHARE_SLOT: str(plan.share.slot)})  # fmt: skip
     metadata: Obj = {"name": pod_name(plan.job, plan.attempt, plan.index), "namespace": plan.namespace,
                      "labels": labels, "annotations": annotations}  # fmt: skip
@@ -212,6 +216,7 @@ __all__ = [
     "PodPlan",
     "RESERVATION_LABEL",
     "SHARE_GPU",
+    "SHARE_GPU_NAMESPACE",
     "SHARE_MILLI",
     "SHARE_SLOT",
     "ShareOf",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from gputwin.adapters.kube.manifests import (SHARE_GPU, ShareOf, is_reservation, reservation_name,
+from gputwin.adapters.kube.manifests import (SHARE_GPU, SHARE_GPU_NAMESPACE, ShareOf, is_reservation, reservation_name,
                                              reservation_pod)  # fmt: skip
 from gputwin.adapters.kube.pods import PodApi
 from gputwin.api.bodies import Body, Key, Obj, Pod
@@ -113,7 +113,7 @@ class Reservations(SharedGpus):
         key, new = self.join(job_id, job_id.split("/", 1)[0], (node, slot), resolved.attempt)
         make = new or key not in seen or Body(seen[key]).deleting
         reservation = (reservation_pod(key[0], key[1], slot, self.tolerated), node) if make else None
-        return ShareOf(milli, key[1], slot), reservation
+        return ShareOf(milli, key[1], slot, key[0]), reservation
 
     def release(self, api: PodApi, job_id: str) -> None:
         """`job_id`'s share left: its GPU's reservation pod is deleted if no share is left on it."""
@@ -147,7 +147,8 @@ class Reservations(SharedGpus):
         recorded = next((Pod(p) for p in pods if Pod(p).annotations.get(SHARE_GPU)), None)
         if resolved.share is None or recorded is None:
             return "its pod names no shared GPU" if resolved.share is not None else None
-        key = (recorded.namespace or job_id.split("/", 1)[0], str(recorded.annotations[SHARE_GPU]))
+        namespace = recorded.annotations.get(SHARE_GPU_NAMESPACE) or recorded.namespace
+        key = (str(namespace), str(recorded.annotations[SHARE_GPU]))
         if key not in self.pod_of.values():  # first share adopted on it: does it still hold the GPU?
             holder = api.pod(*key)
             if holder is None or not is_reservation(holder) or Body(holder).deleting:

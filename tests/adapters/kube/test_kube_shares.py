@@ -34,7 +34,7 @@ def test_a_share_pod_requests_no_gpu_and_names_its_fraction_and_reservation() ->
     annotations = pod["metadata"]["annotations"]
     assert annotations["gputwin.io/gpu-fraction-milli"] == "250"
     assert annotations["gputwin.io/gpu-reservation"] == "gputwin-gpu-kb-1-0-abc"
-    assert annotations["gputwin.io/gpu-slot"] == "0"
+    assert annotations["gputwin.io/gpu-slot"] == "0" and annotations["gputwin.io/gpu-reservation-namespace"] == "team-a"
     assert pod["spec"]["containers"][0]["resources"] == {"requests": {}, "limits": {}} and gpus_of(pod) == 0
     assert not is_reservation(pod)  # a template cannot make a job's pod pass for a reservation
 
@@ -108,7 +108,7 @@ def test_a_share_makes_sure_of_its_reservation_pod_until_the_view_shows_it() -> 
     assert planned is not None
     share, reservation = planned
     assert reservation is not None and reservation[1] == "kb-1" and is_reservation(reservation[0])
-    assert share == ShareOf(250, reservation[0]["metadata"]["name"], 0)
+    assert share == ShareOf(250, reservation[0]["metadata"]["name"], 0, "ns")
     assert shares.plan("ns/b", resolved, {}) == (share, reservation)  # same pass: b may be placed first
     seen = {("ns", share.reservation): bound(reservation[0], "kb-1")}
     assert shares.plan("ns/c", resolved, seen) == (share, None)  # a later pass saw it held
