@@ -91,7 +91,19 @@ class JobControl(JobEvents):
         status = self._status(start.job_id)
         submitted = epoch(status.submit_time) if status.submit_time else None
         return Resolved(nodes, tuple(topology.switches_spanned(nodes)), seen.obj if seen is not None else None,
-                        status.preemptions, submitted)  # fmt: skip
+                        status.preemptions, submitted, self._share_of(start))  # fmt: skip
+
+    def _share_of(self, start: Start) -> tuple[int, int] | None:
+        """(slot, milli) of the shared GPU the scheduler put `start`'s share on (None: whole GPUs, or
+        a MIG profile, which runs as a whole-GPU pod): read from its partition's `Shares`."""
+        assert self.scheduler is not None
+        shares = self.scheduler.partitions[start.partition].shares
+        if shares is None:
+            return None
+        entry = shares.of_job.get(start.job_id)
+        if entry is None or (entry[0], entry[1]) in shares.mig:
+            return None
+        return entry[1], entry[2]
 
     # --- one pass -----------------------------------------------------------------------------
 

@@ -35,10 +35,12 @@ One reconcile pass, as JobControl drives it:
 5. `stop`: the run's pods are deleted with the grace the runtime gives: a preemption's checkpoint
    time, as the core charged it; a deleted or evicted job's pods keep their own.
 
+GPU shares (`gpuFraction`): one reservation pod per shared GPU holds it, the share's pod asks for
+no GPU (`gputwin.adapters.kube.sharing`: made before a share's pod, deleted after its last share).
 Plain Pods (`pod_jobs`, `start_batch`, `pod_event`): `gputwin.adapters.kube.plain_pods`, which
-shares this backend's view and runs; their binds are made off the pass, and one that failed
-is among the next pass's `failures` (`retry=True`: the pod is queued again). `close()` stops the bind threads: a Controller rebuilt
-after a failed pass gets a new backend, and the old one's threads must not linger.
+shares this backend's view and runs; their binds are made off the pass, and one that failed is
+among the next pass's `failures` (`retry=True`: queued again). `close()` stops the bind threads: a
+Controller rebuilt after a failed pass gets a new backend, whose old threads must not linger.
 With `GPUTWIN_BIND_TRACE=FILE` every pass's snapshot and every bind are timed into FILE
 (`gputwin.adapters.kube.trace`), for the scale benchmark's latency breakdown.
 """
@@ -55,7 +57,7 @@ from typing import TYPE_CHECKING
 from kubernetes.config import ConfigException
 
 from gputwin.adapters.kube.nodes import held_by_others
-from gputwin.adapters.kube.binds import GANG_THREADS, BindPool, GangPool
+from gputwin.adapters.kube.binds import GANG_THREADS, BindPool, GangPool, thread_count
 from gputwin.adapters.kube.cluster_watch import ClusterWatch
 from gputwin.adapters.kube.ends import DONE, RunEnds
 from gputwin.adapters.kube.gang import BACKOFF_SECONDS, find_run, gang_pods, place_gang
@@ -82,6 +84,7 @@ from gputwin.runtime.capabilities import (
 )
 from gputwin.adapters.kube.plain_pods import Metrics, PlainPods, deleting, epoch, job_id_of, phase_of
 from gputwin.adapters.kube.shared import shared_watch
+from gputwin.adapters.kube.sharing import Reservations, ensure_reservation
 from gputwin.adapters.kube.trace import BindTrace
 from gputwin.adapters.kube.view import Key, NodeView, PodView, Run, Runs
 
@@ -109,17 +112,7 @@ class GangPlan:
     namespace: str
     pods: list[tuple[Obj, str]]
     submitted: float | None
-
-
-MAX_THREADS = 256
-
-
-def _threads(env: dict[str, str], key: str, default: int) -> int:
-    """A thread count from `env[key]`; ConfigError (one line at start-up) unless 1..MAX_THREADS."""
-    raw = env.get(key, str(default)).strip()
-    if not (raw.isdigit() and len(raw) <= 3 and 0 < int(raw) <= MAX_THREADS):
-        raise ConfigError(f"{key}={raw[:40]!r}: not a thread count; want a whole number in 1..{MAX_THREADS}")
-    return int(raw)
+    reservation: tuple[Obj, str] | None = None  # a share opening a GPU: its reservation pod, node
 
 
 class KubernetesBackend(RunEnds):
@@ -155,6 +148,8 @@ class KubernetesBackend(RunEnds):
         self._full_at: float | None = None  # when a pass last started over from the whole copy
         self._suspects: set[Key] = set()  # GPUJob pods a run let go of: the orphan scan looks at them
         self._runs = Runs()
+        self.shares = Reservations(self.tolerated)  # shared GPUs' reservation pods (GPU shares' runs)
+        self._refused: list[Failure] = []  # shares adopted on a GPU the scheduler packs otherwise
         self.resolver: Resolver | None = None  # the controller: a start in names, with its GPUJob
         self._failures: list[Failure] = []
         self._out: dict[str, str] = {}
@@ -173,8 +168,8 @@ class KubernetesBackend(RunEnds):
         `metrics`: where binds, preemptions and dropped events are counted (the operator's registry)."""
         env = dict(os.environ) if env is None else env
         keys = [k.strip() for k in env.get("GPUTWIN_TOLERATED_TAINTS", ",".join(TOLERATED)).split(",")]
-        count = _threads(env, "GPUTWIN_BIND_THREADS", BIND_THREADS)
-        gangs = _threads(env, "GPUTWIN_GANG_THREADS", GANG_THREADS)
+        count = thread_count(env, "GPUTWIN_BIND_THREADS", BIND_THREADS)
+        gangs = thread_count(env, "GPUTWIN_GANG_THREADS", GANG_THREADS)
         try:
             api = PodApi.connect()
         except ConfigException as exc:  # no kubeconfig, no service account: say so in one line
@@ -295,10 +290,14 @@ class KubernetesBackend(RunEnds):
         if self.resolver is None:
             raise RuntimeError("no controller resolves this backend's starts (resolve_with)")
         resolved = self.resolver.resolve(start)
-        pods = gang_pods(start, resolved, self.tolerated)
-        return GangPlan(start, start.job_id.split("/", 1)[0], list(zip(pods, resolved.nodes)), resolved.submitted)
+        share, reservation = self.shares.plan(start.job_id, resolved, self._view.reservations) or (None, None)
+        pods = gang_pods(start, resolved, self.tolerated, share)
+        namespace = start.job_id.split("/", 1)[0]
+        return GangPlan(start, namespace, list(zip(pods, resolved.nodes)), resolved.submitted, reservation)
 
     def _place(self, api: PodApi, plan: GangPlan) -> None:
+        if plan.reservation is not None:  # the share's GPU first: its pod holds it, the share's none
+            ensure_reservation(api, *plan.reservation)
         place_gang(api, plan.namespace, plan.pods, lambda: self._bind_failed(plan.start.partition))
 
     def _placed(self, plan: GangPlan, now: float) -> None:
@@ -326,17 +325,23 @@ class KubernetesBackend(RunEnds):
         """A Running GPUJob after a restart: its run is the newest attempt of its pods (none: lost,
         which `failures` reports, so the job is queued again)."""
         names, mine = find_run(self.api, start.job_id, [node_names[i] for i, _ in start.slots])
+        refused = self.shares.refused(self.api, start, names, mine, self.resolver)
+        if refused is not None:  # its pods are orphans now; `failures` queues it again
+            self._refused.append(refused)
+            names = ()
         for pod in mine:  # ended while we were down (the watch reports no end of a pod it never saw live)
             if Body(pod).name in names and phase_of(pod) in DONE:
                 self._terminal[key_of(pod)] = pod
             elif Body(pod).name not in names:
                 self._suspects.add(key_of(pod))  # not this run's: an orphan, deleted by `finished`
-        self._runs.add(start.job_id, Run(start.job_id.split("/", 1)[0], names, start.partition))
+        if refused is None:
+            self._runs.add(start.job_id, Run(start.job_id.split("/", 1)[0], names, start.partition))
 
     def stop(self, job_id: str, grace: float | None = None) -> None:
         self._retry.pop(job_id, None)
         run = self._runs.remove(job_id)
         self.plain.queued.discard(job_id)
+        self.shares.release(self.api, job_id)
         if run is None:
             return
         seconds = math.ceil(grace) if grace is not None else None
@@ -349,7 +354,10 @@ class KubernetesBackend(RunEnds):
 
     def ended(self, now: float) -> list[tuple[str, float]]:
         """Runs whose pods all succeeded, as of this pass (each once, in the order they began)."""
-        return [(job_id, now) for job_id in self.finished(now)]
+        done = self.finished(now)  # then shares that ended leave their GPUs (`gputwin.adapters.kube.sharing`)
+        self.shares.tidy(self.api, self._runs.__contains__, self._view.reservations)
+        self._failures, self._refused = self._failures + self._refused, []
+        return [(job_id, now) for job_id in done]
 
     def next_event(self) -> float | None:
         """When a failed start may be tried again; runs end when KWOK or a kubelet says so (the pod

@@ -23,10 +23,20 @@ from kubernetes.client.exceptions import ApiException
 
 from gputwin.adapters.kube.pods import PodApi, reason_of
 from gputwin.api.bodies import Obj
+from gputwin.runtime.capabilities import ConfigError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 GANG_THREADS = 8  # gangs placed at once (a guess, not tuned: other counts were not measured)
+MAX_THREADS = 256
+
+
+def thread_count(env: dict[str, str], key: str, default: int) -> int:
+    """A thread count from `env[key]`; ConfigError (one line at start-up) unless 1..MAX_THREADS."""
+    raw = env.get(key, str(default)).strip()
+    if not (raw.isdigit() and len(raw) <= 3 and 0 < int(raw) <= MAX_THREADS):
+        raise ConfigError(f"{key}={raw[:40]!r}: not a thread count; want a whole number in 1..{MAX_THREADS}")
+    return int(raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,4 +258,5 @@ class GangPool:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-__all__ = ["GANG_THREADS", "BindPool", "BindResult", "EventNote", "EventPoster", "GangPool", "ThreadApis"]
+__all__ = ["GANG_THREADS", "MAX_THREADS", "BindPool", "BindResult", "EventNote", "EventPoster", "GangPool",
+           "ThreadApis", "thread_count"]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from kubernetes.client.exceptions import ApiException
 
-from gputwin.adapters.kube.manifests import ATTEMPT_LABEL, JOB_LABEL, PodPlan, job_pod, label_value
+from gputwin.adapters.kube.manifests import ATTEMPT_LABEL, JOB_LABEL, PodPlan, ShareOf, job_pod, label_value
 from gputwin.adapters.kube.plain_pods import job_id_of
 from gputwin.adapters.kube.pods import PodApi, reason_of
 from gputwin.api.bodies import Body, Obj, Pod
@@ -25,8 +25,11 @@ from gputwin.runtime.capabilities import Resolved, StartRefused
 BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)  # between failed starts of one job
 
 
-def gang_pods(start: Start, resolved: Resolved, tolerated: Sequence[str]) -> list[Obj]:
-    """The pods of this run, one per slot, from the GPUJob's pod template."""
+def gang_pods(
+    start: Start, resolved: Resolved, tolerated: Sequence[str], share: ShareOf | None = None
+) -> list[Obj]:
+    """The pods of this run, one per slot, from the GPUJob's pod template (`share`: a GPU share's
+    one pod, on the GPU that reservation pod holds)."""
     if resolved.body is None:
         raise RuntimeError(f"GPUJob {start.job_id} is gone")
     namespace, name = start.job_id.split("/", 1)
@@ -35,7 +38,7 @@ def gang_pods(start: Start, resolved: Resolved, tolerated: Sequence[str]) -> lis
     run = start.run_seconds if spec.get("durationSeconds") is not None else None
     switches = ",".join(resolved.switches)
     return [job_pod(PodPlan(namespace, name, resolved.attempt, i, node, gpus, start.partition, switches,
-                            start.overhead, run), spec.get("podTemplate"), job, tolerated)
+                            start.overhead, run, share), spec.get("podTemplate"), job, tolerated)
             for i, (node, (_, gpus)) in enumerate(zip(resolved.nodes, start.slots))]  # fmt: skip
 
 

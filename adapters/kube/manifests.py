@@ -4,6 +4,13 @@ One pod per node of a placement, named `<job>-<attempt>-<i>` so a retry after a 
 and adopts the same pod; `nvidia.com/gpu` requests = limits = that node's slot. The labels and
 annotations say which run a pod belongs to (`JOB_ID`, `ATTEMPT_LABEL`) and what the scheduler
 decided (`PARTITION_LABEL`, `SWITCHES`, `OVERHEAD`, `RUN_DURATION`, read by KWOK's stages).
+
+A GPU share (`gpuFraction`, `JobSpec.gpu_milli` < 1000) runs as KAI scheduler and Run:ai run GPU
+fractions: its pod asks for no `nvidia.com/gpu` and says what it shares in annotations
+(`SHARE_MILLI`; `SHARE_GPU` and `SHARE_GPU_NAMESPACE`, the reservation pod; `SHARE_SLOT`), while
+the GPU itself is held by ONE reservation pod per shared GPU (`reservation_pod`: `nvidia.com/gpu:
+1`, label `RESERVATION_LABEL`), so the node's allocatable count is never passed
+(`gputwin.adapters.kube.sharing`).
 """
 
 from __future__ import annotations
@@ -24,6 +31,11 @@ PARTITION_LABEL = "gputwin.io/partition"
 SWITCHES = "gputwin.io/switches"
 OVERHEAD = "gputwin.io/comm-overhead"
 RUN_DURATION = "gputwin.io/run-duration"  # read by KWOK's gputwin-pod-complete stage
+RESERVATION_LABEL = "gputwin.io/gpu-reservation"  # on a reservation pod: the shared GPU's slot on its node
+SHARE_MILLI = "gputwin.io/gpu-fraction-milli"  # on a share's pod: its milli-GPU (KAI: gpu-fraction)
+SHARE_GPU = "gputwin.io/gpu-reservation"  # on a share's pod: the reservation pod holding its GPU
+SHARE_GPU_NAMESPACE = "gputwin.io/gpu-reservation-namespace"  # ... and its namespace (the GPU's opener's)
+SHARE_SLOT = "gputwin.io/gpu-slot"  # on a share's pod: the shared GPU's slot on the node, when placed
 SCHEDULER = "gputwin"
 GPU = "nvidia.com/gpu"
 DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"
@@ -48,6 +60,17 @@ def pod_name(job: str, attempt: int, index: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class ShareOf:
+    """A share's place: `milli` of the GPU that reservation pod `reservation` holds (slot `slot`
+    of its node, as the scheduler's `Shares` numbers it), in `namespace` ("": the share's own)."""
+
+    milli: int
+    reservation: str
+    slot: int
+    namespace: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class PodPlan:
     """One pod of a job's run: where, with how many GPUs, and what to say about the placement."""
 
@@ -61,6 +84,7 @@ class PodPlan:
     switches: str  # the leaf switches the whole job spans, comma-separated
     overhead: float
     run_seconds: float | None  # simulated runs: how long KWOK keeps the pod Running
+    share: ShareOf | None = None  # a GPU share: no nvidia.com/gpu of its own (`gpus` is ignored)
 
 
 def job_pod(plan: PodPlan, template: Obj | None, owner: Obj | None, tolerated: Sequence[str]) -> Obj:
@@ -68,18 +92,24 @@ def job_pod(plan: PodPlan, template: Obj | None, owner: Obj | None, tolerated: S
 
     Ours, whatever the template says: name, namespace, owner, schedulerName, no nodeName (the
     Binding places it), and `nvidia.com/gpu` requests = limits on the first container (others get
-    none: the GPUs of a node are the job's, counted once). The template's labels and annotations
-    are kept under ours.
+    none: the GPUs of a node are the job's, counted once); a share's pod asks for none at all and
+    carries `SHARE_MILLI`, `SHARE_GPU` and `SHARE_SLOT`. The template's labels and annotations are
+    kept under ours.
     """
     template = copy.deepcopy(template or {})
     given = Body(template)
     spec = template.get("spec") or {"containers": [{"name": "job", "image": DEFAULT_IMAGE}]}  # ours to change
-    labels = {**given.labels, JOB_LABEL: label_value(plan.job),
+    given_labels = {k: v for k, v in given.labels.items() if k != RESERVATION_LABEL}  # never a reservation
+    labels = {**given_labels, JOB_LABEL: label_value(plan.job),
               ATTEMPT_LABEL: str(plan.attempt), PARTITION_LABEL: plan.partition}  # fmt: skip
     annotations = {**given.annotations, JOB_ID: f"{plan.namespace}/{plan.job}",
                    SWITCHES: plan.switches, OVERHEAD: f"{plan.overhead:.6g}"}  # fmt: skip
     if plan.run_seconds is not None:
         annotations[RUN_DURATION] = f"{max(plan.run_seconds, 0.0):.3f}s"
+    if plan.share is not None:
+        annotations.update({SHARE_MILLI: str(plan.share.milli), SHARE_GPU: plan.share.reservation,
+                            SHARE_GPU_NAMESPACE: plan.share.namespace or plan.namespace,
+                            SHARE_SLOT: str(plan.share.slot)})  # fmt: skip
     metadata: Obj = {"name": pod_name(plan.job, plan.attempt, plan.index), "namespace": plan.namespace,
                      "labels": labels, "annotations": annotations}  # fmt: skip
     if owner is not None:
@@ -98,10 +128,42 @@ def job_pod(plan: PodPlan, template: Obj | None, owner: Obj | None, tolerated: S
         for kind in ("requests", "limits"):
             values = dict(resources.get(kind) or {})
             values.pop(GPU, None)
-            if i == 0:
+            if i == 0 and plan.share is None:
                 values[GPU] = str(plan.gpus)
             resources[kind] = values
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def reservation_name(node: str, slot: int, opener: str) -> str:
+    """`gputwin-gpu-<node>-<slot>-<hash of the share that opened it>`: one name per opening, so a
+    retry after a crash meets a 409 on it, and a GPU opened again in the same slot, while the old
+    reservation is still being deleted, gets a pod of its own."""
+    suffix = f"-{slot}-{short_hash(opener)[:8]}"
+    head = f"gputwin-gpu-{node}"
+    if len(head) + len(suffix) > 253:
+        head = f"gputwin-gpu-{node[:180].rstrip('-.')}-{short_hash(node)}"
+    return f"{head}{suffix}"
+
+
+def reservation_pod(namespace: str, name: str, slot: int, tolerated: Sequence[str]) -> Obj:
+    """The pod that holds one shared GPU for its shares (KAI's "reservation pod"): a pause
+    container with `nvidia.com/gpu: 1`, `schedulerName: gputwin` (so no other scheduler places it,
+    and it is never counted as another scheduler's GPU), no owner (shares of many GPUJobs use it;
+    the backend deletes it when its last share leaves)."""
+    gpu = {GPU: "1"}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {RESERVATION_LABEL: str(slot)}},
+        "spec": {"schedulerName": SCHEDULER, "restartPolicy": "Never",
+                 "tolerations": [{"key": key, "operator": "Exists"} for key in tolerated],
+                 "containers": [{"name": "reservation", "image": DEFAULT_IMAGE,
+                                 "resources": {"requests": dict(gpu), "limits": dict(gpu)}}]},
+    }  # fmt: skip
+
+
+def is_reservation(pod: Obj) -> bool:
+    """A reservation pod (it holds a shared GPU; it is no job)."""
+    return RESERVATION_LABEL in ((pod.get("metadata") or {}).get("labels") or {})
 
 
 def gpus_of(pod: Obj, resource: str = "nvidia.com/gpu") -> int:
@@ -152,11 +214,20 @@ __all__ = [
     "SCHEDULER",
     "SWITCHES",
     "PodPlan",
+    "RESERVATION_LABEL",
+    "SHARE_GPU",
+    "SHARE_GPU_NAMESPACE",
+    "SHARE_MILLI",
+    "SHARE_SLOT",
+    "ShareOf",
     "bound_gpus",
     "gpus_of",
+    "is_reservation",
     "job_pod",
     "label_value",
     "node_gpus",
     "pod_name",
+    "reservation_name",
+    "reservation_pod",
     "short_hash",
 ]

@@ -8,7 +8,9 @@ changed since the last one (`gputwin.adapters.kube.watch.Watched.changes`), and 
 at what those changes touch:
 
 - `PodView`: our pods (`schedulerName: gputwin`, not ended), split into plain Pods and GPUJob
-  pods, and per node the GPUs bound pods of other schedulers request (`foreign`);
+  pods, and per node the GPUs bound pods of other schedulers request (`foreign`); our reservation
+  pods (one per shared GPU, `gputwin.adapters.kube.sharing`) apart: they are no job, and their GPU
+  is counted by the core's shares, never again as a plain Pod's or another scheduler's;
 - `NodeView`: per declared node why it is out of service (`gputwin.adapters.kube.nodes`), and
   every node's allocatable GPUs; a node is judged again only when it changed, all of them when
   the declaration did;
@@ -28,7 +30,7 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from gputwin.adapters.kube.nodes import Expected, node_problem
-from gputwin.adapters.kube.manifests import JOB_ID, SCHEDULER, gpus_of, node_gpus
+from gputwin.adapters.kube.manifests import JOB_ID, RESERVATION_LABEL, SCHEDULER, gpus_of, node_gpus
 from gputwin.api.bodies import EMPTY, Key, Obj
 from gputwin.core.model import ClusterSpec
 
@@ -93,11 +95,12 @@ class PodView:
         self.ours: dict[Key, Obj] = {}
         self.plain: dict[Key, Obj] = {}  # of them, the plain Pods (no GPUJob)
         self.gang: dict[Key, Obj] = {}  # of them, the GPUJobs' pods
+        self.reservations: dict[Key, Obj] = {}  # our reservation pods (not in `ours`: no job)
         self.foreign: dict[str, int] = {}  # node -> GPUs requested by bound pods of other schedulers
         self._foreign_of: dict[Key, tuple[str, int]] = {}
 
     def clear(self) -> None:
-        for index in (self.ours, self.plain, self.gang, self.foreign, self._foreign_of):
+        for index in (self.ours, self.plain, self.gang, self.reservations, self.foreign, self._foreign_of):
             index.clear()
 
     def apply(self, key: Key, pod: Obj | None) -> None:
@@ -113,6 +116,7 @@ class PodView:
         if self.ours.pop(key, None) is not None:
             self.plain.pop(key, None)
             self.gang.pop(key, None)
+        self.reservations.pop(key, None)
         if pod is None:
             return
         # Direct lookups (what Pod(pod).scheduler_name, .annotations, .node_name read): this runs for
@@ -120,6 +124,9 @@ class PodView:
         spec = pod.get("spec") or EMPTY
         if spec.get("schedulerName") == SCHEDULER:
             if self.namespace is None or key[0] == self.namespace:
+                if RESERVATION_LABEL in ((pod.get("metadata") or EMPTY).get("labels") or EMPTY):
+                    self.reservations[key] = pod
+                    return
                 self.ours[key] = pod
                 annotations = (pod.get("metadata") or EMPTY).get("annotations") or EMPTY
                 (self.gang if annotations.get(JOB_ID) else self.plain)[key] = pod

@@ -19,8 +19,8 @@ serves a virtual clock and the wall clock.
 A Start is resolved at the boundary, once: a backend that needs more than node names (the
 Kubernetes one builds pods from the GPUJob's template) is handed a `Resolver` by the controller,
 which already holds this pass's objects and the scheduler's topology, so the backend neither
-fetches the job again nor re-derives what the core decided (leaf switches; a preemption's
-checkpoint time arrives as `stop`'s grace). `VirtualRuns` needs none: the simulator's hot path
+fetches the job again nor re-derives what the core decided (leaf switches; a GPU share's slot
+on its node, `Resolved.share`; a preemption's checkpoint time arrives as `stop`'s grace). `VirtualRuns` needs none: the simulator's hot path
 resolves nothing.
 """
 
@@ -149,6 +149,9 @@ class Resolved:
     body: dict[str, Any] | None  # the declared object (a GPUJob) as this pass read it; None: gone
     attempt: int  # runs of the job stopped before this one (its preemptions so far)
     submitted: float | None  # when the job was submitted, if known
+    # A GPU share (milli-GPU < 1000): (slot, milli), the shared GPU of its node the scheduler's
+    # `Shares` put it on; None: whole GPUs. A backend that deploys shares holds each shared GPU once.
+    share: tuple[int, int] | None = None
 
 
 class Resolver(Protocol):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from gputwin.adapters.kube.backend import MAX_THREADS, KubernetesBackend, _threads
+from gputwin.adapters.kube.backend import KubernetesBackend
+from gputwin.adapters.kube.binds import MAX_THREADS, thread_count as _threads
 
 from gputwin.operator.config import ConfigError
 
