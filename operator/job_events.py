@@ -13,6 +13,7 @@ them, and their events go to the backend (`BringsOwnJobs.own_job_event`), which 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import hostlist
@@ -46,7 +47,11 @@ class JobEvents:
 
     # --- the runtime's transitions (gputwin.runtime.loop.Transitions) ------------------------------
 
-    def submitted(self, spec: JobSpec, now: float) -> None:
+    def submitted(self, specs: Sequence[JobSpec], now: float) -> None:
+        for spec in specs:
+            self._queued(spec, now)
+
+    def _queued(self, spec: JobSpec, now: float) -> None:
         scheduler = self.scheduler
         state = scheduler.jobs.get(spec.job_id) if scheduler is not None else None
         if scheduler is None or state is None:
@@ -56,7 +61,11 @@ class JobEvents:
                   phase="Queued", partition=state.partition, gpus=state.gpus,
                   submit_time=rfc3339(spec.submit))  # fmt: skip
 
-    def started(self, start: Start, now: float) -> None:
+    def started(self, starts: Sequence[Start], now: float) -> None:
+        for start in starts:
+            self._started(start, now)
+
+    def _started(self, start: Start, now: float) -> None:
         assert self.scheduler is not None
         job_id = start.job_id
         names = [self.scheduler.topology.node_names[i] for i, _ in start.slots]
@@ -96,9 +105,10 @@ class JobEvents:
                   phase="Queued", nodes=None, allocation=None, preemptions=preemptions)  # fmt: skip
         self._event(preempt.job_id, "Preempted", message, key=f"preempted-{preemptions}")
 
-    def completed(self, state: JobState, end: float, now: float) -> None:
-        self.live.pop(state.job_id, None)
-        self.succeeded(state.job_id, end, now)
+    def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None:
+        for state, end in ends:
+            self.live.pop(state.job_id, None)
+            self.succeeded(state.job_id, end, now)
 
     def ended_elsewhere(self, job_id: str, end: float, now: float) -> None:
         if self._phase(job_id) == "Running":  # the backend is the truth

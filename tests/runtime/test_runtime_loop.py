@@ -77,14 +77,14 @@ class Heard(Quiet):
     def __init__(self) -> None:
         self.heard: list[tuple[str, str]] = []
 
-    def started(self, start: Start, now: float) -> None:
-        self.heard.append(("started", start.job_id))
+    def started(self, starts: Sequence[Start], now: float) -> None:
+        self.heard.extend(("started", start.job_id) for start in starts)
 
     def start_failed(self, start: Start, error: Exception, now: float) -> None:
         self.heard.append(("start_failed", start.job_id))
 
-    def completed(self, state: JobState, end: float, now: float) -> None:
-        self.heard.append(("completed", state.job_id))
+    def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None:
+        self.heard.extend(("completed", state.job_id) for state, _ in ends)
 
 
 def test_a_refused_start_gives_its_gpus_back_and_the_job_starts_at_the_next_cycle() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from gputwin.core.model import PolicySpec
@@ -20,9 +22,9 @@ class KeepingRecorderMock(FragRecorder):
 
     kept: list[JobState] = []
 
-    def completed(self, state: JobState, end: float, now: float) -> None:
-        super().completed(state, end, now)
-        self.kept.append(state)
+    def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None:
+        super().completed(ends, now)
+        self.kept.extend(state for state, _ in ends)
 
 
 def _replay(sim_cluster, sim_jobs) -> tuple[FinishedLog, list[JobState]]:

@@ -32,12 +32,14 @@ class Transitions(Protocol):
     """What happened to jobs, as the runtime carried decisions out (a Protocol, not a base class:
     the simulator's listener is compiled by mypyc, which cannot subclass an interpreted class)."""
 
-    def submitted(self, spec: JobSpec, now: float) -> None:
-        """`spec` was handed to the scheduler (which keeps it in `jobs` unless it rejected it)."""
+    def submitted(self, specs: Sequence[JobSpec], now: float) -> None:
+        """`specs` were handed to the scheduler, in this order (it keeps each in `jobs` unless it
+        rejected it). Told in batches, as `started` and `completed` are: a replay's listener is
+        called once per instant, not once per job (issue 13: no slower than the engine before)."""
         ...
 
-    def started(self, start: Start, now: float) -> None:
-        """The backend runs `start` now."""
+    def started(self, starts: Sequence[Start], now: float) -> None:
+        """The backend runs each of `starts` now."""
         ...
 
     def start_failed(self, start: Start, error: Exception, now: float) -> None:
@@ -48,8 +50,8 @@ class Transitions(Protocol):
         """Its run was stopped; it is queued again."""
         ...
 
-    def completed(self, state: JobState, end: float, now: float) -> None:
-        """Its run ended at `end` (at or before `now`) and it is done."""
+    def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None:
+        """Each (state, end): its run ended at `end` (at or before `now`) and it is done."""
         ...
 
     def ended_elsewhere(self, job_id: str, end: float, now: float) -> None:
@@ -69,11 +71,11 @@ class Transitions(Protocol):
 class Quiet:
     """A listener that records nothing."""
 
-    def submitted(self, spec: JobSpec, now: float) -> None: ...
-    def started(self, start: Start, now: float) -> None: ...
+    def submitted(self, specs: Sequence[JobSpec], now: float) -> None: ...
+    def started(self, starts: Sequence[Start], now: float) -> None: ...
     def start_failed(self, start: Start, error: Exception, now: float) -> None: ...
     def preempted(self, preempt: Preempt, now: float) -> None: ...
-    def completed(self, state: JobState, end: float, now: float) -> None: ...
+    def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None: ...
     def ended_elsewhere(self, job_id: str, end: float, now: float) -> None: ...
     def rejected(self, reject: Reject, now: float) -> None: ...
     def resized(self, resize: Resize, now: float) -> None: ...
@@ -100,12 +102,18 @@ class Runtime:
         if ended:
             jobs, complete, listener = self.scheduler.jobs, self.scheduler.complete, self.listener
             running = Phase.RUNNING
+            done: list[tuple[JobState, float]] = []
             for job_id, end in ended:
                 state = jobs.get(job_id)
                 if state is not None and state.phase is running:
-                    listener.completed(complete(job_id, end), end, now)
-                else:
+                    done.append((complete(job_id, end), end))
+                else:  # told in the order the runs ended: the batch so far goes first
+                    if done:
+                        listener.completed(done, now)
+                        done = []
                     listener.ended_elsewhere(job_id, end, now)
+            if done:
+                listener.completed(done, now)
         wakes = self.wakes
         while wakes and wakes[0][0] <= now:
             when, _, partition = heapq.heappop(wakes)
@@ -117,21 +125,25 @@ class Runtime:
     def submit(self, spec: JobSpec, now: float) -> None:
         """Queue one job (waits count from `spec.submit`, also when handed over again later)."""
         decision = self.scheduler.submit(spec, min(now, spec.submit))
-        self.listener.submitted(spec, now)
+        self.listener.submitted((spec,), now)
         if decision is not EMPTY:  # most submits only queue the job
             self.apply(decision, now)
 
     def submit_arrived(self, jobs: Sequence[JobSpec], first: int, now: float) -> int:
         """`submit` each of `jobs[first:]` (sorted by submit time) that arrived by `now`; the index
         of the first one left. A replay's arrivals come here, a batch per instant: the per-job
-        lookups are made once per batch (the simulator submits every job of a trace this way)."""
-        submit, submitted, n, i = self.scheduler.submit, self.listener.submitted, len(jobs), first
+        lookups are made once per batch (the simulator submits every job of a trace this way), and
+        the listener hears of the submits in one batch, cut before any decision a submit returned."""
+        submit, n, i, told = self.scheduler.submit, len(jobs), first, first
         while i < n and (spec := jobs[i]).submit <= now:
             decision = submit(spec, spec.submit)  # = min(now, spec.submit), as in `submit`
-            submitted(spec, now)
-            if decision is not EMPTY:
-                self.apply(decision, now)
             i += 1
+            if decision is not EMPTY:
+                self.listener.submitted(jobs[told:i], now)
+                told = i
+                self.apply(decision, now)
+        if i > told:
+            self.listener.submitted(jobs[told:i], now)
         return i
 
     def adopt(
@@ -182,17 +194,15 @@ class Runtime:
         failed = self.runs.start_all(starts, self.scheduler.topology.node_names, now)
         listener = self.listener
         if not failed:
-            started = listener.started
-            for start in starts:
-                started(start, now)
+            listener.started(starts, now)
             return
         refused = {start.job_id for start, _ in failed}
         for start, error in failed:
             self.scheduler.abort_start(start.job_id, now)
             listener.start_failed(start, error, now)
-        for start in starts:
-            if start.job_id not in refused:
-                listener.started(start, now)
+        started = [start for start in starts if start.job_id not in refused]
+        if started:
+            listener.started(started, now)
 
     def wake_at(self, when: float, partition: str, now: float) -> None:
         """Run `partition`'s cycle again at `when`. A request earlier than the partition's pending

@@ -48,21 +48,25 @@ class Recorder:
         self.rejects: list[Reject] = []
         self.resizes = 0
 
-    def started(self, start: Start, now: float) -> None:
-        job = self.jobs[start.job_id]  # a GPU share (gputwin.core.sharing) is busy by its fraction
-        self.busy.change(start.partition, now, job.gpus if job.spec.gpu_milli == 1000 else job.spec.gpu_milli / 1000)
+    def started(self, starts: Sequence[Start], now: float) -> None:
+        jobs, change = self.jobs, self.busy.change
+        for start in starts:
+            job = jobs[start.job_id]  # a GPU share (gputwin.core.sharing) is busy by its fraction
+            change(start.partition, now, job.gpus if job.spec.gpu_milli == 1000 else job.spec.gpu_milli / 1000)
 
     def preempted(self, preempt: Preempt, now: float) -> None:
         job = self.jobs[preempt.job_id]
         self.busy.change(preempt.partition, now, -job.gpus if job.spec.gpu_milli == 1000 else -job.spec.gpu_milli / 1000)
 
-    def completed(self, state: JobState, end: float, now: float) -> None:
-        milli = state.spec.gpu_milli
-        self.busy.change(state.partition, end, -state.gpus if milli == 1000 else -milli / 1000)
-        self.finished.append(state)
+    def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None:
+        change, append = self.busy.change, self.finished.append
+        for state, end in ends:
+            milli = state.spec.gpu_milli
+            change(state.partition, end, -state.gpus if milli == 1000 else -milli / 1000)
+            append(state)
 
-    def submitted(self, spec: JobSpec, now: float) -> None:
-        pass  # the job waits: nothing to record yet
+    def submitted(self, specs: Sequence[JobSpec], now: float) -> None:
+        pass  # the jobs wait: nothing to record yet
 
     def start_failed(self, start: Start, error: Exception, now: float) -> None:
         pass  # a virtual run always starts
@@ -86,9 +90,11 @@ class FragRecorder(Recorder):
         super().__init__(jobs, busy, keep_specs)
         self.frag, self.touched = frag, frag.touched
 
-    def submitted(self, spec: JobSpec, now: float) -> None:
-        if (job := self.jobs.get(spec.job_id)) is not None:
-            self.touched.add(job.partition)
+    def submitted(self, specs: Sequence[JobSpec], now: float) -> None:
+        jobs, touched = self.jobs, self.touched
+        for spec in specs:
+            if (job := jobs.get(spec.job_id)) is not None:
+                touched.add(job.partition)
 
 
 class Simulator:

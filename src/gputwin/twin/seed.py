@@ -58,17 +58,19 @@ class Watch:
         self.ends: dict[str, float] = {}
         self.rejects: dict[str, str] = {}
 
-    def started(self, start: Start, now: float) -> None:
-        self.starts.setdefault(start.job_id, now)
-        self.ends[start.job_id] = now + start.run_seconds
+    def started(self, starts: Sequence[Start], now: float) -> None:
+        for start in starts:
+            self.starts.setdefault(start.job_id, now)
+            self.ends[start.job_id] = now + start.run_seconds
 
-    def completed(self, state: JobState, end: float, now: float) -> None:
-        self.ends[state.job_id] = end
+    def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None:
+        for state, end in ends:
+            self.ends[state.job_id] = end
 
     def rejected(self, reject: Reject, now: float) -> None:
         self.rejects[reject.job_id] = reject.reason
 
-    def submitted(self, spec: JobSpec, now: float) -> None: ...
+    def submitted(self, specs: Sequence[JobSpec], now: float) -> None: ...
     def start_failed(self, start: Start, error: Exception, now: float) -> None: ...
     def preempted(self, preempt: Preempt, now: float) -> None: ...
     def ended_elsewhere(self, job_id: str, end: float, now: float) -> None: ...
