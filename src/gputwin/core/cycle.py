@@ -310,7 +310,7 @@ class Cycle:
         """Leaves and tiers the slots span, and the overhead fraction that costs (claim 5)."""
         if len(slots) == 1:
             return _ONE_NODE, 0.0
-        span = self.topology.span([n for n, _ in slots])
+        span = self.topology.span_of_slots(slots)
         return span, self.topology.spec.overhead.fraction(len(slots), span.tiers)
 
     def _commit(self, part: PartitionState, job: JobState, slots: Slots, now: float, out: DecisionBuilder) -> None:

@@ -67,6 +67,8 @@ class Ledger:
         self._avail = self._idle
         self.free_gpus = self.total_gpus
         self.leaves: tuple[int, ...] = tuple(sorted(self._leaf_mask))
+        # In leaf order, so a walk over it (`best_fit_leaf`) meets ties lowest leaf first.
+        self._leaf_free = {leaf: self._leaf_free[leaf] for leaf in self.leaves}
         self._whole_prefix = list(accumulate(sorted(self.capacity, reverse=True)))
         self._capacity_prefix = self._whole_prefix
         self._prefixes: dict[frozenset[int], list[int]] = {}  # `pool`'s, one per GPU model's nodes
@@ -129,6 +131,48 @@ class Ledger:
             if mask:
                 return self.nodes[(mask & -mask).bit_length() - 1]
         return None
+
+    def best_fit_leaf(self, gpus: int) -> int | None:
+        """The leaf whose free GPUs are the smallest count >= `gpus` (lowest index on ties), or None."""
+        best, least = None, 0
+        for leaf, free in self._leaf_free.items():
+            if free >= gpus and (best is None or free < least):
+                best, least = leaf, free
+        return best
+
+    def fill(self, gpus: int, leaf: int | None, max_nodes: int | None) -> tuple[tuple[int, int], ...] | None:
+        """`gpus` GPUs on one node if any holds them (best fit), else the whole free GPUs of the
+        fullest nodes, then the best-fitting node for the remainder; None if that needs more than
+        `max_nodes` nodes or the GPUs are not there. Within `leaf` if given.
+
+        One walk over the bitsets by local index, rather than `best_fit_node`, `fullest_first`,
+        `free_of` and `mask_of` calls and their generators: this runs for most jobs placed."""
+        scope = -1 if leaf is None else self._leaf_mask[leaf]
+        by_free, nodes, top = self._by_free, self.nodes, self.max_node_gpus
+        for f in range(max(gpus, 1), top + 1):
+            mask = by_free[f] & scope
+            if mask:  # fits on one node: that is the fewest, and the best fit
+                return ((nodes[(mask & -mask).bit_length() - 1], gpus),)
+        chosen: list[tuple[int, int]] = []
+        need, taken = gpus, 0
+        cap = -1 if max_nodes is None else max_nodes - 1
+        for f in range(min(top, need - 1), 0, -1):  # no node holds `gpus`: every free count is below it
+            mask = by_free[f] & scope
+            while mask:
+                if f >= need or len(chosen) == cap:  # the next node holds the rest, or no more nodes
+                    return self._with_best_fit(chosen, need, leaf, taken)
+                low = mask & -mask
+                chosen.append((nodes[low.bit_length() - 1], f))
+                need -= f
+                taken |= low
+                mask ^= low
+        return self._with_best_fit(chosen, need, leaf, taken)
+
+    def _with_best_fit(self, chosen: list[tuple[int, int]], need: int, leaf: int | None, taken: int
+                       ) -> tuple[tuple[int, int], ...] | None:  # fmt: skip
+        """`fill`'s end: the chosen nodes plus the best fit for the remainder among the others."""
+        last = self.best_fit_node(need, leaf, exclude=taken)
+        return None if last is None else (*chosen, (last, need))
 
     def fullest_first(self, leaf: int | None = None) -> Iterator[int]:
         """Nodes with free GPUs, most free first, then by index."""
@@ -233,11 +277,13 @@ class Ledger:
             if i is not None and 0 < gpus <= self._free[i]:
                 self._change(i, -gpus)
                 return
-        wanted = self._per_node(slots)
-        for i, gpus in wanted.items():
-            if self._free[i] < gpus:
-                raise OverAllocation(f"node {self.nodes[i]}: asked {gpus}, free {self._free[i]}")
-        for i, gpus in wanted.items():
+        wanted = self._distinct(slots, -1)
+        if wanted is None:  # repeats, or something is wrong: sum per node and say what
+            wanted = self._per_node(slots)
+            for i, gpus in wanted:
+                if self._free[i] < gpus:
+                    raise OverAllocation(f"node {self.nodes[i]}: asked {gpus}, free {self._free[i]}")
+        for i, gpus in wanted:
             self._change(i, -gpus)
 
     def release(self, slots: Sequence[tuple[int, int]]) -> None:
@@ -248,14 +294,35 @@ class Ledger:
             if i is not None and 0 < gpus and self._free[i] + gpus <= self.capacity[i]:
                 self._change(i, gpus)
                 return
-        returned = self._per_node(slots)
-        for i, gpus in returned.items():
-            if self._free[i] + gpus > self.capacity[i]:
-                raise OverAllocation(f"node {self.nodes[i]}: release of {gpus} exceeds capacity")
-        for i, gpus in returned.items():
+        returned = self._distinct(slots, 1)
+        if returned is None:
+            returned = self._per_node(slots)
+            for i, gpus in returned:
+                if self._free[i] + gpus > self.capacity[i]:
+                    raise OverAllocation(f"node {self.nodes[i]}: release of {gpus} exceeds capacity")
+        for i, gpus in returned:
             self._change(i, gpus)
 
-    def _per_node(self, slots: Iterable[tuple[int, int]]) -> dict[int, int]:
+    def _distinct(self, slots: Sequence[tuple[int, int]], sign: int) -> list[tuple[int, int]] | None:
+        """Slots as (local index, GPUs) when every one is valid and on its own node, and the change
+        of each fits (`sign` -1: that many free; 1: room below capacity), else None.
+
+        Placers never repeat a node, so this is every multi-node job's path: one pass, no dict.
+        None sends the caller to `_per_node`, which sums repeats and says what is wrong."""
+        local, free, capacity = self._local, self._free, self.capacity
+        out: list[tuple[int, int]] = []
+        seen = 0
+        for node, gpus in slots:
+            i = local.get(node)
+            if i is None or gpus <= 0 or seen >> i & 1:
+                return None
+            if (free[i] < gpus) if sign < 0 else (free[i] + gpus > capacity[i]):
+                return None
+            seen |= 1 << i
+            out.append((i, gpus))
+        return out
+
+    def _per_node(self, slots: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
         """Slots summed per local node index; unknown nodes and non-positive counts are refused."""
         total: dict[int, int] = {}
         for node, gpus in slots:
@@ -263,7 +330,7 @@ class Ledger:
             if i is None or gpus <= 0:
                 raise OverAllocation(f"node {node}: {gpus} GPUs is not a valid slot of this partition")
             total[i] = total.get(i, 0) + gpus
-        return total
+        return list(total.items())
 
     def _visible(self, i: int) -> int:
         """Free GPUs of local node i that placers see: none out of service, less what others hold."""

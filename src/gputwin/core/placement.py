@@ -71,9 +71,9 @@ class TopologyAware:
         if ledger.free_gpus < gpus:
             return None
         # The best-fit leaf: the one with the least room that still holds the whole job.
-        fitting = [(ledger.leaf_free(lf), lf) for lf in ledger.leaves if ledger.leaf_free(lf) >= gpus]
-        if fitting:
-            return _fullest_then_best_fit(ledger, gpus, min(fitting)[1], None)
+        leaf = ledger.best_fit_leaf(gpus)
+        if leaf is not None:
+            return ledger.fill(gpus, leaf, None)
         # The scheduler wakes us at queued_since + max_wait; in floats `now - queued_since` may
         # then fall a hair short of max_wait, hence the tolerance.
         if waited < self.max_wait - 1e-9:
@@ -118,31 +118,10 @@ def _fewest_nodes(ledger: Ledger, gpus: int, *, leaf: int | None, by_leaf: bool)
     if by_leaf:
         for lf in sorted(ledger.leaves, key=lambda x: (ledger.leaf_free(x), x)):
             if ledger.leaf_free(lf) >= gpus:
-                slots = _fullest_then_best_fit(ledger, gpus, lf, k)
+                slots = ledger.fill(gpus, lf, k)
                 if slots is not None:
                     return slots
-    return _fullest_then_best_fit(ledger, gpus, leaf, k)
-
-
-def _fullest_then_best_fit(ledger: Ledger, gpus: int, leaf: int | None, max_nodes: int | None) -> Slots | None:
-    """Whole free capacity of the fullest nodes, then the best-fitting node for the remainder.
-
-    Taking the fullest nodes first uses the fewest nodes; the last node is the smallest one the
-    remainder fits on, so big holes stay open. None if it needs more than `max_nodes` nodes.
-    """
-    node = ledger.best_fit_node(gpus, leaf)
-    if node is not None:  # fits on one node: that is the fewest, and the best fit
-        return ((node, gpus),)
-    chosen: list[tuple[int, int]] = []
-    need = gpus
-    for node in ledger.fullest_first(leaf):
-        free = ledger.free_of(node)
-        if free >= need or (max_nodes is not None and len(chosen) == max_nodes - 1):
-            break
-        chosen.append((node, free))
-        need -= free
-    last = ledger.best_fit_node(need, leaf, exclude=ledger.mask_of(n for n, _ in chosen))
-    return None if last is None else tuple(chosen) + ((last, need),)
+    return ledger.fill(gpus, leaf, k)
 
 
 def _spread_over_fewest_leaves(ledger: Ledger, gpus: int) -> Slots | None:

@@ -17,6 +17,9 @@ import networkx as nx
 from gputwin.core.model import NodeSpec, SwitchSpec, TopologySpec
 
 
+_SPANS = 4096  # most leaf sets `Topology.span` remembers
+
+
 class TopologyError(ValueError):
     """The declared switch tree is not a tree, or nodes hang where they cannot."""
 
@@ -51,6 +54,9 @@ class Topology:
         self._ancestors: tuple[tuple[str, ...], ...] = tuple(
             tuple(_ancestors(self.graph, leaf)) for leaf in leaf_names
         )
+        # `span`'s answers by the bitset of leaves touched: multi-node jobs touch few distinct
+        # sets of leaves, and each answer costs a sort and set intersections. Bounded (`_SPANS`).
+        self._spans: dict[int, Span] = {}
 
     @property
     def root(self) -> str:
@@ -77,7 +83,19 @@ class Topology:
         return Span(len(distinct), tiers)
 
     def span(self, node_indexes: Sequence[int]) -> Span:
-        return self.span_of_leaves(self.node_leaf[i] for i in node_indexes)
+        return self.span_of_slots([(i, 0) for i in node_indexes])
+
+    def span_of_slots(self, slots: Sequence[tuple[int, int]]) -> Span:
+        """`span` of the nodes of these (node index, GPUs) slots: a placement's."""
+        node_leaf, mask = self.node_leaf, 0
+        for i, _ in slots:
+            mask |= 1 << node_leaf[i]
+        span = self._spans.get(mask)
+        if span is None:
+            if len(self._spans) >= _SPANS:
+                self._spans.clear()  # a pathological spread: start over rather than grow
+            span = self._spans[mask] = self.span_of_leaves(node_leaf[i] for i, _ in slots)
+        return span
 
     def leaf_parent(self, leaf: int) -> str:
         """The switch a leaf hangs off (the leaf itself when it is the root)."""
