@@ -159,16 +159,19 @@ def test_sacct_reads_shards_back_as_milli(slurm_cluster: Cluster, shared: tuple[
     for job in asked.values():
         slurm_cluster.wait_in_history(job, "wrap")
 
-    def read() -> dict[str, tuple[int, int]] | None:
-        history = sacct_history("now-1hours", "now", states=["CD"], shards_per_gpu=per_gpu)
+    def read(transport: str) -> dict[str, tuple[int, int]] | None:
+        history = sacct_history("now-1hours", "now", states=["CD"], transport=transport, shards_per_gpu=per_gpu)
         found = {j.job_id: (j.gpus, j.gpu_milli) for j in history.jobs}
         return found if all(job in found for job in asked.values()) else None
 
-    found = wait_for("both share jobs in sacct history", read, timeout=30)
-    for milli, job in asked.items():
-        shards = shards_for(milli, per_gpu)
-        assert found[job] == (1, round(shards * 1000 / per_gpu)), (milli, found[job])
-        assert found[job][1] >= milli  # rounded up to whole shards: never less than was asked
+    # `sacct -P`, `sacct --json` and slurmrestd (when start.sh ran it) all read the shards back.
+    transports = ["cli", "json"] + (["rest"] if "GPUTWIN_SLURMRESTD" in slurm_cluster.env else [])
+    for transport in transports:
+        found = wait_for(f"both share jobs in the {transport} history", lambda t=transport: read(t), timeout=30)
+        for milli, job in asked.items():
+            shards = shards_for(milli, per_gpu)
+            assert found[job] == (1, round(shards * 1000 / per_gpu)), (transport, milli, found[job])
+            assert found[job][1] >= milli  # rounded up to whole shards: never less than was asked
 
 
 def test_gpus_held_by_shares_are_not_free(slurm_cluster: Cluster, shared: tuple[int, int]) -> None:
