@@ -12,6 +12,7 @@ see a GPU held by shards as used. Everything is polled (`polling.wait_for`).
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import hostlist
 import pytest
+from click.testing import CliRunner
 from polling import wait_for
 from gputwin.adapters.slurm import sacct_history
 from gputwin.adapters.slurm.apply_all import apply_everything, live_gres
@@ -29,6 +31,7 @@ from gputwin.adapters.slurm.render_gres import shards_for
 from slurm_testcluster import Cluster
 
 from gputwin.api.loader import load_cluster
+from gputwin.cli.main import cli
 from gputwin.twin.forecast import forecast
 from gputwin.twin.seed import default_cluster
 from gputwin.twin.snapshot import PendingJob, SnapPartition
@@ -172,6 +175,13 @@ def test_sacct_reads_shards_back_as_milli(slurm_cluster: Cluster, shared: tuple[
             shards = shards_for(milli, per_gpu)
             assert found[job] == (1, round(shards * 1000 / per_gpu)), (transport, milli, found[job])
             assert found[job][1] >= milli  # rounded up to whole shards: never less than was asked
+    # The CLI's summary counts the shares by milli (README, "Fractional GPUs on SLURM").
+    run = CliRunner().invoke(cli, ["slurm", "history", "--start", "now-1hours", "--job-state", "CD",
+                                   "--shards-per-gpu", str(per_gpu)])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    shares = json.loads(run.output)["shares"]
+    for milli in asked:
+        assert shares[str(round(shards_for(milli, per_gpu) * 1000 / per_gpu))] >= 1, shares
 
 
 def test_gpus_held_by_shares_are_not_free(slurm_cluster: Cluster, shared: tuple[int, int]) -> None:
