@@ -149,8 +149,12 @@ class Shares:
         slices = profile_slices(profile) if profile else 0
         amount, room_of = (slices, SLICES) if slices else (milli, WHOLE)
         slots = self.on_node.get(node, {})
-        room = [(used, -key) for key, used in slots.items() if (slot < 0 or key == slot)
-                and ((node, key) in self.mig) == bool(slices) and used + amount <= room_of]  # fmt: skip
+        if slot < 0:  # the placement path: kept free of the adopted case's test (~14 % of a take)
+            room = [(used, -key) for key, used in slots.items()
+                    if ((node, key) in self.mig) == bool(slices) and used + amount <= room_of]  # fmt: skip
+        else:
+            room = [(used, -slot) for used in (slots.get(slot),)
+                    if used is not None and ((node, slot) in self.mig) == bool(slices) and used + amount <= room_of]
         if room:
             used, slot = max(room)
             slot = -slot
