@@ -73,7 +73,7 @@ def sacct_history(
     `/slurmdb/v0.0.NN/jobs` on $GPUTWIN_SLURMRESTD, see `rest`). `skip_invalid` skips (and counts)
     records the reader cannot parse instead of failing (a `|` in a job name is mended either way;
     a newline in one is not, see `mend_job_names`). `shards_per_gpu`: the cluster's GRES shards per
-    GPU, so a `gres/shard=N` record reads as that fraction of one GPU (`-P` transport; 0: one GPU).
+    GPU, so a `gres/shard=N` record reads as that fraction of one GPU (every transport; 0: one GPU).
     Raises `SlurmInputError` for a refused value (before anything runs), `SlurmCommandError` when
     sacct fails, `TraceError` when its output cannot be read.
     """

@@ -9,6 +9,10 @@ explicit output format so nothing depends on column widths or the user's SINFO_F
   ``gpu09|debug|gpu:h100:8|gpu:h100:3(IDX:0-2)``. Width 0 prints a field whole (a width cuts it).
   GresUsed is what 22.05 reports for every node whatever the accounting setup; a node's AllocTRES
   carries a GPU count only when AccountingStorageTRES lists gres/gpu.
+  With GRES sharding a GPU held by shards is busy too: 22.05 prints the shards in use as
+  ``shard:h100:2(IDX:0-1)`` (the count is of GPUs with shards, not of shards, as captured live:
+  7 shards on 2 GPUs print 2), so GPUs allocated = the GPU indexes of the ``gpu`` entries and of
+  the ``shard`` entries together (``busy_gpus``); without indexes, the two counts added.
 - ``squeue -h -r -a -t PENDING,RUNNING,CONFIGURING,COMPLETING -o %i|%P|%T`` — one line per job (array
   tasks expanded by ``-r``). A pending job submitted to several partitions (``-p a,b``) waits in each
   queue and counts in each; CONFIGURING and COMPLETING jobs still hold their GPUs, so count as running.
@@ -37,6 +41,9 @@ READ_TIMEOUT = 15.0  # a down slurmctld makes sinfo retry for ~9 s: fail after t
 _GRES = re.compile(r"(?P<name>[A-Za-z0-9_]+)(?::(?P<type>[^:(),]+))?:(?P<count>\d+)(?:\([^()]*\))?", re.ASCII)
 _GRES_SPLIT = re.compile(r",(?![^()]*\))")  # commas between entries, not inside (IDX:0,2-3)
 _NO_GRES = "(null)"
+_IDX = re.compile(r"\(IDX:([^()]*)\)$", re.ASCII)  # (IDX:0-1,3), (IDX:N/A): the devices in use
+_INDEX = re.compile(r"(\d+)(?:-(\d+))?", re.ASCII)
+MAX_INDEX = 4096  # no node has more GPUs; a wider range is a broken answer, not a device list
 _JOB_ID = re.compile(r"\d+(?:_\d+|\+\d+)?", re.ASCII)  # 42, an array task 42_3, a het component 42+1
 
 
@@ -87,7 +94,7 @@ def parse_sinfo(text: str) -> dict[str, tuple[int, int, int]]:
         if (node, partition) in seen:
             raise SlurmCommandError(f"{where}: node {node} listed twice in partition {partition}")
         seen.add((node, partition))
-        total, allocated = gpu_count(gres, f"{where}: Gres"), gpu_count(used, f"{where}: GresUsed")
+        total, allocated = gpu_count(gres, f"{where}: Gres"), busy_gpus(used, f"{where}: GresUsed")
         if allocated > total:
             raise SlurmCommandError(f"{where}: GresUsed {used!r} exceeds Gres {gres!r}")
         nodes, gpus, busy = found.get(partition, (0, 0, 0))
@@ -127,6 +134,44 @@ def gpu_count(gres: str, what: str) -> int:
     return total
 
 
+def busy_gpus(used: str, what: str) -> int:
+    """GPUs busy in a GresUsed value: held whole (`gpu:...`) or by shards (`shard:...`), each GPU
+    once (`gpu:h100:1(IDX:1),shard:h100:1(IDX:0)` -> 2; `gpu:h100:0(IDX:N/A),shard:h100:2(IDX:0-1)` -> 2)."""
+    if used == _NO_GRES:
+        return 0
+    devices: set[int] = set()
+    counted = 0
+    for entry in _GRES_SPLIT.split(used):
+        match = _GRES.fullmatch(entry)
+        if match is None:
+            raise SlurmCommandError(f"{what}: not a GRES list: {used!r:.120}")
+        if match["name"] not in ("gpu", "shard"):
+            continue
+        indexes = _indexes(entry, what)
+        if indexes is None:
+            counted += int(match["count"])
+        else:
+            devices |= indexes
+    return len(devices) + counted
+
+
+def _indexes(entry: str, what: str) -> set[int] | None:
+    """The device indexes of one GresUsed entry (`(IDX:0,2-3)`; `(IDX:N/A)`: none); None without IDX."""
+    match = _IDX.search(entry)
+    if match is None:
+        return None
+    found: set[int] = set()
+    if match[1] == "N/A":
+        return found
+    for part in match[1].split(","):
+        index = _INDEX.fullmatch(part)
+        last = int(index[2] or index[1]) if index else -1
+        if index is None or not int(index[1]) <= last < MAX_INDEX:
+            raise SlurmCommandError(f"{what}: not a device index list: {entry!r:.120}")
+        found.update(range(int(index[1]), last + 1))
+    return found
+
+
 def _lines(text: str) -> list[tuple[int, str]]:
     return [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
 
@@ -150,6 +195,7 @@ __all__ = [
     "SINFO_ARGV",
     "SQUEUE_ARGV",
     "PartitionOccupancy",
+    "busy_gpus",
     "gpu_count",
     "live_occupancy",
     "occupancy_from",

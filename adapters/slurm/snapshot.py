@@ -11,6 +11,13 @@ Three reads, each without a shell and with a bounded wait:
   ``tres_alloc_str``'s ``gres/gpu``. PENDING jobs ask for ``tres_req_str``'s ``gres/gpu``; a
   pending array (``array_task_string`` ``1-3,7``, ``%N`` limits ignored) is one job per task.
 
+GRES sharding (captured live, 22.05 with ``--shards 4``): a node's ``gres`` is
+``gpu:h100:2,shard:h100:8`` (shards per GPU = 8 / 2); a running share's ``gres_detail`` is
+``shard:2(IDX:0)`` (2 shards on GPU 0) and its TRES ``gres/shard=2``. Such a job holds a share of
+one GPU, ``gpu_milli`` = round(N x 1000 / S) (as the sacct readers, `sacct_columns.share`) on that
+GPU (``share_gpu``), so a forecast sees the GPU as held, not free; N = S is the GPU whole.
+A pending ``gres/shard=N`` is read against the most shards per GPU any node has.
+
 Queue order is SLURM's own: priority (high first), then job id. A job pending in several
 partitions (``-p a,b``) is queued in the first. Time limits are minutes (None: unlimited).
 Every value is checked (types, names by `check_name`); anything unexpected is a one-line
@@ -22,11 +29,13 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import hostlist
 
+from gputwin.adapters.traces.sacct_columns import share
 from gputwin.twin.snapshot import OutOfService, PendingJob, RunningJob, SnapPartition, Snapshot
 
 from .checks import check_name
@@ -42,6 +51,9 @@ OUT_STATES = frozenset(("down", "drained", "draining", "fail", "failing", "futur
 OUT_FLAGS = frozenset(("DRAIN", "FAIL", "MAINT", "NOT_RESPONDING", "POWERED_DOWN", "POWERING_DOWN",
                        "REBOOT_ISSUED"))  # fmt: skip
 _TRES_GPU = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)", re.ASCII)
+_TRES_SHARD = re.compile(r"(?:^|,)gres/shard=(\d+)(?:,|$)", re.ASCII)
+_GRES_COUNT = re.compile(r"(?:^|,)(gpu|shard)(?::[^:,()]+)?:(\d+)", re.ASCII)  # gpu:h100:2,shard:h100:8
+_DETAIL_SHARD = re.compile(r"shard(?::[^:(]+)?:(\d+)\(IDX:(\d+)\)", re.ASCII)  # shard:2(IDX:0): one GPU
 _TASKS = re.compile(r"(\d+)(?:-(\d+)(?::(\d+))?)?", re.ASCII)
 MAX_TASKS = 1_000_000  # MaxArraySize's ceiling in SLURM
 
@@ -54,7 +66,7 @@ def slurm_snapshot(clock: Callable[[], float] = time.time, timeout: float = READ
     nodes_out = run_command(SINFO_JSON, timeout=timeout)
     jobs_out = run_command(SQUEUE_JSON, timeout=timeout)
     partitions, out_of_service = parse_sinfo_json(nodes_out)
-    running, pending = parse_squeue_json(jobs_out)
+    running, pending = parse_squeue_json(jobs_out, shards_per_node(nodes_out))
     known = {n.name for n in topology.nodes}
     partitions = tuple(SnapPartition(p.name, tuple(n for n in p.nodes if n in known)) for p in partitions)
     out = tuple(o for o in out_of_service if o.node in known)
@@ -82,25 +94,45 @@ def parse_sinfo_json(text: str) -> tuple[tuple[SnapPartition, ...], tuple[OutOfS
     return tuple(SnapPartition(p, tuple(n)) for p, n in members.items()), tuple(out)
 
 
-def parse_squeue_json(text: str) -> tuple[tuple[RunningJob, ...], tuple[PendingJob, ...]]:
-    """Running jobs (in job id order) and pending ones (in queue order)."""
+def shards_per_node(text: str) -> dict[str, int]:
+    """Node -> its GRES shards per GPU, from ``sinfo --json`` (only nodes with GPUs and shards)."""
+    found = {}
+    for i, node in enumerate(_items(text, "sinfo --json", "nodes")):
+        where = f"sinfo --json: nodes[{i}]"
+        counts = Counter[str]()
+        for kind, count in _GRES_COUNT.findall(str(node.get("gres", ""))):
+            counts[kind] += int(count)
+        if counts["gpu"] and counts["shard"]:
+            found[_name(_get(node, "name", str, where), f"{where}: name")] = counts["shard"] // counts["gpu"]
+    return found
+
+
+def parse_squeue_json(text: str, shards: Mapping[str, int] | None = None
+                      ) -> tuple[tuple[RunningJob, ...], tuple[PendingJob, ...]]:  # fmt: skip
+    """Running jobs (in job id order) and pending ones (in queue order); `shards`: node -> GRES
+    shards per GPU (`shards_per_node`), so shard jobs read as GPU shares (none: one whole GPU)."""
     running: list[RunningJob] = []
     queued: list[tuple[int, int, int, PendingJob]] = []
+    per_node = shards or {}
+    most = max(per_node.values(), default=0)
     for i, job in enumerate(_items(text, "squeue --json", "jobs")):
         state = _get(job, "job_state", str, f"squeue --json: jobs[{i}]")
         if state in HOLDING:
-            running.append(_running(job, i))
+            running.append(_running(job, i, per_node))
         elif state == "PENDING":
-            queued += _pending(job, i)
+            queued += _pending(job, i, most)
     queued.sort(key=lambda q: q[:3])
     return tuple(sorted(running, key=lambda r: _id_key(r.job_id))), tuple(q[3] for q in queued)
 
 
-def _running(job: Mapping[str, Any], i: int) -> RunningJob:
+def _running(job: Mapping[str, Any], i: int, shards: Mapping[str, int]) -> RunningJob:
     job_id, where = _job_id(job, i)
     common = _common(job, where)
     nodes = hostlist.expand_hostlist(_get(job, "nodes", str, where))
     detail = _get(job, "gres_detail", list, where)
+    held = _TRES_SHARD.search(_get(job, "tres_alloc_str", str, where))
+    if held and len(nodes) == 1 and not _tres_gpus(job["tres_alloc_str"], where):
+        return _running_share(job, job_id, where, (nodes[0], int(held[1])), detail, shards, common)
     if len(detail) == len(nodes):
         gpus = [gpu_count(str(d), f"{where}: gres_detail") for d in detail]
     else:
@@ -111,10 +143,27 @@ def _running(job: Mapping[str, Any], i: int) -> RunningJob:
     return RunningJob(job_id, start=start, slots=slots, **common)
 
 
-def _pending(job: Mapping[str, Any], i: int) -> list[tuple[int, int, int, PendingJob]]:
+def _running_share(job: Mapping[str, Any], job_id: str, where: str, held: tuple[str, int], detail: list[Any],
+                   shards: Mapping[str, int], common: dict[str, Any]) -> RunningJob:  # fmt: skip
+    """A job holding `count` shards of `node`: a share of the GPU gres_detail names (see the docstring)."""
+    node, count = held
+    gpus, milli = share(0, count, shards.get(node, 0), Counter())
+    device = _DETAIL_SHARD.fullmatch(str(detail[0])) if len(detail) == 1 else None
+    start = float(_get(job, "start_time", int, where))
+    return RunningJob(job_id=job_id, start=start, slots=((_name(node, f"{where}: nodes"), gpus),),
+                      gpu_milli=milli, share_gpu=int(device[2]) if device and milli < 1000 else -1,
+                      **common)  # fmt: skip
+
+
+def _pending(job: Mapping[str, Any], i: int, shards: int) -> list[tuple[int, int, int, PendingJob]]:
     job_id, where = _job_id(job, i)
     common = _common(job, where)
-    gpus = _tres_gpus(_get(job, "tres_req_str", str, where), where)
+    asked = _get(job, "tres_req_str", str, where)
+    gpus = _tres_gpus(asked, where)
+    held = _TRES_SHARD.search(asked)
+    gpus, milli = share(gpus, int(held[1]) if held else 0, shards, Counter())
+    if milli < 1000:
+        common["gpu_milli"] = milli
     nodes = _get(job, "node_count", int, where)
     priority = _get(job, "priority", int, where)
     tasks = _get(job, "array_task_string", str, where) if "array_task_string" in job else ""
@@ -200,4 +249,5 @@ def _name(value: object, what: str) -> str:
         raise SlurmCommandError(str(exc)) from None
 
 
-__all__ = ["SINFO_JSON", "SQUEUE_JSON", "expand_tasks", "parse_sinfo_json", "parse_squeue_json", "slurm_snapshot"]
+__all__ = ["SINFO_JSON", "SQUEUE_JSON", "expand_tasks", "parse_sinfo_json", "parse_squeue_json", "shards_per_node",
+           "slurm_snapshot"]

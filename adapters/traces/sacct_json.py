@@ -14,7 +14,9 @@ layouts differ in small ways this reader absorbs:
 Decisions mirror the `sacct -P` reader: times are epoch seconds (`time.submission/start/end`),
 re-based by `read_trace`; start 0/absent -> "never started", end 0/absent -> "still running",
 no GPUs -> "zero GPUs" (skipped and counted). GPUs come from `tres.allocated` (else
-`tres.requested`): the untyped `gres`/`gpu` entry, else the sum of `gpu:TYPE` entries. Steps live
+`tres.requested`): the untyped `gres`/`gpu` entry, else the sum of `gpu:TYPE` entries; without
+either, a `gres`/`shard` entry (SLURM GRES sharding, `{"type": "gres", "name": "shard", "count": N}`)
+is a share of one GPU as the `-P` reader reads `gres/shard=N` (`sacct_columns.share`). Steps live
 inside their job and are ignored. Array tasks read as `ARRAY_TASK`, pending remainders as
 `ARRAY_[TASKS]`, het components as `HET+OFFSET`. A job id printed twice (`sacct -D`) keeps its
 last record; earlier ones count as "requeued duplicates". task_type = partition or "default".
@@ -26,11 +28,12 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
-from gputwin.api.meta import MAX_NODES
+from gputwin.api.meta import MAX_NODES, MAX_SHARDS_PER_GPU
 from gputwin.core.model import JobSpec
 
 from .errors import FieldError, TraceError
 from .fields import MAX_DURATION, MAX_GPUS, MAX_SECONDS, check_seconds
+from .sacct_columns import share
 from .table import ReadContext, keep_jobs, open_text
 
 # The largest document read: 512 Mi characters (a 24.11 dump of ~50k jobs; Python objects of a
@@ -52,7 +55,7 @@ def read_sacct_json(ctx: ReadContext) -> Iterator[JobSpec]:
     records = _records(ctx)
     remaining = Counter(_job_id_or_none(job) for job in records)
     yield from keep_jobs(
-        ctx, enumerate(records), lambda item, seq: _convert(item[1], seq, remaining),
+        ctx, enumerate(records), lambda item, seq: _convert(item[1], seq, remaining, ctx),
         lambda item, exc: TraceError(ctx.name, None, f"jobs[{item[0]}].{exc.field}", exc.reason),
     )  # fmt: skip
 
@@ -92,7 +95,7 @@ def _read_capped(ctx: ReadContext) -> str:
     return "".join(parts)
 
 
-def _convert(job: Json, seq: int, remaining: Counter[str | None]) -> JobSpec | str:
+def _convert(job: Json, seq: int, remaining: Counter[str | None], ctx: ReadContext) -> JobSpec | str:
     job_id = _job_id(job)
     remaining[job_id] -= 1
     if remaining[job_id] > 0:
@@ -110,7 +113,7 @@ def _convert(job: Json, seq: int, remaining: Counter[str | None]) -> JobSpec | s
     submit = _number(times.get("submission"), "time.submission", MAX_SECONDS)
     if submit is None:
         raise FieldError("time.submission", "missing")
-    gpus = _gpus(_object(job, "tres"))
+    gpus, milli = share(*_gpus(_object(job, "tres")), ctx.shards_per_gpu, ctx.skipped)
     if gpus == 0:
         return ZERO_GPUS
     return JobSpec(
@@ -124,6 +127,7 @@ def _convert(job: Json, seq: int, remaining: Counter[str | None]) -> JobSpec | s
         state=_state(job),
         num_nodes=_number(job.get("allocation_nodes"), "allocation_nodes", MAX_NODES) or 0,
         seq=seq,
+        gpu_milli=milli,
     )
 
 
@@ -156,8 +160,8 @@ def _job_id_or_none(job: Json) -> str | None:
         return None
 
 
-def _gpus(tres: Json) -> int:
-    """GPUs from allocated TRES, or requested TRES when nothing was allocated."""
+def _gpus(tres: Json) -> tuple[int, int]:
+    """(GPUs, shards) from allocated TRES, or requested TRES when nothing was allocated."""
     for which in ("allocated", "requested"):
         entries = tres.get(which)
         if entries is None or entries == []:
@@ -165,16 +169,19 @@ def _gpus(tres: Json) -> int:
         if not isinstance(entries, list):
             raise FieldError(f"tres.{which}", f"not a list: {_brief(entries)}")
         return _gpu_total(entries, f"tres.{which}")
-    return 0
+    return 0, 0
 
 
-def _gpu_total(entries: Sequence[object], path: str) -> int:
+def _gpu_total(entries: Sequence[object], path: str) -> tuple[int, int]:
     total: int | None = None
-    typed = 0
+    typed = shards = 0
     for index, entry in enumerate(entries):
         if not isinstance(entry, Mapping) or entry.get("type") != "gres":
             continue
         name = entry.get("name")
+        if name == "shard":  # untyped in 22.05's TRES, as gres/shard=N in `sacct -P`
+            shards = _number(entry.get("count"), f"{path}[{index}].count", MAX_GPUS * MAX_SHARDS_PER_GPU) or 0
+            continue
         if not isinstance(name, str) or not (name == "gpu" or name.startswith("gpu:")):
             continue
         count = _number(entry.get("count"), f"{path}[{index}].count", MAX_GPUS) or 0
@@ -185,7 +192,7 @@ def _gpu_total(entries: Sequence[object], path: str) -> int:
     gpus = typed if total is None else total
     if gpus > MAX_GPUS:
         raise FieldError(path, f"too many GPUs: {gpus} (at most {MAX_GPUS:,})")
-    return gpus
+    return gpus, shards
 
 
 def _number(value: object, path: str, maximum: float) -> int | None:

@@ -4,12 +4,15 @@ The cluster is started with shards (`scripts/slurm/start.sh --shards 4`, the lay
 fixture uses); the module declares the live nodes with that `shardsPerGpu` and applies it, so
 job_submit.lua maps `--comment=task:infer,milli:M` to `--gres=shard:ceil(M*S/1000)`. On one node:
 more share jobs run at once than it has GPUs, no GPU holds more than its S shards, a whole-GPU job
-waits while shards hold every GPU and starts once one GPU's shards are free, and sacct's
-`gres/shard=N` reads back as round(N*1000/S) milli. Everything is polled (`polling.wait_for`).
+waits while shards hold every GPU and starts once one GPU's shards are free, sacct's
+`gres/shard=N` reads back as round(N*1000/S) milli, and occupancy, the snapshot and a forecast
+see a GPU held by shards as used. Everything is polled (`polling.wait_for`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -17,14 +20,21 @@ from pathlib import Path
 
 import hostlist
 import pytest
+from click.testing import CliRunner
 from polling import wait_for
 from gputwin.adapters.slurm import sacct_history
 from gputwin.adapters.slurm.apply_all import apply_everything, live_gres
+from gputwin.adapters.slurm.occupancy import live_occupancy
+from gputwin.adapters.slurm.snapshot import slurm_snapshot
 from gputwin.adapters.slurm.render import render
 from gputwin.adapters.slurm.render_gres import shards_for
 from slurm_testcluster import Cluster
 
 from gputwin.api.loader import load_cluster
+from gputwin.cli.main import cli
+from gputwin.twin.forecast import forecast
+from gputwin.twin.seed import default_cluster
+from gputwin.twin.snapshot import PendingJob, SnapPartition
 
 NODE = "gpu01"
 # squeue %r of a job held back: Resources (the share), ReqNodeNotAvail (the whole GPU: 22.05 says
@@ -152,13 +162,50 @@ def test_sacct_reads_shards_back_as_milli(slurm_cluster: Cluster, shared: tuple[
     for job in asked.values():
         slurm_cluster.wait_in_history(job, "wrap")
 
-    def read() -> dict[str, tuple[int, int]] | None:
-        history = sacct_history("now-1hours", "now", states=["CD"], shards_per_gpu=per_gpu)
+    def read(transport: str) -> dict[str, tuple[int, int]] | None:
+        history = sacct_history("now-1hours", "now", states=["CD"], transport=transport, shards_per_gpu=per_gpu)
         found = {j.job_id: (j.gpus, j.gpu_milli) for j in history.jobs}
         return found if all(job in found for job in asked.values()) else None
 
-    found = wait_for("both share jobs in sacct history", read, timeout=30)
-    for milli, job in asked.items():
-        shards = shards_for(milli, per_gpu)
-        assert found[job] == (1, round(shards * 1000 / per_gpu)), (milli, found[job])
-        assert found[job][1] >= milli  # rounded up to whole shards: never less than was asked
+    # `sacct -P`, `sacct --json` and slurmrestd (when start.sh ran it) all read the shards back.
+    transports = ["cli", "json"] + (["rest"] if "GPUTWIN_SLURMRESTD" in slurm_cluster.env else [])
+    for transport in transports:
+        found = wait_for(f"both share jobs in the {transport} history", lambda t=transport: read(t), timeout=30)
+        for milli, job in asked.items():
+            shards = shards_for(milli, per_gpu)
+            assert found[job] == (1, round(shards * 1000 / per_gpu)), (transport, milli, found[job])
+            assert found[job][1] >= milli  # rounded up to whole shards: never less than was asked
+    # The CLI's summary counts the shares by milli (README, "Fractional GPUs on SLURM").
+    run = CliRunner().invoke(cli, ["slurm", "history", "--start", "now-1hours", "--job-state", "CD",
+                                   "--shards-per-gpu", str(per_gpu)])  # fmt: skip
+    assert run.exit_code == 0, run.output
+    shares = json.loads(run.output)["shares"]
+    for milli in asked:
+        assert shares[str(round(shards_for(milli, per_gpu) * 1000 / per_gpu))] >= 1, shares
+
+
+def test_gpus_held_by_shares_are_not_free(slurm_cluster: Cluster, shared: tuple[int, int]) -> None:
+    """One share of over half a GPU on each GPU of NODE: occupancy counts every GPU used, the
+    snapshot holds each share on its own GPU, and a forecast starts no whole-GPU job there."""
+    gpus, per_gpu = shared
+    shards = shards_for(750, per_gpu)
+    if 2 * shards <= per_gpu:
+        pytest.skip(f"{per_gpu} shards per GPU: two 750-milli shares would fit on one GPU")
+    ids = [_share(slurm_cluster, 750) for _ in range(gpus)]
+    wait_for(f"{gpus} shares running on {NODE}", lambda: len(_running(slurm_cluster, ids)) == gpus,
+             timeout=90, on_timeout=lambda: str(_jobs(slurm_cluster, ids)))  # fmt: skip
+    wait_for("occupancy counting every GPU of the node", lambda: live_occupancy()["shared"].used_gpus == gpus,
+             timeout=30, on_timeout=lambda: str(live_occupancy()["shared"]))  # fmt: skip
+    snap = slurm_snapshot()
+    mine = [run for run in snap.running if run.job_id in ids]
+    assert {(run.slots, run.gpu_milli) for run in mine} == {(((NODE, 1),), round(shards * 1000 / per_gpu))}
+    assert sorted(run.share_gpu for run in mine) == list(range(gpus))
+    # NODE alone, with a whole-GPU job queued now: it cannot start while the shares hold every GPU.
+    alone = dataclasses.replace(snap, partitions=(SnapPartition("shared", (NODE,)),),
+                                running=tuple(mine), pending=(PendingJob("w", "shared", snap.taken_at, 1, 1),),
+                                out_of_service=())  # fmt: skip
+    start = forecast(default_cluster(alone), alone, samples=4, horizon=600.0).jobs[0].start_p50
+    assert start is None or start > snap.taken_at
+    freed = dataclasses.replace(alone, running=())  # the check can fail: on a free node it starts at once
+    assert forecast(default_cluster(freed), freed, samples=1, horizon=600.0).jobs[0].start_p50 == snap.taken_at
+    slurm_cluster.run("scancel", *ids)

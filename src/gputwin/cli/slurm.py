@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from gputwin.adapters.slurm.rest import ENV as REST_ENV
 from gputwin.adapters.slurm.tables import tables_from_sacct, tables_from_trace
 from gputwin.adapters.traces import FORMATS, TraceError
 from gputwin.api.loader import load_cluster
+from gputwin.api.meta import MAX_SHARDS_PER_GPU
 from gputwin.api.problems import ClusterError, Problem
 from gputwin.core.model import ClusterSpec
 from gputwin.cli.errors import report
@@ -83,16 +85,24 @@ def _split(values: tuple[str, ...]) -> list[str] | None:
     help="Write the jobs as a trace file (Helios CSV) for `gputwin simulate --trace`.",
 )
 @click.option("--skip-invalid", is_flag=True, help="Skip unreadable records (counted) instead of stopping.")
+@click.option("--shards-per-gpu", type=click.IntRange(0, MAX_SHARDS_PER_GPU), default=0, show_default=True,
+              help="The cluster's GRES shards per GPU: a gres/shard=N job reads as round(N*1000/S) milli-GPU "
+                   "(0: as one whole GPU).")  # fmt: skip
 def history(start: str, end: str, partitions: tuple[str, ...], states: tuple[str, ...], json_transport: bool,
-            rest_transport: bool, out_path: Path | None, skip_invalid: bool) -> None:  # fmt: skip
-    """Read job history from sacct and print a JSON summary (jobs, skipped records by reason)."""
+            rest_transport: bool, out_path: Path | None, skip_invalid: bool, shards_per_gpu: int) -> None:  # fmt: skip
+    """Read job history from sacct and print a JSON summary (jobs, skipped records by reason, and
+    `shares`: jobs per milli-GPU of a share, when some job held a share of one GPU)."""
     if json_transport and rest_transport:
         raise SlurmInputError("--json-transport and --rest-transport: pick one transport")
     transport = "json" if json_transport else "rest" if rest_transport else "cli"
     result = sacct_history(
-        start, end, _split(partitions), _split(states), transport, skip_invalid=skip_invalid
-    )
+        start, end, _split(partitions), _split(states), transport, skip_invalid=skip_invalid,
+        shards_per_gpu=shards_per_gpu,
+    )  # fmt: skip
     summary: dict[str, object] = {**result.summary(), "transport": transport, "origin": result.origin}
+    shares = Counter(str(job.gpu_milli) for job in result.jobs if job.gpu_milli < 1000)
+    if shares:
+        summary["shares"] = dict(sorted(shares.items(), key=lambda item: int(item[0])))
     if out_path is not None:
         write_history(result, out_path)
         summary["out"] = str(out_path)

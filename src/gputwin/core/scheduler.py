@@ -144,11 +144,12 @@ class Scheduler(Cycle):
             return Decision(resizes=(Resize(spec.job_id, spec.gpus, gpus),))
         return EMPTY
 
-    def adopt(self, spec: JobSpec, slots: Slots, started: float) -> JobState:
+    def adopt(self, spec: JobSpec, slots: Slots, started: float, share_slot: int = -1) -> JobState:
         """Account a job that already runs in the outside world (a driver restarting).
 
         Its GPUs are taken from the ledger exactly as they were bound, so nothing is placed twice;
-        the job then completes like any other. Raises ValueError if it cannot be adopted.
+        the job then completes like any other. Raises ValueError if it cannot be adopted. A share's
+        `share_slot` >= 0 names the shared GPU it is on (`Shares.take`'s `slot`).
         """
         name = self.route(spec)
         if name is None or spec.job_id in self.jobs:
@@ -159,7 +160,7 @@ class Scheduler(Cycle):
             raise ValueError(f"job {spec.job_id!r}: {problem}")
         if spec.gpu_milli != 1000 and not part.policy.preemptive:  # a GPU share: gputwin.core.sharing
             part.shares = part.shares or Shares(part.ledger)
-            part.shares.take(spec.job_id, slots[0][0], spec.gpu_milli, started, spec.gpu_profile)
+            part.shares.take(spec.job_id, slots[0][0], spec.gpu_milli, started, spec.gpu_profile, share_slot)
         else:
             part.ledger.allocate(slots)
         span, fraction = self._span(slots)

@@ -45,13 +45,14 @@ def state_snapshot(scheduler: Scheduler, cluster: ClusterSpec, at: float) -> Sna
 def _running(job: JobState, names: Sequence[str]) -> RunningJob:
     spec = job.spec
     slots = tuple((names[i], g) for i, g in job.slots)
-    return RunningJob(spec.job_id, job.partition, spec.submit, job.seg_start, slots, user=spec.user, name=spec.name)
+    return RunningJob(spec.job_id, job.partition, spec.submit, job.seg_start, slots, user=spec.user, name=spec.name,
+                      gpu_milli=spec.gpu_milli)  # fmt: skip
 
 
 def _pending(job: JobState) -> PendingJob:
     spec = job.spec
     return PendingJob(spec.job_id, job.partition, spec.submit, job.gpus, spec.num_nodes, spec.priority,
-                      user=spec.user, name=spec.name)  # fmt: skip
+                      user=spec.user, name=spec.name, gpu_milli=spec.gpu_milli)  # fmt: skip
 
 
 __all__ = ["snapshot_at", "state_snapshot"]

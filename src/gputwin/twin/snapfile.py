@@ -71,6 +71,8 @@ class _Running(_Model):
     estimate: Seconds | None = None
     user: Text = ""
     name: Text = ""
+    gpu_milli: Annotated[int, Field(ge=1, le=1000)] = 1000
+    share_gpu: Annotated[int, Field(ge=-1, le=4096)] = -1
 
 
 class _Pending(_Model):
@@ -84,6 +86,7 @@ class _Pending(_Model):
     estimate: Seconds | None = None
     user: Text = ""
     name: Text = ""
+    gpu_milli: Annotated[int, Field(ge=1, le=1000)] = 1000
 
 
 class _File(_Model):
@@ -116,8 +119,13 @@ def dump_snapshot(snap: Snapshot) -> dict[str, Any]:
     } | ({"start_latency_s": snap.start_latency_s} if snap.start_latency_s else {})  # fmt: skip
 
 
+# Written only when not these defaults (a whole-GPU job), so files without shares keep their bytes.
+_UNSHARED = {"gpu_milli": 1000, "share_gpu": -1}
+
+
 def _fields(job: RunningJob | PendingJob, **extra: Any) -> dict[str, Any]:
-    return {name: getattr(job, name) for name in job.__slots__} | extra
+    values = ((name, getattr(job, name)) for name in job.__slots__)
+    return {name: v for name, v in values if name not in _UNSHARED or v != _UNSHARED[name]} | extra
 
 
 def save_snapshot(snap: Snapshot, path: Path) -> None:

@@ -44,6 +44,9 @@ class RunningJob:
 
     `time_limit` is the user's limit (the run ends by then at the latest), `estimate` a run-time
     estimate someone made (total seconds, not remaining); either may be unknown (None).
+    `gpu_milli` below 1000 is a share of one GPU (`JobSpec.gpu_milli`; `slots` is then one node and
+    one GPU); `share_gpu` is that GPU's device index on its node, so shares the live cluster put on
+    one GPU are held on one GPU (-1: not known, the twin packs it as it would).
     """
 
     job_id: str
@@ -55,6 +58,8 @@ class RunningJob:
     estimate: float | None = None
     user: str = ""
     name: str = ""
+    gpu_milli: int = 1000
+    share_gpu: int = -1
 
     @property
     def gpus(self) -> int:
@@ -63,7 +68,8 @@ class RunningJob:
 
 @dataclass(frozen=True, slots=True)
 class PendingJob:
-    """A job waiting now; a snapshot lists them in the live scheduler's queue order."""
+    """A job waiting now; a snapshot lists them in the live scheduler's queue order (`gpu_milli`
+    below 1000: a share of one GPU, as `RunningJob`'s)."""
 
     job_id: str
     partition: str
@@ -75,6 +81,7 @@ class PendingJob:
     estimate: float | None = None
     user: str = ""
     name: str = ""
+    gpu_milli: int = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,13 +137,25 @@ def _running_problems(where: str, run: RunningJob, nodes: dict[str, int], now: f
             found.append((f"{where}.slots", f"{gpus} GPUs on {node}, which has {nodes[node]}"))
     if run.start > now:
         found.append((f"{where}.start", "after the snapshot was taken"))
+    found += _share_problems(where, run.gpu_milli, run.gpus, len(run.slots))
+    if run.share_gpu < -1 or (run.share_gpu >= 0 and run.gpu_milli == 1000):
+        found.append((f"{where}.share_gpu", "a device index (>= 0) of a share's GPU, or -1"))
     found += _limits(where, run.time_limit, run.estimate)
     return found
 
 
 def _pending_problems(where: str, job: PendingJob) -> list[tuple[str, str]]:
     found = [] if job.gpus >= 0 and job.num_nodes >= 0 else [(f"{where}.gpus", "must be >= 0")]
+    found += _share_problems(where, job.gpu_milli, job.gpus, max(job.num_nodes, 1))
     return found + _limits(where, job.time_limit, job.estimate)
+
+
+def _share_problems(where: str, milli: int, gpus: int, nodes: int) -> list[tuple[str, str]]:
+    if not 0 < milli <= 1000:
+        return [(f"{where}.gpu_milli", "must be 1..1000 (1000: whole GPUs)")]
+    if milli < 1000 and (gpus != 1 or nodes != 1):
+        return [(f"{where}.gpu_milli", "a share is of one GPU on one node")]
+    return []
 
 
 def _limits(where: str, limit: float | None, estimate: float | None) -> list[tuple[str, str]]:
