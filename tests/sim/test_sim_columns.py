@@ -10,8 +10,8 @@ from array import array
 import pytest
 
 from gputwin.sim import columns
-from gputwin.sim.columns import Blob, SortedRuns, TextColumn, positions, widened
-from gputwin.sim.finished import FinishedLog
+from gputwin.sim.columns import Blob, SortedRuns, positions, widened
+from gputwin.sim.finished import FinishedLog, SpecColumns
 from gputwin.sim.metrics import percentile
 
 
@@ -35,14 +35,18 @@ def test_a_value_beyond_64_bits_is_refused() -> None:
         widened(array("q", [1]), 2**64)
 
 
-def test_text_and_blob_round_trip_any_string() -> None:
+def test_spec_columns_and_blob_round_trip_any_string() -> None:
+    from gputwin.core.model import JobSpec
+
     words = ["u1", "", "ünï", "u1", "\udcff", *[f"n{k}" for k in range(300)]]  # 300+: codes widen
-    text, blob = TextColumn(), Blob()
-    for w in words:
-        text.append(w)
-        blob.append(w)
-    assert [text[i] for i in range(len(text))] == words == [blob[i] for i in range(len(blob))]
-    assert text.codes.typecode == "H" and len(text.values) == len(set(words))
+    specs = [JobSpec(w, 1.0, 2.0, 1, "t", user=w, name=f"{w}!", seq=k) for k, w in enumerate(words)]
+    columns, blob = SpecColumns(), Blob()
+    columns.submit = array("d", [1.0] * len(specs))
+    for spec in specs:
+        columns.append(spec)
+        blob.append(spec.job_id)
+    assert [columns[i] for i in range(len(columns))] == specs and [blob[i] for i in range(len(blob))] == words
+    assert columns.codes[1].typecode == "H" and len(columns.strings) == 2 * len(set(words)) + 2
 
 
 @pytest.mark.parametrize("run", [1, 3, 64, 10_000], ids=["runs-of-1", "runs-of-3", "runs-of-64", "one-run"])

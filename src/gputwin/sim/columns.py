@@ -6,8 +6,8 @@ job resident). A Python int or float in a list costs 8 bytes of pointer plus, un
 * `widened`: integer arrays start at one or two bytes an item and are copied to the next wider
   type code the first time a value does not fit (a trace's GPU counts, node indices and
   preemption counts are small; nothing is lost when one is not).
-* `TextColumn`: a column of strings a trace repeats (users, names, task types) as codes into
-  one table; `Blob`: strings that do not repeat (job ids) as UTF-8 in one buffer.
+* `Blob`: strings that do not repeat (job ids) as UTF-8 in one buffer (the repeated ones, users
+  and names, are codes into a table: `gputwin.sim.finished.SpecColumns`).
 * `SortedRuns`: percentiles of millions of floats without a list of float objects: the values
   are sorted in runs of `RUN` (one run's list at a time) kept as `array('d')`, and the k-th
   smallest is found by bisection over the runs (the same value `sorted(values)[k]` gives).
@@ -40,31 +40,6 @@ def widened(column: array[int], value: int) -> array[int]:
             continue  # e.g. a negative value in an unsigned column: only a signed code holds it
         return wider
     raise OverflowError(f"{value} does not fit a 64-bit integer column")
-
-
-class TextColumn:
-    """Strings by code: `codes[i]` indexes `values` (each distinct string kept once)."""
-
-    def __init__(self) -> None:
-        self.values: list[str] = []
-        self._index: dict[str, int] = {}
-        self.codes: array[int] = array("B")
-
-    def append(self, value: str) -> None:
-        k = self._index.get(value)
-        if k is None:
-            k = self._index[value] = len(self.values)
-            self.values.append(value)
-        try:
-            self.codes.append(k)
-        except OverflowError:
-            self.codes = widened(self.codes, k)
-
-    def __getitem__(self, i: int) -> str:
-        return self.values[self.codes[i]]
-
-    def __len__(self) -> int:
-        return len(self.codes)
 
 
 class Blob:
@@ -158,4 +133,4 @@ def positions(codes: Sequence[int], code: int) -> array[int]:
     return array("I" if len(codes) < 2**32 else "q", picked)
 
 
-__all__ = ["RUN", "Blob", "SortedRuns", "TextColumn", "positions", "widened"]
+__all__ = ["RUN", "Blob", "SortedRuns", "positions", "widened"]

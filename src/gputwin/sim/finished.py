@@ -17,7 +17,7 @@ from typing import NamedTuple, overload
 
 from gputwin.core.model import JobSpec
 from gputwin.core.state import JobState
-from gputwin.sim.columns import Blob, TextColumn, positions, widened
+from gputwin.sim.columns import Blob, positions, widened
 
 
 class FinishedJob(NamedTuple):
@@ -46,43 +46,51 @@ class FinishedJob(NamedTuple):
 class SpecColumns:
     """`JobSpec`s as columns (~45 bytes a job instead of ~300): for a streamed replay, whose specs
     would otherwise stay resident only because the log refers to them. Job ids are one UTF-8
-    buffer, the other strings codes into a table per field (a trace repeats its users, names and
+    buffer; the other strings are codes into one table (a trace repeats its users, names and
     task types), the integers one or two bytes each until a value needs more (`widened`)."""
 
     _TEXT = ("task_type", "user", "name", "state", "model", "gpu_profile")
     _INTS = ("gpus", "priority", "num_nodes", "seq", "gpu_milli")
-
     _text_of, _ints_of = attrgetter(*_TEXT), attrgetter(*_INTS)
 
     def __init__(self) -> None:
         self.job_ids = Blob()
         self.durations = array("d")
-        self.text = {name: TextColumn() for name in self._TEXT}
-        self.ints = {name: array("b") for name in self._INTS}
-        self._text_columns = list(self.text.values())
+        self.strings: list[str] = []
+        self._string_index: dict[str, int] = {}
+        # Per field, in _TEXT's and _INTS's order: lists, so `append` indexes them (no name look-ups).
+        self.codes: list[array[int]] = [array("B") for _ in self._TEXT]
+        self.ints: list[array[int]] = [array("b") for _ in self._INTS]
 
     def append(self, spec: JobSpec) -> None:
         self.job_ids.append(spec.job_id)
         self.durations.append(spec.duration)
-        for column, text in zip(self._text_columns, self._text_of(spec)):
-            column.append(text)
-        ints = self.ints
-        for name, value in zip(self._INTS, self._ints_of(spec)):
+        index, codes = self._string_index, self.codes
+        for c, text in enumerate(self._text_of(spec)):
+            k = index.get(text)
+            if k is None:
+                k = index[text] = len(self.strings)
+                self.strings.append(text)
             try:
-                ints[name].append(value)
+                codes[c].append(k)
             except OverflowError:
-                ints[name] = widened(ints[name], value)
+                codes[c] = widened(codes[c], k)
+        ints = self.ints
+        for c, value in enumerate(self._ints_of(spec)):
+            try:
+                ints[c].append(value)
+            except OverflowError:
+                ints[c] = widened(ints[c], value)
 
     def __len__(self) -> int:
         return len(self.job_ids)
 
     def __getitem__(self, i: int) -> JobSpec:
-        t, n = self.text, self.ints
-        return JobSpec(
-            self.job_ids[i], self.submit[i], self.durations[i], n["gpus"][i], t["task_type"][i], t["user"][i],
-            t["name"][i], t["state"][i], n["priority"][i], n["num_nodes"][i], n["seq"][i], t["model"][i],
-            n["gpu_milli"][i], t["gpu_profile"][i],
-        )  # fmt: skip
+        s = self.strings
+        task_type, user, name, state, model, profile = (s[codes[i]] for codes in self.codes)
+        gpus, priority, num_nodes, seq, milli = (ints[i] for ints in self.ints)
+        return JobSpec(self.job_ids[i], self.submit[i], self.durations[i], gpus, task_type, user, name, state,
+                       priority, num_nodes, seq, model, milli, profile)  # fmt: skip
 
     submit: array[float]  # the log's own column, shared (set by FinishedLog)
 
