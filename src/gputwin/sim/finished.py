@@ -1,9 +1,10 @@
 """The finished jobs of a replay, as compact columns: what a job leaves behind once it is done.
 
 A `JobState` with its slot tuples, queue key and boxed floats costs ~650 bytes; a finished job
-here costs ~100 (one `array` item per field, its slots flattened, a reference to its `JobSpec`),
-so a 10M-job replay keeps its results in ~1 GB, not ~6.5. `FinishedLog` is a `Sequence` of
-`FinishedJob` rows built on demand (what callers read of a `JobState`: `spec`, `partition`,
+here costs ~80 (one `array` item per field, integers one byte until a value needs more - see
+`gputwin.sim.columns` -, its slots flattened) plus a reference to its `JobSpec` or, streamed,
+~45 bytes of the spec's fields: a 10M-job replay keeps its results in ~1.2 GB, not ~6.5.
+`FinishedLog` is a `Sequence` of `FinishedJob` rows built on demand (what callers read of a `JobState`: `spec`, `partition`,
 `first_start`, `end`, `slots`, ...), and its columns feed the metrics without building rows.
 """
 
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Sequence
+from operator import attrgetter
 from typing import NamedTuple, overload
 
 from gputwin.core.model import JobSpec
 from gputwin.core.state import JobState
+from gputwin.sim.columns import Blob, positions, widened
 
 
 class FinishedJob(NamedTuple):
@@ -41,47 +44,60 @@ class FinishedJob(NamedTuple):
 
 
 class SpecColumns:
-    """`JobSpec`s as columns (~130 bytes a job instead of ~300): for a streamed replay, whose specs
-    would otherwise stay resident only because the log refers to them. Strings other than the
-    job id are kept once each (a trace repeats its users, names and task types)."""
+    """`JobSpec`s as columns (~45 bytes a job instead of ~300): for a streamed replay, whose specs
+    would otherwise stay resident only because the log refers to them. Job ids are one UTF-8
+    buffer; the other strings are codes into one table (a trace repeats its users, names and
+    task types), the integers one or two bytes each until a value needs more (`widened`)."""
 
     _TEXT = ("task_type", "user", "name", "state", "model", "gpu_profile")
     _INTS = ("gpus", "priority", "num_nodes", "seq", "gpu_milli")
+    _text_of, _ints_of = attrgetter(*_TEXT), attrgetter(*_INTS)
 
     def __init__(self) -> None:
-        self.job_ids: list[str] = []
+        self.job_ids = Blob()
         self.durations = array("d")
         self.strings: list[str] = []
         self._string_index: dict[str, int] = {}
-        self.text = {name: array("i") for name in self._TEXT}
-        self.ints = {name: array("q") for name in self._INTS}
+        # Per field, in _TEXT's and _INTS's order: lists, so `append` indexes them (no name look-ups).
+        self.codes: list[array[int]] = [array("B") for _ in self._TEXT]
+        self.ints: list[array[int]] = [array("b") for _ in self._INTS]
 
     def append(self, spec: JobSpec) -> None:
         self.job_ids.append(spec.job_id)
         self.durations.append(spec.duration)
-        index = self._string_index
-        for name, column in self.text.items():
-            value = getattr(spec, name)
-            k = index.get(value)
+        index, codes = self._string_index, self.codes
+        for c, text in enumerate(self._text_of(spec)):
+            k = index.get(text)
             if k is None:
-                k = index[value] = len(self.strings)
-                self.strings.append(value)
-            column.append(k)
-        for name, ints in self.ints.items():
-            ints.append(getattr(spec, name))
+                k = index[text] = len(self.strings)
+                self.strings.append(text)
+            try:
+                codes[c].append(k)
+            except OverflowError:
+                codes[c] = widened(codes[c], k)
+        ints = self.ints
+        for c, value in enumerate(self._ints_of(spec)):
+            try:
+                ints[c].append(value)
+            except OverflowError:
+                ints[c] = widened(ints[c], value)
 
     def __len__(self) -> int:
         return len(self.job_ids)
 
     def __getitem__(self, i: int) -> JobSpec:
-        s, t, n = self.strings, self.text, self.ints
-        return JobSpec(
-            self.job_ids[i], self.submit[i], self.durations[i], n["gpus"][i], s[t["task_type"][i]],
-            s[t["user"][i]], s[t["name"][i]], s[t["state"][i]], n["priority"][i], n["num_nodes"][i],
-            n["seq"][i], s[t["model"][i]], n["gpu_milli"][i], s[t["gpu_profile"][i]],
-        )  # fmt: skip
+        s = self.strings
+        task_type, user, name, state, model, profile = (s[codes[i]] for codes in self.codes)
+        gpus, priority, num_nodes, seq, milli = (ints[i] for ints in self.ints)
+        return JobSpec(self.job_ids[i], self.submit[i], self.durations[i], gpus, task_type, user, name, state,
+                       priority, num_nodes, seq, model, milli, profile)  # fmt: skip
 
     submit: array[float]  # the log's own column, shared (set by FinishedLog)
+
+
+# The log's integer columns, narrow until a value needs more (`widened`): (name, first type code).
+_SMALL = (("part", "B"), ("gpus", "B"), ("preemptions", "B"), ("leaves", "B"), ("tiers", "B"))
+_SLOTS = (("nodes", "H"), ("slot_gpus", "B"), ("slot_end", "I"))
 
 
 class FinishedLog(Sequence[FinishedJob]):
@@ -89,17 +105,25 @@ class FinishedLog(Sequence[FinishedJob]):
     `keep_specs`: refer to each job's `JobSpec` (free when the caller holds the trace anyway);
     else keep the spec's fields as columns and build it on demand (a streamed trace)."""
 
+    part: array[int]
+    gpus: array[int]
+    preemptions: array[int]
+    leaves: array[int]
+    tiers: array[int]
+    # Slots flattened: job i's are nodes/slot_gpus[slot_end[i-1]:slot_end[i]].
+    nodes: array[int]
+    slot_gpus: array[int]
+    slot_end: array[int]
+
     def __init__(self, keep_specs: bool = True) -> None:
         self.partitions: list[str] = []  # index -> name, in order of first completion
         self._index: dict[str, int] = {}
         self.specs: list[JobSpec] | SpecColumns = [] if keep_specs else SpecColumns()
-        self.part, self.gpus, self.preemptions = array("i"), array("q"), array("q")
-        self.leaves, self.tiers = array("i"), array("i")
+        for name, code in _SMALL + _SLOTS:
+            setattr(self, name, array(code))
         self.submit, self.duration, self.predicted = array("d"), array("d"), array("d")
         self.first_start, self.end, self.wait = array("d"), array("d"), array("d")
         self.overhead, self.attained = array("d"), array("d")
-        # Slots flattened: job i's are nodes/slot_gpus[slot_end[i-1]:slot_end[i]].
-        self.nodes, self.slot_gpus, self.slot_end = array("i"), array("q"), array("q")
         if isinstance(self.specs, SpecColumns):
             self.specs.submit = self.submit
 
@@ -110,11 +134,14 @@ class FinishedLog(Sequence[FinishedJob]):
             self.partitions.append(job.partition)
         spec = job.spec
         self.specs.append(spec)
-        self.part.append(part)
-        self.gpus.append(job.gpus)
-        self.preemptions.append(job.preemptions)
-        self.leaves.append(job.leaves)
-        self.tiers.append(job.tiers)
+        try:  # the usual case, inline; a value too wide for its column takes `_widen`
+            self.part.append(part)
+            self.gpus.append(job.gpus)
+            self.preemptions.append(job.preemptions)
+            self.leaves.append(job.leaves)
+            self.tiers.append(job.tiers)
+        except OverflowError:
+            self._widen(_SMALL, (part, job.gpus, job.preemptions, job.leaves, job.tiers), len(self.submit))
         self.submit.append(spec.submit)
         self.duration.append(job.duration)
         self.predicted.append(job.predicted)
@@ -123,10 +150,31 @@ class FinishedLog(Sequence[FinishedJob]):
         self.wait.append(job.wait)
         self.overhead.append(job.overhead)
         self.attained.append(job.attained)
-        for node, gpus in job.slots:
-            self.nodes.append(node)
-            self.slot_gpus.append(gpus)
-        self.slot_end.append(len(self.nodes))
+        self._append_slots(job.slots)
+
+    def _append_slots(self, slots: tuple[tuple[int, int], ...]) -> None:
+        nodes, slot_gpus = self.nodes, self.slot_gpus
+        lo = len(nodes)
+        try:
+            for node, gpus in slots:
+                nodes.append(node)
+                slot_gpus.append(gpus)
+            self.slot_end.append(len(nodes))
+        except OverflowError:  # start the job's slots again, widening what needs it
+            del nodes[lo:], slot_gpus[lo:]
+            for node, gpus in slots:
+                self._widen(_SLOTS[:2], (node, gpus), len(self.nodes))
+            self._widen(_SLOTS[2:], (len(self.nodes),), len(self.slot_end))
+
+    def _widen(self, columns: tuple[tuple[str, str], ...], values: tuple[int, ...], n: int) -> None:
+        """Append `values` to those of `columns` still holding `n` items, widening where needed."""
+        for (name, _), value in zip(columns, values):
+            column: array[int] = getattr(self, name)
+            if len(column) == n:
+                try:
+                    column.append(value)
+                except OverflowError:
+                    setattr(self, name, widened(column, value))
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -156,15 +204,14 @@ class FinishedLog(Sequence[FinishedJob]):
             self.tiers[i], self.overhead[i], self.attained[i],
         )  # fmt: skip
 
-    def indices(self, partition: str) -> range | list[int]:
+    def indices(self, partition: str) -> Sequence[int]:
         """The positions of `partition`'s jobs (all of them if every job ran there)."""
         k = self._index.get(partition)
         if k is None:
             return []
         if len(self.partitions) == 1:
             return range(len(self))
-        part = self.part
-        return [i for i in range(len(part)) if part[i] == k]
+        return positions(self.part, k)
 
 
 __all__ = ["FinishedJob", "FinishedLog", "SpecColumns"]

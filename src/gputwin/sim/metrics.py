@@ -26,6 +26,7 @@ Definitions (the same as the reference simulator's, so compat numbers compare):
 from __future__ import annotations
 
 import math
+import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -33,6 +34,7 @@ from typing import Any
 from gputwin.core.quota import TenantUsage
 from gputwin.core.state import PartitionState
 from gputwin.sim.evaluation import JobMetrics, PartitionMetrics, Summary, TenantMetrics
+from gputwin.sim.columns import SortedRuns
 from gputwin.sim.finished import FinishedJob, FinishedLog
 
 # Buckets in a utilisation series: 2.3 years of hours; beyond that the width doubles.
@@ -244,16 +246,17 @@ def log_metrics(log: FinishedLog, at: Sequence[int]) -> JobMetrics:
     n = len(at)
     if not n:
         return JobMetrics()
-    end, submit, wait = log.end, log.submit, log.wait
-    jct = sorted([end[i] - submit[i] for i in at])
-    avg_jct, p50, p95, p99 = math.fsum(jct) / n, percentile(jct, 50), percentile(jct, 95), percentile(jct, 99)
-    del jct  # one sorted list at a time
-    queue = sorted([wait[i] for i in at])
-    preemptions, overhead = log.preemptions, log.overhead
+    # Sorted runs of unboxed floats (gputwin.sim.columns), one column at a time: a sorted list
+    # would hold 32 bytes a job of float objects at the run's peak.
+    jct = SortedRuns(map(operator.sub, map(log.end.__getitem__, at), map(log.submit.__getitem__, at)))
+    avg_jct, p50, p95, p99 = jct.total() / n, percentile(jct, 50), percentile(jct, 95), percentile(jct, 99)
+    del jct
+    queue = SortedRuns(map(log.wait.__getitem__, at))
     return JobMetrics(
-        jobs=n, avg_jct=round(avg_jct, 3), avg_queue=round(math.fsum(queue) / n, 3), p50_jct=round(p50, 3),
+        jobs=n, avg_jct=round(avg_jct, 3), avg_queue=round(queue.total() / n, 3), p50_jct=round(p50, 3),
         p95_jct=round(p95, 3), p99_jct=round(p99, 3), p99_queue=round(percentile(queue, 99), 3),
-        preemptions=sum([preemptions[i] for i in at]), avg_overhead=round(math.fsum([overhead[i] for i in at]) / n, 5),
+        preemptions=sum(map(log.preemptions.__getitem__, at)),
+        avg_overhead=round(math.fsum(map(log.overhead.__getitem__, at)) / n, 5),
     )  # fmt: skip
 
 

@@ -20,7 +20,6 @@ import functools
 import gc
 import itertools
 import math
-import operator
 import random
 from array import array
 from collections.abc import Iterator, Sequence
@@ -138,8 +137,9 @@ class _Template:
     median: float
 
 
-_USER = operator.attrgetter("user")
-_NAME = operator.attrgetter("name")
+def _code(bound: int) -> str:
+    """The narrowest unsigned array type code for values up to `bound`."""
+    return "B" if bound < 2**8 else "H" if bound < 2**16 else "I" if bound < 2**32 else "Q"
 
 
 def synthetic_jobs(n: int, cluster: ClusterSpec, seed: int = 0, load: float = 0.9) -> list[JobSpec]:
@@ -162,7 +162,7 @@ def synthetic_jobs(n: int, cluster: ClusterSpec, seed: int = 0, load: float = 0.
 
 def iter_synthetic_jobs(n: int, cluster: ClusterSpec, seed: int = 0, load: float = 0.9) -> Iterator[JobSpec]:
     """`synthetic_jobs`, the same jobs, built one at a time as they are read: only the drawn
-    columns (~40 bytes a job) stay resident, for a replay that streams its input (`Simulator.run`)."""
+    columns (~20 bytes a job) stay resident, for a replay that streams its input (`Simulator.run`)."""
     _require(n >= 0, "n must be >= 0")
     _require(load > 0, "load must be > 0")
     if n == 0:
@@ -176,17 +176,25 @@ def _generate(n: int, cluster: ClusterSpec, rng: random.Random, load: float) -> 
     templates, template_weights = _templates(rng)
     # Bulk draws, one column at a time: `choices(k=n)` runs its loop in a list comprehension and
     # bisects in C, several times cheaper than n separate calls.
-    part_of = rng.choices(range(len(types)), cum_weights=list(itertools.accumulate(caps)), k=n)
-    gpus = _gpu_counts(rng, part_of, caps, n)
-    picked = rng.choices(templates, cum_weights=template_weights, k=n)
+    # Each column unboxed and narrow as soon as it is drawn: they outlive the draw in a streamed
+    # replay (~20 bytes a job), and at most two lists of a pointer a job exist at once.
+    drawn = rng.choices(range(len(types)), cum_weights=list(itertools.accumulate(caps)), k=n)
+    picked_types = array(_code(len(types)), drawn)
+    counts = _gpu_counts(rng, drawn, caps, n)
+    del drawn
+    gpu_counts = array(_code(max(counts)), counts)
+    del counts
+    # Template indices, not templates: `choices` draws the same numbers for either population.
+    drawn = rng.choices(range(len(templates)), cum_weights=template_weights, k=n)
+    template_of = array(_code(len(templates)), drawn)
+    del drawn
+    medians = [t.median for t in templates]
     spread = [math.exp(RUN_SIGMA * z) for z in _normal_quantiles()]
     noise = rng.choices(spread, k=n)
-    durations = [min(MAX_SECONDS, float(max(1, round(t.median * x)))) for t, x in zip(picked, noise)]
-    submits = array("d", _arrivals(rng, n, _span(gpus, durations, sum(caps), load)))
+    run_times = array("d", (min(MAX_SECONDS, float(max(1, round(medians[t] * x)))) for t, x in zip(template_of, noise)))  # fmt: skip
     del noise
-    # Unboxed: the columns outlive the draw in a streamed replay (small ints are shared anyway).
-    run_times, picked_types = array("d", durations), array("q", part_of)
-    del durations, part_of
+    submits = _arrivals(rng, n, _span(gpu_counts, run_times, sum(caps), load))
+    users, names = [t.user for t in templates], [t.name for t in templates]
     # Positional, in JobSpec's field order: building a million frozen dataclasses is most of the
     # generation time, and `map` over ready columns is its cheapest form.
     return iter(
@@ -195,10 +203,10 @@ def _generate(n: int, cluster: ClusterSpec, rng: random.Random, load: float) -> 
             map("j{}".format, range(n)),
             submits,
             run_times,
-            gpus,
+            gpu_counts,
             map(types.__getitem__, picked_types),
-            map(_USER, picked),
-            map(_NAME, picked),
+            map(users.__getitem__, template_of),
+            map(names.__getitem__, template_of),
             itertools.repeat("COMPLETED"),
             itertools.repeat(0),
             itertools.repeat(0),
@@ -283,14 +291,15 @@ def _span(gpus: Sequence[int], durations: Sequence[float], capacity: int, load: 
     return work / (load * capacity)
 
 
-def _arrivals(rng: random.Random, n: int, span: float) -> list[float]:
+def _arrivals(rng: random.Random, n: int, span: float) -> array[float]:
     """Poisson arrivals (exponential gaps) averaging `n` per `span` seconds, floored to seconds.
 
     The first job arrives at 0. Flooring a non-decreasing sequence keeps it sorted; whole seconds
-    match real traces and let same-second arrivals share one scheduling cycle.
+    match real traces and let same-second arrivals share one scheduling cycle. Drawn, summed and
+    floored one at a time straight into the array (lists of floats here were ~70 bytes a job).
     """
     mean_gap = span / n
     rand, log = rng.random, math.log
     # -log(1 - U) is a unit exponential; 1 - U is in (0, 1], so the log is always defined.
-    gaps = [-log(1.0 - rand()) * mean_gap for _ in itertools.repeat(None, n - 1)]
-    return [0.0] + [float(math.floor(t)) for t in itertools.accumulate(gaps)]
+    gaps = (-log(1.0 - rand()) * mean_gap for _ in itertools.repeat(None, n - 1))
+    return array("d", itertools.chain((0.0,), map(float, map(math.floor, itertools.accumulate(gaps)))))

@@ -1,0 +1,136 @@
+"""Compact columns for per-job results: narrow integer arrays, interned strings, sorted runs.
+
+What a 10M-job replay keeps per job decides whether it fits in memory (issue 17: <= 300 bytes a
+job resident). A Python int or float in a list costs 8 bytes of pointer plus, unless small, a
+24-32 byte object; a `str` costs ~50 bytes plus its text. Here:
+* `widened`: integer arrays start at one or two bytes an item and are copied to the next wider
+  type code the first time a value does not fit (a trace's GPU counts, node indices and
+  preemption counts are small; nothing is lost when one is not).
+* `Blob`: strings that do not repeat (job ids) as UTF-8 in one buffer (the repeated ones, users
+  and names, are codes into a table: `gputwin.sim.finished.SpecColumns`).
+* `SortedRuns`: percentiles of millions of floats without a list of float objects: the values
+  are sorted in runs of `RUN` (one run's list at a time) kept as `array('d')`, and the k-th
+  smallest is found by bisection over the runs (the same value `sorted(values)[k]` gives).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import struct
+from array import array
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
+
+# The next wider type code; 'q' is the widest (a value beyond 64 bits raises OverflowError).
+_WIDER = {"B": "H", "H": "I", "I": "q", "b": "h", "h": "i", "i": "q"}
+
+
+def widened(column: array[int], value: int) -> array[int]:
+    """A copy of `column` in the narrowest wider type code that holds `value`, with it appended."""
+    code: str = column.typecode
+    while code in _WIDER:
+        code = _WIDER[code]
+        wider: array[int] = array(code, column)
+        try:
+            wider.append(value)
+        except OverflowError:
+            continue  # e.g. a negative value in an unsigned column: only a signed code holds it
+        return wider
+    raise OverflowError(f"{value} does not fit a 64-bit integer column")
+
+
+class Blob:
+    """Strings that rarely repeat (job ids) as UTF-8 in one buffer: string i is
+    `data[ends[i-1]:ends[i]]` (~len + 4 bytes each instead of ~57 + len for a `str` in a list).
+    `surrogatepass`: any `str` a reader produced round-trips, lone surrogates included."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.ends: array[int] = array("I")
+
+    def append(self, value: str) -> None:
+        self.data += value.encode("utf-8", "surrogatepass")
+        try:
+            self.ends.append(len(self.data))
+        except OverflowError:
+            self.ends = widened(self.ends, len(self.data))
+
+    def __getitem__(self, i: int) -> str:
+        lo = self.ends[i - 1] if i else 0
+        return self.data[lo : self.ends[i]].decode("utf-8", "surrogatepass")
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+
+RUN = 1 << 20  # values per sorted run: one run's list of float objects (~32 MB) at a time
+_SIGN = 0x7FFF_FFFF_FFFF_FFFF
+
+
+def _key(x: float) -> int:
+    """An int ordered as the floats are (-0.0 just before 0.0): the IEEE bits, negatives flipped."""
+    bits = int(struct.unpack("<q", struct.pack("<d", x))[0])
+    return bits if bits >= 0 else bits ^ _SIGN
+
+
+def _value(key: int) -> float:
+    (x,) = struct.unpack("<d", struct.pack("<q", key if key >= 0 else key ^ _SIGN))
+    return float(x)
+
+
+class SortedRuns(Sequence[float]):
+    """`values` read as if sorted (`runs[k]` the k-th smallest), held as sorted `array('d')` runs."""
+
+    def __init__(self, values: Iterable[float]) -> None:
+        it = iter(values)
+        self.runs = []
+        while run := sorted(itertools.islice(it, RUN)):
+            self.runs.append(array("d", run))
+        self._n = sum(map(len, self.runs))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def total(self) -> float:
+        """`math.fsum` of the values (exactly rounded, so the order of the runs does not matter)."""
+        return math.fsum(itertools.chain.from_iterable(self.runs))
+
+    @overload
+    def __getitem__(self, k: int) -> float: ...
+    @overload
+    def __getitem__(self, k: slice) -> list[float]: ...
+    def __getitem__(self, k: int | slice) -> float | list[float]:
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(self._n))]
+        if k < 0:
+            k += self._n
+        if not 0 <= k < self._n:
+            raise IndexError("SortedRuns index out of range")
+        runs = self.runs
+        if len(runs) == 1:
+            return runs[0][k]
+        # The smallest key whose value has more than k values <= it is the k-th smallest's.
+        lo, hi = min(_key(r[0]) for r in runs), max(_key(r[-1]) for r in runs)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            x = _value(mid)
+            if sum(bisect_right(r, x) for r in runs) > k:
+                hi = mid
+            else:
+                lo = mid + 1
+        return _value(lo)
+
+    def __iter__(self) -> Iterator[float]:
+        return heapq.merge(*self.runs)
+
+
+def positions(codes: Sequence[int], code: int) -> array[int]:
+    """The positions i with `codes[i] == code`, as an unboxed array (C loops, no int objects kept)."""
+    picked = itertools.compress(range(len(codes)), map(code.__eq__, codes))
+    return array("I" if len(codes) < 2**32 else "q", picked)
+
+
+__all__ = ["RUN", "Blob", "SortedRuns", "positions", "widened"]

@@ -1,0 +1,84 @@
+"""Compact columns: widened integer arrays keep every value, strings round-trip, and sorted runs
+answer what `sorted()` answers."""
+
+from __future__ import annotations
+
+import math
+import random
+from array import array
+
+import pytest
+
+from gputwin.sim import columns
+from gputwin.sim.columns import Blob, SortedRuns, positions, widened
+from gputwin.sim.finished import FinishedLog, SpecColumns
+from gputwin.sim.metrics import percentile
+
+
+@pytest.mark.parametrize(
+    ("code", "value", "want"),
+    [
+        pytest.param("B", 256, "H", id="unsigned-byte-to-short"),
+        pytest.param("B", 70_000, "I", id="skips-a-code-too-narrow"),
+        pytest.param("B", -1, "q", id="negative-needs-a-signed-code"),
+        pytest.param("b", 2**40, "q", id="signed-to-64-bit"),
+    ],
+)
+def test_widened_keeps_the_values_and_takes_the_new_one(code: str, value: int, want: str) -> None:
+    column = array(code, [0, 1, 7])
+    wide = widened(column, value)  # type: ignore[arg-type]
+    assert wide.typecode == want and list(wide) == [0, 1, 7, value]
+
+
+def test_a_value_beyond_64_bits_is_refused() -> None:
+    with pytest.raises(OverflowError, match="64-bit"):
+        widened(array("q", [1]), 2**64)
+
+
+def test_spec_columns_and_blob_round_trip_any_string() -> None:
+    from gputwin.core.model import JobSpec
+
+    words = ["u1", "", "ünï", "u1", "\udcff", *[f"n{k}" for k in range(300)]]  # 300+: codes widen
+    specs = [JobSpec(w, 1.0, 2.0, 1, "t", user=w, name=f"{w}!", seq=k) for k, w in enumerate(words)]
+    columns, blob = SpecColumns(), Blob()
+    columns.submit = array("d", [1.0] * len(specs))
+    for spec in specs:
+        columns.append(spec)
+        blob.append(spec.job_id)
+    assert [columns[i] for i in range(len(columns))] == specs and [blob[i] for i in range(len(blob))] == words
+    assert columns.codes[1].typecode == "H" and len(columns.strings) == 2 * len(set(words)) + 2
+
+
+@pytest.mark.parametrize("run", [1, 3, 64, 10_000], ids=["runs-of-1", "runs-of-3", "runs-of-64", "one-run"])
+def test_sorted_runs_index_as_sorted_does(monkeypatch: pytest.MonkeyPatch, run: int) -> None:
+    monkeypatch.setattr(columns, "RUN", run)
+    rng = random.Random(5)
+    ties = [rng.choice([0.0, 1.5, -3.25, 1e300, 5e-324]) for _ in range(200)]  # repeats, extremes, a subnormal
+    values = ties + [rng.lognormvariate(5, 2) for _ in range(800)]
+    want, got = sorted(values), SortedRuns(values)
+    assert len(got) == len(want) and len(got.runs) == math.ceil(len(values) / run)
+    assert [got[k] for k in range(len(want))] == want and list(got) == want and got[-1] == want[-1]
+    assert got.total() == math.fsum(values)
+    for q in (0, 50, 95, 99, 99.9, 100):
+        assert percentile(got, q) == percentile(want, q)
+    with pytest.raises(IndexError):
+        got[len(want)]
+
+
+def test_positions_are_the_matching_indices() -> None:
+    codes = array("B", [0, 2, 1, 2, 2, 0])
+    assert list(positions(codes, 2)) == [1, 3, 4] and list(positions(codes, 9)) == []
+
+
+def test_the_log_widens_a_column_that_a_value_overflows(sim_cluster, sim_jobs) -> None:
+    # A 300-GPU job on one 300-GPU node (gpus and slot_gpus start at one byte), priority -1 and
+    # 1,000 milli-GPUs (the spec's ints start signed one-byte): each widens, nothing is lost.
+    from gputwin.core.model import PolicySpec
+    from gputwin.sim.engine import Simulator
+
+    spec = sim_cluster({"l0": [300, 1]}, PolicySpec(queue="fifo"))
+    jobs = sim_jobs([("big", 0, 10, 300, {"priority": -1}), ("one", 20, 5, 1, {})])
+    listed, streamed = Simulator(spec).run(jobs).finished, Simulator(spec).run(iter(jobs)).finished
+    assert list(streamed) == list(listed) and [r.spec for r in streamed] == jobs
+    assert streamed[0].slots == ((0, 300),) and [r.gpus for r in streamed] == [300, 1]
+    assert streamed.gpus.typecode == streamed.slot_gpus.typecode == "H"
