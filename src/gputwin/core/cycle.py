@@ -11,7 +11,7 @@ chosen once, when the Scheduler is built (`_loop_of`): a cycle tests no feature 
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Callable
 
 from gputwin.core.compat import HeliosQssf
 from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
@@ -21,7 +21,7 @@ from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
 from gputwin.core.reservation import reservation
-from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end, release
+from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end, queued_then, release
 from gputwin.core.topology import Span, Topology
 
 _ONE_NODE = Span(1, 0)
@@ -67,6 +67,8 @@ class Cycle:
             return self._strict_quota
         if isinstance(part.policy, HeliosQssf):
             return self._strict_helios
+        if part.models is None and part.fair is None:
+            return self._strict_plain
         return self._strict
 
     def _strict_helios(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
@@ -86,9 +88,26 @@ class Cycle:
         """Head-of-line order: start jobs until one does not fit, then (optionally) backfill."""
         while (job := part.head()) is not None:
             if not self._try_start(part, job, now, out):
-                if part.spec.policy.backfill:
-                    self._backfill(part, job, now, out)
+                self._backfill(part, job, now, out)
                 return
+
+    def _strict_plain(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
+        """`_strict` without GPU models, fairness or shares (most partitions): `_try_start` in one
+        path, the head popped, not searched for. A first share submitted later turns to `_strict`."""
+        if part.shares is not None:
+            return self._strict(part, now, out)
+        queued, order, ledger, placer = part.queued, part.order, part.ledger, part.placer
+        while queued:
+            job = queued[order[0][1]]
+            slots = placer.place(ledger, job.gpus, now - job.queued_since) if job.gpus <= ledger.free_gpus else None
+            if slots is None:  # as `_place` does: a placer that waits for a better one is asked again
+                if job.gpus <= ledger.free_gpus and (wait := getattr(placer, "max_wait", None)) is not None:
+                    out.wake(job.queued_since + wait, part.name)
+                self._backfill(part, job, now, out)
+                return
+            del queued[order.pop(0)[1]]  # type: ignore[union-attr]  # no fairness: a SortedList
+            ledger.allocate(slots)
+            self._started(part, job, slots, now, out)
 
     def _strict_quota(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
         """`_strict` under quotas, in two passes over the queue in its order: first jobs within their tenant's
@@ -107,7 +126,7 @@ class Cycle:
             waiting = set() if borrowing else quota.at_guarantee()
             if waiting and quota.all_waiting(waiting):
                 continue
-            for tenant, job in tenant_walk(part, quota.tenant_of, waiting, _queued):
+            for tenant, job in tenant_walk(part, quota.tenant_of, waiting, queued_then):
                 if tenant in waiting:
                     continue
                 admitted = job.order <= before and quota.admits(tenant, job.gpus, borrowing)  # None: reclaim?
@@ -117,8 +136,7 @@ class Cycle:
                         break
                     continue
                 if not self._try_start(part, job, now, out):
-                    if part.spec.policy.backfill:
-                        self._backfill(part, job, now, out)
+                    self._backfill(part, job, now, out)
                     return
 
     def _admits(self, part: PartitionState, quota: PartitionQuota, job: JobState, borrowing: bool, now: float,
@@ -140,9 +158,9 @@ class Cycle:
         return victims is not None
 
     def _backfill(self, part: PartitionState, head: JobState, now: float, out: DecisionBuilder) -> None:
-        """EASY backfill: a later job may start now only if it cannot delay the head's reservation."""
+        """EASY backfill (if asked for): a later job may start now only if it cannot delay the head's reservation."""
         ledger = part.ledger
-        if not ledger.free_gpus:
+        if not ledger.free_gpus or not part.spec.policy.backfill:
             return  # nothing can start (the common case on a busy cluster): skip the reservation too
         shadow, extra = -1.0, 0  # the reservation is worked out once a job could start now
         queued = part.queued
@@ -319,8 +337,11 @@ class Cycle:
             part.shares.take(job.spec.job_id, slots[0][0], job.spec.gpu_milli, now, job.spec.gpu_profile)
         else:
             part.ledger.allocate(slots)
-        # Most jobs fit on one node: no span to work out and no overhead (`_span`'s first case,
-        # without the call and the Span it returns, once per job started).
+        self._started(part, job, slots, now, out)
+
+    def _started(self, part: PartitionState, job: JobState, slots: Slots, now: float, out: DecisionBuilder) -> None:
+        """`_commit` once the job is out of the queue and holds its GPUs: its run, and the Start."""
+        # Most jobs fit on one node: no span to work out and no overhead (`_span`'s first case, inlined).
         if len(slots) == 1:
             leaves, tiers, fraction = 1, 0, 0.0
         else:
@@ -370,17 +391,6 @@ class Cycle:
         job.slots = ()
         part.enqueue(job, self._next_order(), now)
         out.preempts.append(Preempt(job.spec.job_id, part.name, cost))
-
-
-def _queued(part: PartitionState, skip: set[str], first: int = 32) -> Iterator[JobState]:
-    """The queued jobs in queue order, for a caller that starts and preempts jobs meanwhile and
-    usually stops within the first few: those `first` as a copy, then the rest as queued then (less,
-    under fairness, those of the tenants in `skip` by then: the caller would skip them)."""
-    head = part.queued_jobs(first)
-    yield from head
-    if len(head) == first:
-        seen = {job.order for job in head}
-        yield from (job for job in part.queued_jobs(skip=skip) if job.order not in seen)
 
 
 def _unborrowed(quota: PartitionQuota, job: JobState) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Collection
+from typing import Collection, Iterator
 
 from sortedcontainers import SortedList
 
@@ -174,3 +174,14 @@ def release(part: PartitionState, job: JobState, now: float) -> None:
         part.shares.give_back(job.spec.job_id, now)
     else:
         part.ledger.release(job.slots)
+
+
+def queued_then(part: PartitionState, skip: set[str], first: int = 32) -> Iterator[JobState]:
+    """The queued jobs in queue order, for a caller that starts and preempts jobs meanwhile and
+    usually stops within the first few: those `first` as a copy, then the rest as queued then (less,
+    under fairness, those of the tenants in `skip` by then: the caller would skip them)."""
+    head = part.queued_jobs(first)
+    yield from head
+    if len(head) == first:
+        seen = {job.order for job in head}
+        yield from (job for job in part.queued_jobs(skip=skip) if job.order not in seen)
