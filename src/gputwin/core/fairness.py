@@ -268,7 +268,13 @@ class FairQueue:
         """`_take`'s orders alone: the walk needs no (tenant key, *policy key) tuple per entry.
         The ranking is grouped here, not by `_groups` (a cycle reads this once: a generator and
         a list per group cost more than the usual read, one tenant's few jobs)."""
-        ranked, queues = self.ranked(), self._queues
+        queues = self._queues
+        if len(queues) == 1:  # most reads: one tenant queued, so no ranking, no key to work out
+            ((tenant, queue),) = queues.items()
+            if tenant in skip:
+                return []
+            return [order for _, order in (queue if len(queue) <= limit else queue.islice(0, limit))]
+        ranked = self.ranked()
         out: list[int] = []
         i, n = 0, len(ranked)
         while i < n and len(out) < limit:

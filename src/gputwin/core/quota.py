@@ -151,9 +151,13 @@ class PartitionQuota:
         if cohort is None or not self.within_guarantee(tenant, gpus):
             return None
         used = dict(self.used)
-        lenders = set(self.members[cohort]) - {tenant}
+        # Only members above their guarantee lose work, and none rises above it here: the others'
+        # jobs are never candidates (no borrower: nothing to reclaim, no running job read).
+        borrowers = {t for t in self.members[cohort] if t != tenant and used[t] > self.nominal[t]}
+        if not borrowers:
+            return None
         owner_of = self.pool_of
-        candidates = sorted((j for j in running if owner_of(j) in lenders), key=lambda j: -j.order)
+        candidates = sorted((j for j in running if owner_of(j) in borrowers), key=lambda j: -j.order)
         victims: list[JobState] = []
         for job in candidates:
             if free_gpus >= gpus and _fits(self, used, tenant, gpus):
