@@ -119,6 +119,8 @@ class Cycle:
         assert quota is not None
         before = self._order  # jobs preempted this cycle queue again with later orders
         for borrowing in (False, True):
+            if not part.queued:
+                return  # nothing to start (a cycle after an end, or the first pass started all)
             if borrowing and part.shares is None and not part.ledger.free_gpus:
                 return  # no GPU free: the borrowing pass could start nothing (it never reclaims)
             # Tenants at their guarantee would wait at their first job of the guaranteed pass:

@@ -96,7 +96,7 @@ class Fairness:
             if self.rate * (now - self._epoch) > REBASE:
                 self._rebase(now)
             state = self._usage.get(tenant)
-            g = self._grown(now)
+            g = self._grown_g if now == self._grown_at else self._grown(now)  # `_grown`, its usual case inlined
             if state is None:
                 self._usage[tenant] = [0.0, g, now]
             elif g > state[1]:  # time went by: U * G up to now (as `usage` reads it, to the bit)
@@ -265,16 +265,29 @@ class FairQueue:
         return out
 
     def _orders(self, skip: Collection[str], limit: int) -> list[int]:
-        """`_take`'s orders alone: the walk needs no (tenant key, *policy key) tuple per entry."""
+        """`_take`'s orders alone: the walk needs no (tenant key, *policy key) tuple per entry.
+        The ranking is grouped here, not by `_groups` (a cycle reads this once: a generator and
+        a list per group cost more than the usual read, one tenant's few jobs)."""
+        queues = self._queues
+        if len(queues) == 1:  # most reads: one tenant queued, so no ranking, no key to work out
+            ((tenant, queue),) = queues.items()
+            if tenant in skip:
+                return []
+            return [order for _, order in (queue if len(queue) <= limit else queue.islice(0, limit))]
+        ranked = self.ranked()
         out: list[int] = []
-        for _, tenants in self._groups(skip):
-            need = limit - len(out)
-            if need <= 0:
-                break
+        i, n = 0, len(ranked)
+        while i < n and len(out) < limit:
+            tenant_key, j = ranked[i][0], i + 1
+            while j < n and ranked[j][0] == tenant_key:
+                j += 1
+            tenants = [t for _, t in ranked[i:j] if t not in skip]
+            i, need = j, limit - len(out)
             if len(tenants) == 1:
-                out += [order for _, order in self._queues[tenants[0]].islice(0, need)]
-            else:
-                out += [order for _, order in islice(heapq.merge(*[self._queues[t] for t in tenants]), need)]
+                queue = queues[tenants[0]]
+                out += [order for _, order in (queue if len(queue) <= need else queue.islice(0, need))]
+            elif tenants:
+                out += [order for _, order in islice(heapq.merge(*[queues[t] for t in tenants]), need)]
         return out
 
     def _merged(self, skip: Collection[str]) -> Iterator[Entry]:

@@ -16,7 +16,7 @@ Pure: no clock, every ordering deterministic.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from gputwin.core.model import QuotaSpec
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from gputwin.core.state import JobState
 
 CATCH_ALL = "*"
+_set = dict.__setitem__  # a `_Held` entry set past its total's upkeep (`change` keeps the total itself)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +72,11 @@ class PartitionQuota:
                     self.catch_all = self.catch_all or q.tenant
                 else:
                     self.of_user.setdefault(user, q.tenant)
-        self.used = {t: 0 for t in self.nominal}
+        self.used = _Held(self)
         self.demand = {t: 0 for t in self.nominal}
         # Tenants whose demand exceeds their usage (a job queued), kept by `change`: `used` and
-        # `demand` change only through it (a test may set `used` to ask `fits`, `reclaim`).
+        # `demand` change only through it (a test may set `used` to ask `fits`, `reclaim`: `_Held`
+        # keeps the cohorts' totals right whichever way it is set).
         self._queued: set[str] = set()
         self._now = 0.0  # the latest instant told: a change told late counts from here, as it always has
         self._since = {t: 0.0 for t in self.nominal}  # each tenant's integrals are up to here
@@ -149,9 +151,13 @@ class PartitionQuota:
         if cohort is None or not self.within_guarantee(tenant, gpus):
             return None
         used = dict(self.used)
-        lenders = set(self.members[cohort]) - {tenant}
+        # Only members above their guarantee lose work, and none rises above it here: the others'
+        # jobs are never candidates (no borrower: nothing to reclaim, no running job read).
+        borrowers = {t for t in self.members[cohort] if t != tenant and used[t] > self.nominal[t]}
+        if not borrowers:
+            return None
         owner_of = self.pool_of
-        candidates = sorted((j for j in running if owner_of(j) in lenders), key=lambda j: -j.order)
+        candidates = sorted((j for j in running if owner_of(j) in borrowers), key=lambda j: -j.order)
         victims: list[JobState] = []
         for job in candidates:
             if free_gpus >= gpus and _fits(self, used, tenant, gpus):
@@ -180,8 +186,18 @@ class PartitionQuota:
         """`tenant` holds `used` more GPUs and asks for `demand` more from `now` on."""
         if now > self._now:
             self._now = now
-        self._advance(tenant)
-        self.used[tenant] = after = self.used[tenant] + used
+        if self._since[tenant] != self._now:  # a tenant often changes twice an instant (submit, start)
+            self._advance(tenant)
+        held = self.used
+        before = held[tenant]
+        after = before + used
+        if used:
+            # `_Held.__setitem__`, inlined (once per start and end): the cohort's total, then the entry.
+            cohort = self.cohort[tenant]
+            if cohort is not None:
+                r = self.reserved[tenant]
+                held.totals[cohort] += (after if after > r else r) - (before if before > r else r)
+            _set(held, tenant, after)
         self.demand[tenant] = wanted = self.demand[tenant] + demand
         if wanted != after:
             self._queued.add(tenant)
@@ -224,10 +240,40 @@ def _fits(quota: PartitionQuota, used: Mapping[str, int], tenant: str, gpus: int
     limit = quota.borrowing[tenant]
     if limit is not None and after - own > limit:
         return False
-    # Sum over every member, then swap the tenant's own term: maps, not a generator (a hot path).
-    reserved, own_reserved = quota.cohort_reserved[cohort], quota.reserved[tenant]
-    total = sum(map(max, map(used.__getitem__, quota.members[cohort]), reserved))
+    # The cohort's sum over every member, then the tenant's own term swapped: the quota's own
+    # usage keeps that sum as it changes (a hot path), a caller's copy (`reclaim`) is summed.
+    own_reserved = quota.reserved[tenant]
+    if isinstance(used, _Held):
+        total = used.totals[cohort]
+    else:
+        total = sum(map(max, map(used.__getitem__, quota.members[cohort]), quota.cohort_reserved[cohort]))
     return total - max(used[tenant], own_reserved) + max(after, own_reserved) <= quota.capacity[cohort]
+
+
+class _Held(dict[str, int]):
+    """Each tenant's GPUs held (0 to start), with each cohort's sum of max(held, reserved) over
+    its members kept as entries are set, so `_fits` reads it instead of summing every member."""
+
+    def __init__(self, quota: PartitionQuota) -> None:
+        super().__init__(dict.fromkeys(quota.nominal, 0))
+        self._cohort, self._reserved = quota.cohort, quota.reserved
+        self.totals = {c: sum(quota.cohort_reserved[c]) for c in quota.members}
+
+    def __setitem__(self, tenant: str, value: int) -> None:
+        cohort = self._cohort[tenant]  # a KeyError for a tenant of no quota, as before
+        if cohort is not None:
+            reserved = self._reserved[tenant]
+            self.totals[cohort] += max(value, reserved) - max(self[tenant], reserved)
+        super().__setitem__(tenant, value)
+
+    def update(self, *args: Any, **kwargs: int) -> None:  # as tests set usage: through __setitem__
+        for tenant, value in dict(*args, **kwargs).items():
+            self[tenant] = value
+
+    def _fixed(self, *_: Any) -> Any:
+        raise TypeError("a quota's tenants are fixed: set their usage, do not add or remove them")
+
+    __delitem__ = pop = popitem = setdefault = clear = _fixed
 
 
 def quota_problem(quota: PartitionQuota, user: str, gpus: int, model: str = "") -> str | None:

@@ -23,7 +23,6 @@ from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.errors import InputError
 from gputwin.sim.engine import SimOutcome, Simulator
 from gputwin.sim.evaluation import Summary
-from gputwin.sim.finished import FinishedJob
 from gputwin.sim.metrics import jain_index, summarize, tenant_metrics, utilization_series
 from gputwin.sim.shares import share_metrics
 
@@ -158,9 +157,12 @@ def _simulate(
 def _with_tenants(summary: Summary, outcome: SimOutcome, scheduler: Scheduler) -> Summary:
     end = max(outcome.finished.end, default=0.0)
 
-    def tenant_of(job: FinishedJob) -> str | None:
-        quota = scheduler.partitions[job.partition].quota
-        return None if quota is None else quota.tenant_of(job)  # type: ignore[arg-type]  # reads job.spec only
+    def tenant_of(partition: str, spec: JobSpec) -> str | None:
+        quota = scheduler.partitions[partition].quota
+        if quota is None:
+            return None
+        tenant = quota.tenant(spec.user)
+        return None if tenant is None else quota.pool(tenant, spec.model)  # what `quota.tenant_of` reads
 
     tenants = tenant_metrics(outcome.finished, scheduler.tenant_usage(end), tenant_of)
     return dataclasses.replace(summary, tenants=tenants, jain=jain_index(tenants))
