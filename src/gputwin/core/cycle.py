@@ -1,12 +1,10 @@
 """One scheduling cycle: the loops that decide starts and preemptions, and the commits.
 
 `Cycle` is the half of `gputwin.core.scheduler.Scheduler` that runs when the driver asks for a
-decision (`run_cycle(now)`); the Scheduler adds the events (submit, complete, cancel, ...). Two
-loops serve every queue policy: `_strict` (non-preemptive, head-of-line order, optional EASY
-backfill) and `_preemptive` (rank queued and running jobs together, preempt what no longer fits).
-A partition with tenants' quotas (`gputwin.core.quota`) takes their quota-aware variants;
-every other partition runs exactly the loops it always did. Which loop serves a partition is
-chosen once, when the Scheduler is built (`_loop_of`): a cycle tests no feature it does not use.
+decision (`run_cycle(now)`); the Scheduler adds the events (submit, complete, cancel, ...). Loops:
+`_strict` (non-preemptive, head-of-line order, optional EASY backfill), `_preemptive` (rank queued
+and running jobs together, preempt what no longer fits), their quota and Helios variants and
+`_strict_plain`; `_loop_of` picks a partition's once: a cycle tests no feature it does not use.
 """
 
 from __future__ import annotations

@@ -299,7 +299,7 @@ class FairQueue:
 
     def walk(self, skip: set[str], first: int = 32) -> Iterator[tuple[str, int]]:
         """(tenant, order) of the queued jobs in queue order, for a walk that starts and preempts
-        jobs meanwhile, as `gputwin.core.cycle._queued` reads them: the first `first` as read now,
+        jobs meanwhile, as `gputwin.core.state.queued_then` reads them: the first `first` as read now,
         then the rest as queued then (less those already read); a job of a tenant in `skip` (which
         the caller may grow) is left out when reached. The rest is read lazily, a tenant at a
         time, from its live queue: a walk usually stops or skips the tenant long before its end."""
@@ -374,7 +374,7 @@ class FairPolicy:
 def tenant_walk(part: PartitionState, tenant_of: Callable[[JobState], str], skip: set[str],
                 queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterator[tuple[str, JobState]]:  # fmt: skip
     """(tenant, job) of `part`'s queued jobs in queue order for the strict quota loop: a FairQueue's
-    `walk` (waiting tenants' blocks left out), else `queued(part, skip)` (the cycle's `_queued`)."""
+    `walk` (waiting tenants' blocks left out), else `queued(part, skip)` (`state.queued_then`)."""
     order = part.order
     if isinstance(order, FairQueue):
         jobs = part.queued
