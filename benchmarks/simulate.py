@@ -62,7 +62,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ),
         epilog=(
             "Wall times cover the simulation only; trace loading and job generation are reported "
-            "separately. The full run (1M jobs) takes a few minutes and ~1-2 GB of memory."
+            "separately. The full run (1M jobs) takes a few minutes and ~0.5-1 GB of memory "
+            "(10M streamed: ~1.5 GB)."
         ),
     )
     parser.add_argument(
