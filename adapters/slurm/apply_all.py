@@ -76,6 +76,18 @@ def check_node_models(rendered: RenderedConfig, gres: dict[str, str]) -> None:
             )
 
 
+def check_node_shards(rendered: RenderedConfig, gres: dict[str, str]) -> None:
+    """Every shared node has its shards live (``shard:COUNT`` in its Gres; a restart-only setting)."""
+    for node, count in rendered.node_shards:
+        have = gres.get(node, "")
+        counts = [item.split("(")[0].rsplit(":", 1)[-1] for item in have.split(",") if item.startswith("shard:")]
+        if str(count) not in counts:
+            raise SlurmInputError(
+                f"node {node}: declared shard:{count} (shardsPerGpu), slurmctld reports Gres={have or '(none)'}; "
+                f"node GRES need slurm.conf/gres.conf lines (gputwin slurm render shows them) and a restart"
+            )
+
+
 def cluster_name() -> str:
     return live_config().get("ClusterName", "")
 
@@ -89,8 +101,10 @@ def apply_everything(rendered: RenderedConfig, conf_dir: Path | None = None, *, 
     name = ""
     if online:
         try:
-            if rendered.node_models:
-                check_node_models(rendered, live_gres())
+            if rendered.node_models or rendered.node_shards:
+                gres = live_gres()
+                check_node_models(rendered, gres)
+                check_node_shards(rendered, gres)
             name = cluster_name() if rendered.tenancy else ""
         except SlurmCommandError as exc:
             if not dry_run:
@@ -169,4 +183,5 @@ def _dry_steps(rendered: RenderedConfig, name: str, runner: Runner) -> tuple[Ste
     return plan(rendered.tenancy, LiveAccounts(), "CLUSTER_NAME")  # offline: the placeholder
 
 
-__all__ = ["FullResult", "SlurmError", "apply_everything", "changes_priority_flags", "check_node_models", "live_gres"]
+__all__ = ["FullResult", "SlurmError", "apply_everything", "changes_priority_flags", "check_node_models", "check_node_shards",
+           "live_gres"]  # fmt: skip

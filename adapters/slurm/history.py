@@ -65,13 +65,15 @@ def sacct_history(
     *,
     skip_invalid: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
+    shards_per_gpu: int = 0,
 ) -> TraceResult:
     """Jobs sacct reports for the window (UTC), optionally only some partitions and states.
 
     `transport` is "cli" (`sacct -P`), "json" (`sacct --json`) or "rest" (slurmrestd's
     `/slurmdb/v0.0.NN/jobs` on $GPUTWIN_SLURMRESTD, see `rest`). `skip_invalid` skips (and counts)
     records the reader cannot parse instead of failing (a `|` in a job name is mended either way;
-    a newline in one is not, see `mend_job_names`).
+    a newline in one is not, see `mend_job_names`). `shards_per_gpu`: the cluster's GRES shards per
+    GPU, so a `gres/shard=N` record reads as that fraction of one GPU (`-P` transport; 0: one GPU).
     Raises `SlurmInputError` for a refused value (before anything runs), `SlurmCommandError` when
     sacct fails, `TraceError` when its output cannot be read.
     """
@@ -81,7 +83,7 @@ def sacct_history(
         output = run_command(
             sacct_command(window_start, window_end, partitions, states, transport), timeout=timeout
         )
-    return parse_sacct_output(output, transport, skip_invalid=skip_invalid)
+    return parse_sacct_output(output, transport, skip_invalid=skip_invalid, shards_per_gpu=shards_per_gpu)
 
 
 def rest_query(
@@ -133,7 +135,8 @@ def _listed(values: Iterable[str], what: str) -> list[str]:
     return list(values)
 
 
-def parse_sacct_output(output: str, transport: str, *, skip_invalid: bool = False) -> TraceResult:
+def parse_sacct_output(output: str, transport: str, *, skip_invalid: bool = False,
+                       shards_per_gpu: int = 0) -> TraceResult:  # fmt: skip
     """Read sacct's stdout with the trace reader of its transport; empty output is no jobs."""
     fmt, label = _FORMATS[transport]
     if _is_empty(output, transport):
@@ -144,7 +147,7 @@ def parse_sacct_output(output: str, transport: str, *, skip_invalid: bool = Fals
         path = Path(folder) / "sacct.out"
         path.write_text(output, encoding="utf-8")
         try:
-            return read_trace(path, fmt, skip_invalid=skip_invalid)
+            return read_trace(path, fmt, skip_invalid=skip_invalid, shards_per_gpu=shards_per_gpu)
         except TraceError as exc:
             # Name the command's output, not a temporary file that no longer exists.
             raise TraceError(label, exc.line, exc.field, exc.reason) from None

@@ -39,6 +39,10 @@ file (a ClusterSpec may be built in code), and Lua strings are additionally limi
 ``[A-Za-z0-9_.-]`` so no quote, bracket or newline can end a literal. Tables in the Lua script are
 data literals built here, never code from user strings.
 
+Node GRES (typed GPUs, GPU shards for fractions) need a restart, so they are rendered for the
+site, never written: `RenderedConfig.nodes` (slurm.conf lines), `.gres_conf` (gres.conf shard
+lines), checked live by `apply_all` (`render_gres`).
+
 This module renders the slurm.conf includes and assembles the result; `render_lua` writes
 job_submit.lua and `render_tables` derives its data tables from history.
 """
@@ -59,7 +63,8 @@ from .checks import check_name
 from .errors import SlurmInputError
 from .render_lua import DEFAULT_ESTIMATE, PRIORITY_MAX, LuaTables, qssf_priors, render_job_submit
 from .render_tables import estimate_table, sizing_table
-from .render_tenancy import Tenancy, node_models, priority_lines, render_nodes, render_tenancy
+from .render_gres import node_models, node_shard_counts, partition_shards, render_gres_conf, render_nodes
+from .render_tenancy import Tenancy, priority_lines, render_tenancy
 from .topology_files import TOPOLOGY_YAML, YAML_SINCE, header, render_topology, render_topology_yaml
 
 __all__ = [  # the names callers import from here; the job_submit.lua and history-table halves live beside
@@ -90,6 +95,8 @@ class RenderedConfig:
     tenancy: Tenancy = Tenancy()  # accounts, QOS, users for slurmdbd (`accounts`)
     nodes: bytes = b""  # NODES: node lines with typed GRES
     node_models: tuple[tuple[str, str], ...] = ()  # (node, GPU model) slurmctld must report
+    gres_conf: bytes = b""  # gres.conf shard lines for the site, never written by apply (restart)
+    node_shards: tuple[tuple[str, int], ...] = ()  # (node, shards on it) slurmctld must report
 
     def __getitem__(self, name: str) -> bytes:
         for key, data in self.files:
@@ -130,6 +137,8 @@ def render(
         tenancy=render_tenancy(cluster),
         nodes=render_nodes(cluster).encode("ascii"),
         node_models=node_models(cluster),
+        gres_conf=render_gres_conf(cluster).encode("ascii"),
+        node_shards=node_shard_counts(cluster),
     )
 
 
@@ -255,6 +264,8 @@ def _requires(cluster: ClusterSpec) -> tuple[tuple[str, str], ...]:
     if any(p.policy.fairness == "fairshare" for p in cluster.partitions):
         needs.append(("PriorityType", "priority/multifactor"))
         needs.append(("AccountingStorageTRES", "gres/gpu"))  # what TRESBillingWeights=GRES/gpu bills
+    if partition_shards(cluster):  # shards are a GRES type, and AllocTRES must carry them for history
+        needs += [("GresTypes", "shard"), ("AccountingStorageTRES", "gres/shard")]
     if any(p.quotas for p in cluster.partitions):  # QOS GrpTRES is enforced only with these
         needs += [("AccountingStorageEnforce", "limits"), ("AccountingStorageEnforce", "qos")]
     return tuple(needs)

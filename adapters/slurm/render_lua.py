@@ -1,4 +1,5 @@
-"""job_submit.lua for `render`: routing, GPU sizing, switch requests and priorities in SLURM's Lua 5.1.
+"""job_submit.lua for `render`: routing, GPU sizing, switch requests and priorities in SLURM's Lua 5.1,
+and GPU fractions (`--comment=...,milli:M` -> `gres:shard:ceil(M*S/1000)`, see `render_gres`).
 
 Every string put in the script passes `check_name` and the stricter Lua-safe pattern
 (``[A-Za-z0-9_.-]``), so no quote, bracket or newline can end a literal; the tables are data
@@ -19,6 +20,7 @@ from gputwin.core.policies import qssf_prior
 
 from .checks import check_name
 from .errors import SlurmInputError
+from .render_gres import partition_shards
 
 # Lua string literals: a subset of the name pattern, so nothing can close or escape the literal.
 _LUA_SAFE = re.compile(r"[A-Za-z0-9_.-]{1,64}", re.ASCII)
@@ -163,7 +165,9 @@ _LUA_TEMPLATE = Template("""\
 -- requests and priority. Generated from the cluster's resources; do not edit (rewritten on apply).
 -- Task type: sbatch --comment=task:<type>. Known type -> its partition; unknown -> the catch-all
 -- partition (taskTypes "*") or, without one, refused; no task comment -> the job keeps its own -p
--- (or the default partition).
+-- (or the default partition). A fraction of one GPU: --comment=task:<type>,milli:<1-999> (or
+-- milli:<M> alone) -> ceil(M x S / 1000) shards (--gres=shard:N) in a partition whose GPUs have S
+-- shards each, else one whole GPU.
 -- SLURM runs this with Lua 5.1. The tables below are data emitted by the renderer.
 
 local ROUTES = $routes
@@ -176,11 +180,17 @@ local ESTIMATES = $estimates
 local DEFAULT_ESTIMATE = $default_estimate
 local QSSF_PRIOR = $qssf_prior
 local PRIORITY_MAX = $priority_max
+local SHARDS = $shards
+local DEFAULT_PARTITION = $default_partition
 local NO_VAL = 4294967294
 
-local function task_type(comment)
-  if comment == nil then return nil end
-  return string.match(comment, "^task:([A-Za-z0-9_.-]+)$$")
+-- (task type or nil, milli-GPU or nil) from the comment.
+local function comment_fields(comment)
+  if comment == nil then return nil, nil end
+  local task, milli = string.match(comment, "^task:([A-Za-z0-9_.-]+),milli:(%d+)$$")
+  if task == nil then task = string.match(comment, "^task:([A-Za-z0-9_.-]+)$$") end
+  if task == nil then milli = string.match(comment, "^milli:(%d+)$$") end
+  return task, tonumber(milli)
 end
 
 -- 22.05 passes --gres=gpu:N as "gres:gpu:N" (or "gres:gpu:TYPE:N"); anything else is left alone.
@@ -190,6 +200,30 @@ local function split_gpus(tres)
   if prefix == nil then prefix, count = string.match(tres, "^(gres:gpu:[A-Za-z0-9_]+:)(%d+)$$") end
   if prefix == nil then return nil, nil end
   return prefix, tonumber(count)
+end
+
+-- A share of one GPU: shards rounded up (never more than the GPU's 1000 milli), or a whole GPU
+-- where the partition's GPUs have no shards. Returns false after telling the user why it cannot.
+local function fraction_to_gres(job_desc, part, milli)
+  if milli < 1 or milli > 999 then
+    slurm.log_user("gputwin: milli must be 1..999 (a fraction of one GPU), got " .. milli)
+    return false
+  end
+  local prefix, gpus = split_gpus(job_desc.tres_per_node)
+  if job_desc.tres_per_node ~= nil and gpus ~= 1 then
+    slurm.log_user("gputwin: a fraction (milli:N) goes with --gres=gpu:1 or no GPU request")
+    return false
+  end
+  local per_gpu = SHARDS[part]
+  if per_gpu == nil then
+    job_desc.tres_per_node = (prefix or "gres:gpu:") .. "1"
+  else
+    -- 22.05 types shards as their GPUs (Gres=...,shard:h100:32): a typed share keeps its model.
+    local model = prefix and string.match(prefix, "^gres:gpu:([A-Za-z0-9_]+):$$")
+    local shards = math.floor((milli * per_gpu + 999) / 1000)
+    job_desc.tres_per_node = "gres:shard:" .. (model and model .. ":" or "") .. shards
+  end
+  return true
 end
 
 local function lookup(t, a, b, c)
@@ -215,7 +249,7 @@ local function explicit_priority(part, job_desc, gpus)
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
-  local task = task_type(job_desc.comment)
+  local task, milli = comment_fields(job_desc.comment)
   local part = job_desc.partition
   if task ~= nil then
     part = ROUTES[task] or CATCH_ALL
@@ -224,6 +258,9 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
       return slurm.ERROR
     end
     job_desc.partition = part
+  end
+  if milli ~= nil and not fraction_to_gres(job_desc, part or DEFAULT_PARTITION, milli) then
+    return slurm.ERROR
   end
   if part == nil then return slurm.SUCCESS end
   local prefix, gpus = split_gpus(job_desc.tres_per_node)
@@ -268,4 +305,6 @@ def render_job_submit(cluster: ClusterSpec, tables: LuaTables, version: str) -> 
         default_estimate=DEFAULT_ESTIMATE,
         qssf_prior=_per_partition(cluster, qssf_priors(cluster)),
         priority_max=PRIORITY_MAX,
+        shards=_per_partition(cluster, {p: float(n) for p, n in partition_shards(cluster).items()}),
+        default_partition=_lua_str(cluster.partitions[0].name, "partition") if cluster.partitions else "nil",
     )

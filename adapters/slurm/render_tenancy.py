@@ -29,8 +29,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import hostlist
-
 from gputwin.core.model import ClusterSpec, PartitionSpec, QuotaSpec
 
 from .checks import check_name
@@ -158,7 +156,7 @@ def tenant_shares(cluster: ClusterSpec) -> dict[str, int]:
     return {t: max(1, round(w * scale)) for t, w in weights.items()}
 
 
-# --- slurm.conf parts: priority and nodes ---------------------------------------------------------
+# --- slurm.conf parts: priority (node GRES: render_gres) -----------------------------------------------------
 
 
 def fairshare_half_life(cluster: ClusterSpec) -> float | None:
@@ -216,27 +214,3 @@ def tenancy_notes(cluster: ClusterSpec) -> list[str]:
             notes.append(f"partition {part.name}: SLURM 22.05 cannot lend or reclaim between accounts; each "
                          "tenant's QOS caps it at guarantee + what it may borrow (docs/tenancy.md)")  # fmt: skip
     return notes
-
-
-def render_nodes(cluster: ClusterSpec) -> str:
-    """NodeName lines with typed GRES (``Gres=gpu:MODEL:N``, untyped without a model), for the
-    site's slurm.conf: node GRES change only with a restart, so `apply` checks them, never writes."""
-    groups: dict[tuple[str, int], list[str]] = {}
-    for node in cluster.topology.nodes:
-        check_name(node.name, "node name")
-        if node.model:
-            check_name(node.model, f"node {node.name} GPU model")
-        groups.setdefault((node.model, node.gpus), []).append(node.name)
-    lines = ["# gputwin: node GRES for slurm.conf (and gres.conf Type=), needs a restart to change.\n"]
-    tres = accounting_tres(cluster)
-    if tres is not None:  # per-model quotas: QOS GrpTRES=gres/gpu:MODEL=N counts only listed TRES
-        lines.append(f"AccountingStorageTRES={tres}\n")
-    for (model, gpus), names in groups.items():
-        gres = f"gpu:{model}:{gpus}" if model else f"gpu:{gpus}"
-        lines.append(f"NodeName={hostlist.collect_hostlist(names)} Gres={gres}\n")
-    return "".join(lines)
-
-
-def node_models(cluster: ClusterSpec) -> tuple[tuple[str, str], ...]:
-    """(node, model) for nodes that declare a model: `apply` checks slurmctld reports that type."""
-    return tuple((n.name, check_name(n.model, f"node {n.name} GPU model")) for n in cluster.topology.nodes if n.model)

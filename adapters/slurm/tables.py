@@ -32,6 +32,7 @@ from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.sim.run import Overrides, run
 
 from .history import TimeBound, sacct_history
+from .render_gres import cluster_shards
 from .render import LuaTables, estimate_table, sizing_table
 from .render_tables import learned_estimate_table
 
@@ -66,7 +67,8 @@ def tables_from_trace(cluster: ClusterSpec, path: Path, fmt: str = "auto", model
 def tables_from_sacct(cluster: ClusterSpec, start: TimeBound, end: TimeBound = "now",
                       transport: str = "cli", model: Path | None = None) -> HistoryTables:  # fmt: skip
     """Tables from the live cluster's accounting: finished jobs of the window, all partitions."""
-    found = sacct_history(start, end, None, [FINISHED], transport)
+    # Shares read back against the rendered config's shards per GPU (one count, or none: whole GPUs).
+    found = sacct_history(start, end, None, [FINISHED], transport, shards_per_gpu=cluster_shards(cluster))
     return history_tables(cluster, found.jobs, model, found.origin)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from operator import attrgetter
 from pathlib import Path
 
+from gputwin.api.meta import MAX_SHARDS_PER_GPU
 from gputwin.core.model import JobSpec
 
 from .alibaba import read_alibaba
@@ -63,24 +64,28 @@ def iter_jobs(
     skip_invalid: bool = False,
     skipped: Counter[str] | None = None,
     procs_per_gpu: int = 1,
+    shards_per_gpu: int = 0,
 ) -> Iterator[JobSpec]:
     """Stream a trace's jobs in file order; `seq` numbers the kept jobs from 0.
 
     Submit times are on the file's own clock (see the module docstring). Skip reasons are
     counted into `skipped` when given. An unknown `fmt` (or, with "auto", an unreadable or
     unrecognised file) fails right away; errors in the records surface while iterating.
-    `procs_per_gpu` is SWF's processors per GPU (other formats count GPUs themselves).
+    `procs_per_gpu` is SWF's processors per GPU (other formats count GPUs themselves);
+    `shards_per_gpu` is the SLURM cluster's gres/shard per GPU, which sacct's `gres/shard=N` is read
+    against as a fraction (`sacct_columns.share`; 0: unknown, such a job reads as one whole GPU).
     """
-    return _open(path, fmt, skip_invalid, Counter() if skipped is None else skipped, procs_per_gpu)[1]
+    return _open(path, fmt, skip_invalid, Counter() if skipped is None else skipped, procs_per_gpu,
+                 shards_per_gpu)[1]  # fmt: skip
 
 
 def read_trace(
     path: str | Path, fmt: str = "auto", *, skip_invalid: bool = False, procs_per_gpu: int = 1,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], None] | None = None, shards_per_gpu: int = 0,
 ) -> TraceResult:
     """Read a whole trace: jobs sorted by `(submit, seq)`, epoch clocks re-based to `origin`.
     `progress` is told how many jobs were read every `PROGRESS_EVERY` and at the end."""
-    ctx, stream, name = _open(path, fmt, skip_invalid, Counter(), procs_per_gpu)
+    ctx, stream, name = _open(path, fmt, skip_invalid, Counter(), procs_per_gpu, shards_per_gpu)
     jobs = list(stream) if progress is None else _counted(stream, progress)
     origin = min((job.submit for job in jobs), default=0.0) if ctx.clock.epoch else 0.0
     if origin:
@@ -120,11 +125,15 @@ def _rebase(jobs: list[JobSpec], origin: float) -> None:
 
 
 def _open(
-    path: str | Path, fmt: str, skip_invalid: bool, skipped: Counter[str], procs_per_gpu: int = 1
+    path: str | Path, fmt: str, skip_invalid: bool, skipped: Counter[str], procs_per_gpu: int = 1,
+    shards_per_gpu: int = 0,
 ) -> tuple[ReadContext, Iterator[JobSpec], str]:
     if type(procs_per_gpu) is not int or procs_per_gpu < 1:
         raise TraceError(str(path), None, "procs_per_gpu", f"want a whole number >= 1, got {procs_per_gpu!r}")
-    ctx = ReadContext(Path(path), skip_invalid, skipped, procs_per_gpu=procs_per_gpu)
+    if type(shards_per_gpu) is not int or not 0 <= shards_per_gpu <= MAX_SHARDS_PER_GPU:
+        raise TraceError(str(path), None, "shards_per_gpu",
+                         f"want a whole number 0..{MAX_SHARDS_PER_GPU}, got {shards_per_gpu!r}")  # fmt: skip
+    ctx = ReadContext(Path(path), skip_invalid, skipped, procs_per_gpu=procs_per_gpu, shards_per_gpu=shards_per_gpu)
     if fmt == "auto":
         fmt = sniff_format(path)
     reader = _READERS.get(fmt)

@@ -8,7 +8,9 @@ anything else is ignored. Decisions:
 - Times are ISO wall-clock read as UTC; `read_trace` re-bases them to the earliest kept submit.
   Without a `Submit` column, submit = Start (counted under "no Submit column: submit = Start").
 - GPUs: `gres/gpu=N` (the untyped total) when present, else the sum of `gres/gpu:TYPE=N`;
-  in GRES columns `gpu:N` / `gpu:TYPE:N`, same rule.
+  in GRES columns `gpu:N` / `gpu:TYPE:N`, same rule. Without either, SLURM GRES sharding's
+  `gres/shard=N` (TRES columns) is a fraction of one GPU: gpu_milli = round(N x 1000 / S), S the
+  cluster's shards per GPU (`read_trace(shards_per_gpu=S)`; unknown: one whole GPU, counted).
 - Job steps (`123.batch`, `123.0`) are folded into their job: skipped, counted as "job steps".
   Array tasks `123_4` and het components `123+0` are separate jobs, ids kept as printed.
 - `sacct -D` prints a requeued job once per run: the last record is kept, earlier ones are
@@ -44,6 +46,7 @@ from .sacct_columns import (
     _check_header,
     _gpus,
     _node_count,
+    share,
 )
 from .sacct_fast import _read_fast, _scan
 from .table import Converter, ReadContext, Row, Table, convert_rows, open_text
@@ -108,7 +111,8 @@ def _converter(ctx: ReadContext, table: Table, repeated: dict[str, int]) -> Conv
             if end < start:
                 raise FieldError("End", f"negative duration: End is {start - end:g} s before Start")
             duration = check_seconds(end - start, "End", MAX_DURATION)
-        gpus, nodes = _gpus(table, row)
+        gpus, nodes, shards = _gpus(table, row)
+        gpus, milli = share(gpus, shards, ctx.shards_per_gpu, ctx.skipped)
         if gpus == 0:
             return ZERO_GPUS
         nodes = nodes or _node_count(table, row)
@@ -123,6 +127,7 @@ def _converter(ctx: ReadContext, table: Table, repeated: dict[str, int]) -> Conv
             state=(table.get(row, "State").split() or ["COMPLETED"])[0],
             num_nodes=nodes,
             seq=seq,
+            gpu_milli=milli,
         )
 
     return convert

@@ -8,10 +8,11 @@ and node counts (`NNodes`, else the `NodeList` hostlist).
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import hostlist
 
-from gputwin.api.meta import MAX_NODES, count_hostlist
+from gputwin.api.meta import MAX_NODES, MAX_SHARDS_PER_GPU, count_hostlist
 
 from .errors import FieldError
 from .fields import MAX_GPUS, parse_count
@@ -24,6 +25,9 @@ NEVER_STARTED = "never started"
 STILL_RUNNING = "still running"
 ZERO_GPUS = "zero GPUs"
 SUBMIT_FROM_START = "no Submit column: submit = Start"
+SHARD_AS_GPU = "gres/shard without shards per GPU: read as 1 GPU"
+SHARDS_OVER_GPU = "gres/shard over one GPU: read as whole GPUs"
+WHOLE = 1000  # milli-GPU in one GPU
 _PARENS = re.compile(r"\([^)]*\)")
 _DIGITS = re.compile(r"\d+", re.ASCII)
 
@@ -36,19 +40,36 @@ def _check_header(table: Table) -> None:
         table.require(" or ".join(GPU_COLUMNS))
 
 
-def _gpus(table: Table, row: Row) -> tuple[int, int]:
-    """(GPUs, nodes) from the first non-empty GPU column; nodes is 0 when it does not say."""
+def _gpus(table: Table, row: Row) -> tuple[int, int, int]:
+    """(GPUs, nodes, shards) from the first non-empty GPU column; nodes is 0 when it does not say."""
     for name in GPU_COLUMNS:
         text = table.get(row, name).strip()
         if text:
-            return _tres(text, name) if name.endswith("TRES") else (_gres(text, name), 0)
-    return 0, 0
+            return _tres(text, name) if name.endswith("TRES") else (_gres(text, name), 0, 0)
+    return 0, 0, 0
 
 
-def _tres(text: str, field: str) -> tuple[int, int]:
-    """`billing=2,cpu=2,gres/gpu:h100=16,gres/gpu=16,mem=8000M,node=2` -> (16, 2)."""
+def share(gpus: int, shards: int, per_gpu: int, skipped: Counter[str]) -> tuple[int, int]:
+    """(GPUs, milli-GPU) of a record with `gpus` GPUs and `shards` SLURM shards (`gres/shard=N`, a
+    GPU of `per_gpu` shards; 0: not known). GPUs win when a record has both; shards under one GPU
+    are the share round(N x 1000 / per_gpu) on 1 GPU (at least 1 milli); N = per_gpu is that GPU
+    whole; more (only with SLURM's MULTIPLE_SHARING_GRES_PJ) is ceil(N / per_gpu) whole GPUs."""
+    if gpus or not shards:
+        return gpus, WHOLE
+    if not per_gpu:
+        skipped[SHARD_AS_GPU] += 1
+        return 1, WHOLE
+    if shards > per_gpu:
+        skipped[SHARDS_OVER_GPU] += 1
+        return -(-shards // per_gpu), WHOLE
+    return 1, max(1, round(shards * WHOLE / per_gpu))
+
+
+def _tres(text: str, field: str) -> tuple[int, int, int]:
+    """`billing=2,cpu=2,gres/gpu:h100=16,gres/gpu=16,mem=8000M,node=2` -> (16, 2, 0); the last is
+    `gres/shard=N` (SLURM 22.05 GRES sharding: `billing=1,cpu=1,gres/shard=2,mem=4000M,node=1`)."""
     total: int | None = None
-    typed = nodes = 0
+    typed = nodes = shards = 0
     for item in text.split(","):
         key, sep, value = item.partition("=")
         if not sep:
@@ -59,7 +80,9 @@ def _tres(text: str, field: str) -> tuple[int, int]:
             typed += _tres_count(value, field, key, MAX_GPUS)
         elif key == "node":
             nodes = _tres_count(value, field, key, MAX_NODES)
-    return _bounded(typed if total is None else total, field), nodes
+        elif key == "gres/shard":
+            shards = _tres_count(value, field, key, MAX_GPUS * MAX_SHARDS_PER_GPU)
+    return _bounded(typed if total is None else total, field), nodes, shards
 
 
 def _bounded(gpus: int, field: str) -> int:

@@ -33,12 +33,14 @@ from .sacct_columns import (
     _gres,
     _nodes_of,
     _tres,
+    WHOLE,
+    share,
 )
 from .table import ReadContext, Table, _index, open_text
 
 _BLOCK = 1 << 20  # characters per readlines() batch: the file streams, it is never read whole
 _CACHE_MAX = 1 << 16  # entries per text cache before it is emptied (bounded memory on any file)
-_EMPTY = (-1, -1)  # a GPU column that is blank in this row: try the next one
+_EMPTY = (-1, -1, 0)  # a GPU column that is blank in this row: try the next one
 _TIME = re.compile(r"(\d{4}-\d{2}-\d{2})[T ](\d{2}):(\d{2}):(\d{2})", re.ASCII)
 
 
@@ -157,19 +159,19 @@ def _time_reader() -> Callable[[str, str], float | None]:
     return parse
 
 
-def _gpu_reader(name: str) -> Callable[[str], tuple[int, int]]:
-    """A GPU column's `(gpus, nodes)` by text (as `_gpus` reads it), `_EMPTY` when blank; cached."""
-    cache: dict[str, tuple[int, int]] = {}
+def _gpu_reader(name: str) -> Callable[[str], tuple[int, int, int]]:
+    """A GPU column's `(gpus, nodes, shards)` by text (as `_gpus` reads it), `_EMPTY` when blank; cached."""
+    cache: dict[str, tuple[int, int, int]] = {}
     is_tres = name.endswith("TRES")
 
-    def read(text: str) -> tuple[int, int]:
+    def read(text: str) -> tuple[int, int, int]:
         found = cache.get(text)
         if found is None:
             value = text.strip()
             if not value:
                 found = _EMPTY
             else:
-                found = _tres(value, name) if is_tres else (_gres(value, name), 0)
+                found = _tres(value, name) if is_tres else (_gres(value, name), 0, 0)
             if len(cache) >= _CACHE_MAX:
                 cache.clear()
             cache[text] = found
@@ -196,6 +198,7 @@ def _read_fast(
     gpu_cols = [(columns[name], _gpu_reader(name)) for name in GPU_COLUMNS if name in columns]
     skipped = ctx.skipped
     skip_invalid = ctx.skip_invalid
+    per_gpu = ctx.shards_per_gpu
     parse_time = _time_reader()
     pipes = width - 1
     key = job_col + 1
@@ -252,11 +255,14 @@ def _read_fast(
                         if duration > MAX_DURATION:
                             check_seconds(duration, "End", MAX_DURATION)
                     for position, read_gpus in gpu_cols:
-                        gpus, nodes = read_gpus(row[position])
+                        gpus, nodes, shards = read_gpus(row[position])
                         if gpus >= 0:
                             break
                     else:
-                        gpus = nodes = 0
+                        gpus = nodes = shards = 0
+                    milli = WHOLE
+                    if shards:  # SLURM GRES sharding: a fraction of one GPU (sacct_columns.share)
+                        gpus, milli = share(gpus, shards, per_gpu, skipped)
                     if gpus == 0:
                         skipped[ZERO_GPUS] += 1
                         continue
@@ -292,5 +298,7 @@ def _read_fast(
                     0,  # priority
                     nodes,
                     seq,
+                    "",  # model: sacct's typed GRES are not read as models here
+                    milli,
                 )
                 seq += 1

@@ -61,6 +61,7 @@ class ReadContext:
     skipped: Counter[str] = field(default_factory=Counter)
     clock: Clock = field(default_factory=Clock)
     procs_per_gpu: int = 1  # SWF only: processors that make one GPU
+    shards_per_gpu: int = 0  # sacct only: SLURM gres/shard per GPU (0: unknown, a shard job is 1 GPU)
 
     @property
     def name(self) -> str:

@@ -3,7 +3,10 @@
 # `slurmd -N NODE` per fake-GPU node (Debian's build has MULTIPLE_SLURMD), all on 127.0.0.1 or unix
 # sockets under one state folder. GPUs are fake character devices (clones of /dev/null).
 #
-#   bash scripts/slurm/start.sh [--state DIR] [--nodes 16] [--gpus 8] [--leaves 2] [--fresh]
+#   bash scripts/slurm/start.sh [--state DIR] [--nodes 16] [--gpus 8] [--leaves 2] [--shards 0] [--fresh]
+#
+# --shards S: GRES sharding (SLURM >= 22.05): every GPU also offers S gres/shard (Gres=...,shard:G*S,
+# gres.conf Name=shard Count=G*S, gres/shard in AccountingStorageTRES); 0 (default) = no shards.
 #
 # Ready means: `scontrol ping` answers, `sinfo` shows every node idle and slurmctld is registered
 # with slurmdbd (`sacctmgr -n list cluster`), all found by polling. Then it writes
@@ -22,6 +25,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 NODES=16
 GPUS=8
 LEAVES=2
+SHARDS=0
 FRESH=0
 GPU_TYPE=h100
 
@@ -40,6 +44,7 @@ parse_args() {
       --nodes) NODES="${2:?}"; shift 2 ;;
       --gpus) GPUS="${2:?}"; shift 2 ;;
       --leaves) LEAVES="${2:?}"; shift 2 ;;
+      --shards) SHARDS="${2:?}"; shift 2 ;;
       --fresh) FRESH=1; shift ;;
       -h|--help) usage ;;
       *) log "unknown argument: $1"; usage ;;
@@ -48,7 +53,8 @@ parse_args() {
   in_range "$NODES" 1 512 || die "--nodes must be 1..512"
   in_range "$GPUS" 1 16 || die "--gpus must be 1..16"
   in_range "$LEAVES" 1 "$NODES" || die "--leaves must be 1..nodes"
-  NODES=$((10#$NODES)) GPUS=$((10#$GPUS)) LEAVES=$((10#$LEAVES))  # "08" is not octal here
+  in_range "$SHARDS" 0 1000 || die "--shards must be 0..1000 (shards per GPU)"
+  NODES=$((10#$NODES)) GPUS=$((10#$GPUS)) LEAVES=$((10#$LEAVES)) SHARDS=$((10#$SHARDS))  # "08" is not octal here
   mkdir -p "$state"
   state_paths "$(cd "$state" && pwd)"
 }
@@ -114,6 +120,7 @@ prepare_state() {
   chmod 755 "$STATE"
   check_traversable
   local layout="nodes=$NODES gpus=$GPUS"
+  ((SHARDS == 0)) || layout+=" shards=$SHARDS"  # node GRES live in slurmctld's state too
   if [[ -e "$LAYOUT_FILE" && "$(cat "$LAYOUT_FILE")" != "$layout" ]]; then
     die "$STATE holds a cluster with $(cat "$LAYOUT_FILE"); node or GPU changes need --fresh (state and DB go together)"
   fi
@@ -151,6 +158,8 @@ db_password() {
 
 write_slurm_conf() {
   local host="$1" last; last=$((NODES))
+  local types=gpu gres="gpu:$GPU_TYPE:$GPUS" tres="gres/gpu,gres/gpu:$GPU_TYPE"
+  if ((SHARDS)); then types+=",shard" gres+=",shard:$((GPUS * SHARDS))" tres+=",gres/shard"; fi
   cat >"$ETC/slurm.conf" <<EOF
 # gputwin SLURM test cluster: site base configuration, written by scripts/slurm/start.sh on every
 # start (SLURM $SLURM_VERSION). gputwin never edits this file. It manages the two files Included
@@ -181,7 +190,7 @@ SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=4000
-GresTypes=gpu
+GresTypes=$types
 PriorityType=priority/multifactor
 # Fair-share usage and factors are recomputed every PriorityCalcPeriod (minutes; SLURM's default 5):
 # 1, its minimum, so tests/slurm/test_slurm_fairshare_live.py sees usage within a minute.
@@ -194,8 +203,9 @@ AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$DBD_PORT
 # slurmdbd connections take the munge socket from here, not from AuthInfo.
 AccountingStoragePass=$STATE/munge/munge.socket
-# Without gres/gpu here AllocTRES carries no GPU count, and sacct history would see none.
-AccountingStorageTRES=gres/gpu,gres/gpu:$GPU_TYPE
+# Without gres/gpu here AllocTRES carries no GPU count, and sacct history would see none (nor shards
+# without gres/shard).
+AccountingStorageTRES=$tres
 # Enforce accounts and QOS limits (gputwin slurm apply renders tenants as accounts + QOS GrpTRES):
 # a restart-only setting (reconfigure shows a new value but slurmctld keeps enforcing the old one).
 AccountingStorageEnforce=associations,limits,qos
@@ -210,7 +220,7 @@ SlurmctldTimeout=30
 SlurmdTimeout=60
 MessageTimeout=10
 TCPTimeout=5
-NodeName=DEFAULT CPUs=64 Sockets=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=512000 Gres=gpu:$GPU_TYPE:$GPUS State=UNKNOWN
+NodeName=DEFAULT CPUs=64 Sockets=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=512000 Gres=$gres State=UNKNOWN
 NodeName=$(node_range 1 "$last") NodeHostname=$host NodeAddr=127.0.0.1 Port=[$SLURMD_PORT-$((SLURMD_PORT + NODES - 1))]
 # Managed by gputwin (gputwin slurm apply): scheduling/priority/preemption, then partitions.
 Include $ETC/gputwin-scheduling.conf
@@ -224,6 +234,10 @@ write_gres_conf() {
 AutoDetect=off
 NodeName=$(node_range 1 "$NODES") Name=gpu Type=$GPU_TYPE File=$RUN/fakedev/nvidia[0-$((GPUS - 1))]
 EOF
+  # Shards: Name and Count only, which SLURM spreads evenly over each node's GPUs (gres.html).
+  if ((SHARDS)); then
+    echo "NodeName=$(node_range 1 "$NODES") Name=shard Count=$((GPUS * SHARDS))" >>"$ETC/gres.conf"
+  fi
 }
 
 # write_if_absent FILE: stdin becomes FILE unless it exists (gputwin may have rewritten it since).
@@ -479,7 +493,7 @@ main() {
   start_slurmds
   start_slurmrestd
   STARTED_OK=1
-  log "ready in $((SECONDS - t0)) s: SLURM $SLURM_VERSION, $NODES nodes x $GPUS GPUs, $LEAVES leaves; source $ENV_FILE"
+  log "ready in $((SECONDS - t0)) s: SLURM $SLURM_VERSION, $NODES nodes x $GPUS GPUs ($SHARDS shards each), $LEAVES leaves; source $ENV_FILE"
 }
 
 main "$@"

@@ -29,7 +29,8 @@ from gputwin.adapters.slurm.checks import ENDED_STATES
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts" / "slurm"
 NEEDED = ("slurmctld", "slurmd", "slurmdbd", "sacct", "sbatch", "munged", "mariadbd")
-DEFAULT_LAYOUT = ("--nodes", "16", "--gpus", "8", "--leaves", "2")
+# 4 GRES shards per GPU besides the GPUs themselves: test_slurm_shards_live deploys fractions on them.
+DEFAULT_LAYOUT = ("--nodes", "16", "--gpus", "8", "--leaves", "2", "--shards", "4")
 
 
 def read_env_file(path: Path) -> dict[str, str]:

@@ -19,15 +19,22 @@ def _nodes(cluster: Cluster) -> dict[str, dict[str, str]]:
     return nodes
 
 
+def _expected_gres(cluster: Cluster) -> str:
+    """gpu:h100:8, plus the shards of a cluster started with --shards S (its layout file says S);
+    22.05 reports shards typed as their GPUs: shard:h100:8*S."""
+    layout = dict(item.split("=") for item in (cluster.state / "layout").read_text().split())
+    shards = int(layout.get("shards", "0"))
+    return "gpu:h100:8" + (f",shard:h100:{8 * shards}" if shards else "")
+
+
 def test_sixteen_nodes_with_eight_gpus_each(slurm_cluster: Cluster) -> None:
     nodes = _nodes(slurm_cluster)
+    want = _expected_gres(slurm_cluster)
     assert len(nodes) >= 16
-    assert all(node["Gres"] == "gpu:h100:8" for node in nodes.values()), {
-        n: v["Gres"] for n, v in nodes.items()
-    }
+    assert all(node["Gres"] == want for node in nodes.values()), {n: v["Gres"] for n, v in nodes.items()}
     sinfo = slurm_cluster.run("sinfo", "-h", "-N", "-o", "%N %G").stdout.split("\n")
     gres = {line.split()[0]: line.split()[1] for line in sinfo if line.strip()}
-    assert len(gres) >= 16 and set(gres.values()) == {"gpu:h100:8"}
+    assert len(gres) >= 16 and set(gres.values()) == {want}
 
 
 def test_switches_are_visible_in_scontrol_show_topology(slurm_cluster: Cluster) -> None:

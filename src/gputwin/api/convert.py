@@ -18,8 +18,10 @@ import hostlist
 from gputwin.api.meta import API_VERSION, expand_hostlist
 from gputwin.api.v1alpha1 import (
     RESERVED_PARAMS,
+    SHARDS_LABEL,
     GPUPartition,
     GPUPartitionSpec,
+    NodeGroup,
     SchedulingPolicy,
     SwitchTopology,
     TenantQuota,
@@ -45,7 +47,7 @@ def topology_spec(topology: SwitchTopology) -> TopologySpec:
     """The switch tree with every node group's hostlist expanded onto its leaf."""
     spec = topology.spec
     nodes = tuple(
-        NodeSpec(name=name, gpus=group.gpus_per_node, switch=group.switch, labels=dict(group.labels),
+        NodeSpec(name=name, gpus=group.gpus_per_node, switch=group.switch, labels=_node_labels(group),
                  model=group.model or "")
         for group in spec.node_groups
         for name in expand_hostlist(group.nodes)
@@ -60,6 +62,15 @@ def topology_spec(topology: SwitchTopology) -> TopologySpec:
         speeds=dict(spec.model_speeds),
         profiles={model: tuple(dict.fromkeys(names)) for model, names in spec.mig_profiles.items()},
     )
+
+
+def _node_labels(group: NodeGroup) -> dict[str, str]:
+    """The group's labels, plus `shardsPerGpu` as SHARDS_LABEL (the core's NodeSpec has no field for
+    it; only the SLURM renderer reads it)."""
+    labels = dict(group.labels)
+    if group.shards_per_gpu is not None:
+        labels[SHARDS_LABEL] = str(group.shards_per_gpu)
+    return labels
 
 
 def policy_spec(policy: SchedulingPolicy | None) -> PolicySpec:
@@ -194,8 +205,11 @@ def cluster_documents(cluster: ClusterSpec) -> list[dict[str, Any]]:
     emulator. Nodes keep their order (node indices, hence placements, are the same)."""
     topo = cluster.topology
     overhead = {"perTier": topo.overhead.per_tier, "crossNode": topo.overhead.cross_node}
-    groups = [{"switch": n.switch, "nodes": n.name, "gpusPerNode": n.gpus, "labels": dict(n.labels),
-               **({"model": n.model} if n.model else {})} for n in topo.nodes]  # fmt: skip
+    groups = [{"switch": n.switch, "nodes": n.name, "gpusPerNode": n.gpus,
+               "labels": {k: v for k, v in n.labels.items() if k != SHARDS_LABEL},
+               **({"model": n.model} if n.model else {}),
+               **({"shardsPerGpu": int(n.labels[SHARDS_LABEL])} if SHARDS_LABEL in n.labels else {})}
+              for n in topo.nodes]  # fmt: skip
     switches = [{"name": s.name, **({"parent": s.parent} if s.parent else {})} for s in topo.switches]
     docs: list[dict[str, Any]] = [
         _document("SwitchTopology", topo.name, {"switches": switches, "nodeGroups": groups, "commOverhead": overhead,

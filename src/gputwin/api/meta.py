@@ -30,6 +30,10 @@ QueuePolicy = Literal["fifo", "sjf", "srtf", "las", "qssf", "priority"]
 PlacementPolicy = Literal["first-fit", "consolidate", "topology-aware", "random"]
 SizingPolicy = Literal["as-requested", "history"]
 
+# SLURM shards per GPU (NodeGroup.shardsPerGpu): finer than the twin's milli-GPU would be shards
+# no fraction can use. The core has no field for it: convert carries it to nodes as SHARDS_LABEL.
+MAX_SHARDS_PER_GPU = 1000
+SHARDS_LABEL = "gputwin.io/shards-per-gpu"
 # Switch and node names end up as Kubernetes label values and SLURM names: same character set.
 HOST_NAME = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 # A task type routes a job (GPUJob spec.taskType, `sbatch --comment=task:<type>`) to the partition
@@ -248,6 +252,8 @@ __all__ = [
     "CATCH_ALL",
     "GROUP",
     "MAX_NODES",
+    "MAX_SHARDS_PER_GPU",
+    "SHARDS_LABEL",
     "TASK_TYPE",
     "TASK_TYPE_RULE",
     "VERSION",

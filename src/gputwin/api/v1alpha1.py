@@ -23,6 +23,8 @@ from gputwin.api.meta import (
     DnsName,
     Hostlist,
     MAX_NODES,
+    MAX_SHARDS_PER_GPU,
+    SHARDS_LABEL,
     HostName,
     ResourceBase,
     ServedTaskType,
@@ -105,6 +107,23 @@ class NodeGroup(ApiModel):
         description="GPU model of the group's nodes (letters, digits, '.', '_', '-'; at most 63), e.g. a100 (SLURM's typed GRES gres/gpu:a100, a Kueue "
         "ResourceFlavor); jobs asking for a model run on its nodes only; unset = not declared.",
     )
+    shards_per_gpu: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SHARDS_PER_GPU,
+        description="Deploy GPU fractions to SLURM (GRES sharding, gres/shard): each GPU of these nodes is "
+        f"split into this many shards, 1 to {MAX_SHARDS_PER_GPU}; a fraction f of a GPU asks for "
+        "ceil(f x shardsPerGpu) shards. Unset = not shared in SLURM (a fraction there takes a whole GPU). "
+        "The simulator packs fractions in milli-GPU on any GPU either way.",
+    )
+
+    @field_validator("labels")
+    @classmethod
+    def _no_shards_label(cls, labels: dict[str, str]) -> dict[str, str]:
+        if SHARDS_LABEL in labels:  # the field's carrier to the core: set only from shardsPerGpu
+            raise PydanticCustomError("labels", "label {key} is set from shardsPerGpu; use that field",
+                                      {"key": SHARDS_LABEL})  # fmt: skip
+        return labels
 
 
 class CommOverhead(ApiModel):
@@ -302,8 +321,10 @@ __all__ = [
     "API_VERSION",
     "KINDS",
     "MAX_ALLOWED_GPUS",
+    "MAX_SHARDS_PER_GPU",
     "MAX_TASK_TYPES",
     "PARAMS",
+    "SHARDS_LABEL",
     "Candidate",
     "CommOverhead",
     "EstimatorSpec",

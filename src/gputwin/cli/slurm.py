@@ -213,6 +213,7 @@ def _as_json(rendered: RenderedConfig, out_dir: Path | None) -> str:
         requires[key] = f"{requires[key]},{value}" if key in requires else value
     derived = {"requires": requires, "partitions": dict(rendered.partitions),
                "switches": list(rendered.switches), "nodes": rendered.nodes.decode("ascii"),
+               "gresConf": rendered.gres_conf.decode("ascii"),
                "sacctmgr": [list(s.argv) for s in _sacctmgr(rendered)], "notes": list(rendered.tenancy.notes)}  # fmt: skip
     return json.dumps({"slurmVersion": rendered.version, "files": files, "derived": derived}, indent=2)
 
@@ -243,9 +244,12 @@ def render_cmd(cluster_path: Path, out_dir: Path | None, version: str, output: s
         for name in rendered:
             click.echo(f"==> {name} <==")
             click.echo(rendered[name].decode("ascii"), nl=False)
-        if rendered.node_models:  # typed GRES: the site's node lines must match (derived, not a file)
+        if rendered.node_models or rendered.node_shards:  # typed GRES, shards: the site's node lines must match
             click.echo(f"==> {NODES} (for slurm.conf; not applied) <==")
             click.echo(rendered.nodes.decode("ascii"), nl=False)
+        if rendered.gres_conf:
+            click.echo("==> gres.conf lines (beside the site's Name=gpu lines; not applied) <==")
+            click.echo(rendered.gres_conf.decode("ascii"), nl=False)
         if rendered.tenancy:
             click.echo("==> sacctmgr (slurmdbd; gputwin slurm apply runs what is missing) <==")
             click.echo(commands_text(_sacctmgr(rendered)), nl=False)

@@ -100,7 +100,13 @@ class Cycle:
         assert quota is not None
         before = self._order  # jobs preempted this cycle queue again with later orders
         for borrowing in (False, True):
-            waiting: set[str] = set()
+            if borrowing and part.shares is None and not part.ledger.free_gpus:
+                return  # no GPU free: the borrowing pass could start nothing (it never reclaims)
+            # Tenants at their guarantee would wait at their first job of the guaranteed pass:
+            # waiting from the start, the walk skips their blocks instead.
+            waiting = set() if borrowing else quota.at_guarantee()
+            if waiting and quota.all_waiting(waiting):
+                continue
             for tenant, job in tenant_walk(part, quota.tenant_of, waiting, _queued):
                 if tenant in waiting:
                     continue
@@ -120,7 +126,7 @@ class Cycle:
         """May `job` start now as far as its tenant's quota goes (`borrowing`: above its guarantee)?
         Within the guarantee, borrowed work is preempted to make room when that suffices; the
         victims' tenants then wait (their preempted jobs come first in their order)."""
-        tenant = quota.tenant_of(job)
+        tenant = job.tenant
         if borrowing:
             return quota.fits(tenant, job.gpus)
         if not quota.within_guarantee(tenant, job.gpus):
@@ -130,7 +136,7 @@ class Cycle:
         victims = quota.reclaim(tenant, job.gpus, part.running.values(), part.ledger.free_gpus)
         for victim in victims or ():
             self._preempt(part, victim, now, out)
-            waiting.add(quota.tenant_of(victim))
+            waiting.add(victim.tenant)
         return victims is not None
 
     def _backfill(self, part: PartitionState, head: JobState, now: float, out: DecisionBuilder) -> None:
@@ -341,9 +347,9 @@ class Cycle:
         if part.ends is not None:
             add_end(part.ends, job)
         if part.quota is not None:
-            part.quota.change(now, part.quota.tenant_of(job), used=job.gpus)
+            part.quota.change(now, job.tenant, used=job.gpus)
         if part.fair is not None:
-            part.fair.change(now, job, job.gpus)
+            part.fair.change(now, job, job.gpus, job.tenant)
         out.starts.append(Start(job_id, job.partition, slots, run, fraction, leaves, tiers, generation))
 
     def _preempt(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> None:
@@ -358,9 +364,9 @@ class Cycle:
             drop_end(part.ends, job)
         release(part, job, now)
         if part.quota is not None:
-            part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus)
+            part.quota.change(now, job.tenant, used=-job.gpus)
         if part.fair is not None:
-            part.fair.change(now, job, -job.gpus)
+            part.fair.change(now, job, -job.gpus, job.tenant)
         job.slots = ()
         part.enqueue(job, self._next_order(), now)
         out.preempts.append(Preempt(job.spec.job_id, part.name, cost))
@@ -379,5 +385,5 @@ def _queued(part: PartitionState, skip: set[str], first: int = 32) -> Iterator[J
 
 def _unborrowed(quota: PartitionQuota, job: JobState) -> bool:
     """May `job` start now within its tenant's own guarantee (no borrowing)?"""
-    tenant = quota.tenant_of(job)
+    tenant = job.tenant
     return quota.within_guarantee(tenant, job.gpus) and quota.fits(tenant, job.gpus)

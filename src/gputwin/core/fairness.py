@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 FAIRNESS = ("none", "drf", "fairshare")
 DEFAULT_HALF_LIFE = 7 * 24 * 3600.0  # SLURM's PriorityDecayHalfLife default, 7-0
 MAX_WEIGHT = 1e6
+REBASE = 64 * math.log(2.0)  # fairshare's epoch moves every 64 half-lives: G stays below 2**64
 Entry = tuple["Key", int]
 
 
@@ -65,8 +66,13 @@ class Fairness:
         self.weights = dict(weights or {})
         self.tenant_of: Callable[[JobState], str] = tenant_of or (lambda job: job.spec.user)
         self.held: dict[str, int] = {}
-        # fairshare, per tenant: [decayed usage at `since`, since]; GPUs held are `held`.
+        # fairshare, per tenant: [U(since) * G(since), G(since), since], U the decayed usage and
+        # G(t) = exp(rate * (t - epoch)) a growth shared by every tenant: U * G grows by the GPUs
+        # held times (G(t) - G(since)) / rate, so a change costs no exp of its own, only one G per
+        # instant (`_grown`). The epoch moves on (`_rebase`) before G could overflow.
         self._usage: dict[str, list[float]] = {}
+        self._epoch = 0.0
+        self._grown_at, self._grown_g = 0.0, 1.0  # G at one instant, reused until it moves
         self.now = 0.0
         # Keys read at `now`, reused until it moves: the queue head is asked for once per start,
         # each time over every tenant. Usage is continuous, so a change at `now` leaves a fairshare
@@ -77,14 +83,25 @@ class Fairness:
 
     def at(self, now: float) -> None:
         if now != self.now:
+            if self.rate * (now - self._epoch) > REBASE:
+                self._rebase(now)
             self.now = now
             self.version += 1
 
-    def change(self, now: float, job: JobState, gpus: int) -> None:
-        """`job`'s tenant holds `gpus` more GPUs (fewer if negative) from `now` on."""
-        tenant = self.tenant_of(job)
+    def change(self, now: float, job: JobState, gpus: int, tenant: str = "") -> None:
+        """`job`'s tenant (`tenant` if the caller knows it) holds `gpus` more GPUs (fewer if
+        negative) from `now` on."""
+        tenant = tenant or self.tenant_of(job)
         if self.mode == "fairshare":
-            self._usage[tenant] = [self.usage(tenant, now), now]
+            if self.rate * (now - self._epoch) > REBASE:
+                self._rebase(now)
+            state = self._usage.get(tenant)
+            g = self._grown(now)
+            if state is None:
+                self._usage[tenant] = [0.0, g, now]
+            elif g > state[1]:  # time went by: U * G up to now (as `usage` reads it, to the bit)
+                state[0] += self.held.get(tenant, 0) * (g - state[1]) / self.rate
+                state[1], state[2] = g, now
         self.held[tenant] = self.held.get(tenant, 0) + gpus
         if now == self.now and self.mode == "fairshare":
             return  # usage is continuous: every key at `now` is as it was, to the bit (ranking too)
@@ -97,10 +114,32 @@ class Fairness:
         state = self._usage.get(tenant)
         if state is None:
             return 0.0
-        value, since = state
-        held = self.held.get(tenant, 0)
+        if self.rate * (now - self._epoch) > REBASE:
+            return self._decayed(tenant, now)  # far past the epoch: asked, not rebased (a read)
+        value, grown, _ = state
+        g = self._grown(now)
+        if g <= grown:
+            return value / grown  # no time since its last change (or asked of an earlier instant)
+        return (value + self.held.get(tenant, 0) * (g - grown) / self.rate) / g
+
+    def _grown(self, now: float) -> float:
+        """G(now): one exp per instant for every tenant (a change or key read costs none)."""
+        if now != self._grown_at:
+            self._grown_at, self._grown_g = now, math.exp(self.rate * (now - self._epoch))
+        return self._grown_g
+
+    def _decayed(self, tenant: str, now: float) -> float:
+        """U(now) by the exponential itself, from the tenant's last change (any span: no G)."""
+        value, grown, since = self._usage[tenant]
         keep = math.exp(-self.rate * max(0.0, now - since))
-        return value * keep + held * (1.0 - keep) / self.rate
+        return value / grown * keep + self.held.get(tenant, 0) * (1.0 - keep) / self.rate
+
+    def _rebase(self, now: float) -> None:
+        """Move the epoch to `now` before G overflows: each tenant's U(now) with G(now) = 1."""
+        self._usage = {t: [self._decayed(t, now), 1.0, now] for t in self._usage}
+        self._epoch, self._grown_at, self._grown_g = now, now, 1.0
+        self._keys.clear()
+        self.version += 1
 
     def key(self, tenant: str) -> float:
         """The tenant's fairness key now: lower goes first."""
@@ -134,7 +173,9 @@ class FairQueue:
         self._ranked_at = -1
 
     def add(self, entry: Entry) -> None:
-        tenant = self.fairness.tenant_of(self._jobs[entry[1]])
+        job = self._jobs[entry[1]]
+        # The tenant the Scheduler stored on the job, else looked up (a job queued by hand).
+        tenant = getattr(job, "tenant", "") or self.fairness.tenant_of(job)
         self._tenant[entry[1]] = tenant
         queue = self._queues.get(tenant)
         if queue is None:  # not setdefault: that would build a SortedList per entry added
@@ -223,6 +264,19 @@ class FairQueue:
             out += [(prefix + policy_key, order) for policy_key, order in group]
         return out
 
+    def _orders(self, skip: Collection[str], limit: int) -> list[int]:
+        """`_take`'s orders alone: the walk needs no (tenant key, *policy key) tuple per entry."""
+        out: list[int] = []
+        for _, tenants in self._groups(skip):
+            need = limit - len(out)
+            if need <= 0:
+                break
+            if len(tenants) == 1:
+                out += [order for _, order in self._queues[tenants[0]].islice(0, need)]
+            else:
+                out += [order for _, order in islice(heapq.merge(*[self._queues[t] for t in tenants]), need)]
+        return out
+
     def _merged(self, skip: Collection[str]) -> Iterator[Entry]:
         for tenant_key, tenants in list(self._groups(skip)):
             prefix = (tenant_key,)
@@ -238,7 +292,9 @@ class FairQueue:
         time, from its live queue: a walk usually stops or skips the tenant long before its end."""
         if not self._queues:
             return  # the common read: a cycle's second pass finds the queue empty
-        head = [order for _, order in self._take((), first)]
+        # Under fairshare the head leaves `skip` out already: the ranking cannot move within an
+        # instant, so reading a skipped tenant's block now or later makes no difference.
+        head = self._orders(skip if self.fairness.mode == "fairshare" else (), first)
         tenant_of = self._tenant
         for order in head:
             tenant = tenant_of[order]
@@ -309,7 +365,10 @@ def tenant_walk(part: PartitionState, tenant_of: Callable[[JobState], str], skip
     order = part.order
     if isinstance(order, FairQueue):
         jobs = part.queued
-        return ((tenant, jobs[o]) for tenant, o in order.walk(skip))
+        # fairshare: the ranking holds within the instant, so the first read is kept short (the
+        # loop reads ~3 jobs a cycle); drf re-ranks as jobs start: its first 32 are a snapshot.
+        first = 8 if order.fairness.mode == "fairshare" else 32
+        return ((tenant, jobs[o]) for tenant, o in order.walk(skip, first))
     return ((tenant_of(job), job) for job in queued(part, skip))
 
 

@@ -93,6 +93,10 @@ class PartitionQuota:
             return self.pool(tenant, job.spec.model)
         return tenant
 
+    def pool_of(self, job: JobState) -> str:
+        """`tenant_of`, read from the job where the Scheduler stored it (not on a job made by hand)."""
+        return getattr(job, "tenant", "") or self.tenant_of(job)
+
     def pool(self, tenant: str, model: str) -> str:
         """The key of `tenant`'s quota for jobs asking for `model` ("": any): per model if named."""
         models = self.by_model.get(tenant)
@@ -127,6 +131,12 @@ class PartitionQuota:
             return False
         return True if self.fits(tenant, gpus) else None
 
+    def at_guarantee(self) -> set[str]:
+        """The tenants with a queued job that hold their whole guarantee or more: within it none
+        of their jobs can start (a reclaim only lowers a tenant it then makes wait)."""
+        used, nominal = self.used, self.nominal
+        return {t for t in self._queued if used[t] >= nominal[t]}
+
     def all_waiting(self, waiting: set[str]) -> bool:
         """Is every tenant with a queued job in `waiting`? (Demand above usage is queued GPUs.)"""
         return self._queued <= waiting
@@ -140,12 +150,13 @@ class PartitionQuota:
             return None
         used = dict(self.used)
         lenders = set(self.members[cohort]) - {tenant}
-        candidates = sorted((j for j in running if self.tenant_of(j) in lenders), key=lambda j: -j.order)
+        owner_of = self.pool_of
+        candidates = sorted((j for j in running if owner_of(j) in lenders), key=lambda j: -j.order)
         victims: list[JobState] = []
         for job in candidates:
             if free_gpus >= gpus and _fits(self, used, tenant, gpus):
                 break
-            owner = self.tenant_of(job)
+            owner = owner_of(job)
             if used[owner] > self.nominal[owner]:
                 victims.append(job)
                 used[owner] -= job.gpus
@@ -154,7 +165,7 @@ class PartitionQuota:
             return None
         # Fill back, as Kueue does: spare each victim, last chosen first, whose work is not needed.
         for job in reversed(victims[:]):
-            owner = self.tenant_of(job)
+            owner = owner_of(job)
             used[owner] += job.gpus
             if free_gpus - job.gpus >= gpus and _fits(self, used, tenant, gpus):
                 victims.remove(job)
@@ -265,7 +276,7 @@ def rank_with_quota(
                 break  # every GPU is spoken for: nothing more is admitted
             if order in admitted:
                 continue
-            tenant, size = quota.tenant_of(job), need(job) if is_running else job.gpus
+            tenant, size = quota.pool_of(job), need(job) if is_running else job.gpus
             ok = used[tenant] + job.gpus <= quota.nominal[tenant] if guaranteed else _fits(quota, used, tenant, job.gpus)
             if ok and size <= gpus:
                 admitted.add(order)

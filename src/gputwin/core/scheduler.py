@@ -132,9 +132,13 @@ class Scheduler(Cycle):
         job = JobState(spec, name, gpus, duration, predicted)
         self.jobs[spec.job_id] = job
         self._order += 1  # `_next_order`, inlined on the per-job path
+        if part.quota is not None:
+            job.tenant = part.quota.tenant_of(job)
+        elif part.fair is not None:
+            job.tenant = part.fair.tenant_of(job)
         part.enqueue(job, self._order, now)
         if part.quota is not None:
-            part.quota.change(now, part.quota.tenant_of(job), demand=gpus)
+            part.quota.change(now, job.tenant, demand=gpus)
         self._dirty.add(name)
         if gpus != spec.gpus:
             return Decision(resizes=(Resize(spec.job_id, spec.gpus, gpus),))
@@ -173,9 +177,11 @@ class Scheduler(Cycle):
             add_end(part.ends, job)
         self.jobs[spec.job_id] = job
         if part.quota is not None:
-            part.quota.change(started, part.quota.tenant_of(job), used=job.gpus, demand=job.gpus)
+            job.tenant = part.quota.tenant_of(job)
+            part.quota.change(started, job.tenant, used=job.gpus, demand=job.gpus)
         if part.fair is not None:
-            part.fair.change(started, job, job.gpus)
+            job.tenant = job.tenant or part.fair.tenant_of(job)
+            part.fair.change(started, job, job.gpus, job.tenant)
         self._dirty.add(name)
         return job
 
@@ -199,9 +205,9 @@ class Scheduler(Cycle):
         job.attained += (now - job.seg_start) * job.gpus
         job.phase, job.end, job.work_left = Phase.DONE, now, 0.0
         if part.quota is not None:
-            part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus, demand=-job.gpus)
+            part.quota.change(now, job.tenant, used=-job.gpus, demand=-job.gpus)
         if part.fair is not None:
-            part.fair.change(now, job, -job.gpus)
+            part.fair.change(now, job, -job.gpus, job.tenant)
         if self._sizes:
             self.history.record(job.partition, job.spec, job.gpus, job.duration, job.wait)
         if self._predicts:
@@ -218,9 +224,9 @@ class Scheduler(Cycle):
             drop_end(part.ends, job)
         release(part, job, now)
         if part.quota is not None:
-            part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus)
+            part.quota.change(now, job.tenant, used=-job.gpus)
         if part.fair is not None:
-            part.fair.change(now, job, -job.gpus)
+            part.fair.change(now, job, -job.gpus, job.tenant)
         job.slots = ()
         job.generation += 1
         part.enqueue(job, self._next_order(), now)
@@ -241,11 +247,11 @@ class Scheduler(Cycle):
             release(part, job, now)
             job.slots = ()
             if part.fair is not None:
-                part.fair.change(now, job, -job.gpus)
+                part.fair.change(now, job, -job.gpus, job.tenant)
         else:
             part.dequeue(job)
         if part.quota is not None:
-            part.quota.change(now, part.quota.tenant_of(job), used=-job.gpus if running else 0, demand=-job.gpus)
+            part.quota.change(now, job.tenant, used=-job.gpus if running else 0, demand=-job.gpus)
         job.end = now
         self._dirty.add(job.partition)
         return job

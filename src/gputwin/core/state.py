@@ -41,7 +41,7 @@ class JobState:
     __slots__ = (
         "spec", "partition", "gpus", "duration", "work_left", "predicted", "phase", "order",
         "queued_since", "wait", "first_start", "seg_start", "seg_end", "slots", "slowdown",
-        "overhead", "leaves", "tiers", "preemptions", "attained", "end", "generation", "key",
+        "overhead", "leaves", "tiers", "preemptions", "attained", "end", "generation", "key", "tenant",
     )  # fmt: skip
 
     def __init__(self, spec: JobSpec, partition: str, gpus: int, duration: float, predicted: float) -> None:
@@ -68,6 +68,9 @@ class JobState:
         self.end: float | None = None
         self.generation = 0  # bumped on every start, so a driver can drop stale end events
         self.key: Key = ()
+        # Its partition's tenant key (quota pool, else user) under quotas or fairness, set once
+        # by the Scheduler when it is queued: the per-job bookkeeping reads it, not the maps.
+        self.tenant = ""
 
     @property
     def job_id(self) -> str:
