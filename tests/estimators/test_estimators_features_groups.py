@@ -1,6 +1,6 @@
-"""The learned estimator's per-(user, name) features: the group's recent runs, how it was submitted
-(seconds since its previous submission, how many in the hour before), and the CPUs and memory a job
-asks for. Alibaba's pods repeat a request shape as their name; Philly's names are unique, so these
+"""The learned estimator's per-(user, name) features: the group's recent runs (an exponentially
+weighted mean), how it was submitted (seconds since its previous submission, a count of its earlier
+ones decayed by age), and the CPUs and memory a job asks for. Alibaba's pods repeat a request shape as their name; Philly's names are unique, so these
 columns are empty (constant) there and its trees split as before."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 import pytest
 
 from gputwin.core.model import JobSpec
-from gputwin.estimators.features import BURST, FEATURES, NAME_RECENT, FeatureState
+from gputwin.estimators.features import BURST, FEATURES, RECENT_WEIGHT, FeatureState
 
 
 def _job(job_id: str, submit: float, name: str = "cpu8000-mem30000", seq: int = 0, **fields: float) -> JobSpec:
@@ -21,38 +21,47 @@ def _column(row: list[float], name: str) -> float:
     return row[FEATURES.index(name)]
 
 
-def test_the_recent_mean_covers_the_groups_last_runs_only() -> None:
+def test_the_recent_mean_weighs_the_groups_newest_runs() -> None:
     state = FeatureState()
-    runs = [1e5] * 3 + [10.0] * NAME_RECENT  # the three long ones have left the window
+    runs = [1e5] * 3 + [10.0] * 16  # the three long ones were long ago: their weight has decayed
     for i, run in enumerate(runs):
         state.observe(_job(f"h{i}", 0.0), run)
     row = state.row(_job("new", 10.0))
-    assert _column(row, "name_recent_log") == pytest.approx(math.log1p(10.0))
-    assert _column(row, "name_mean_log") > _column(row, "name_recent_log")  # the all-time mean still has them
+    assert _column(row, "name_recent_log") == pytest.approx(math.log1p(10.0), abs=0.1)
+    assert _column(row, "name_mean_log") > _column(row, "name_recent_log") + 1.0  # the all-time mean has them
+    state.observe(_job("long", 0.0), 1e5)
+    moved = _column(state.row(_job("next", 20.0)), "name_recent_log")
+    expected = _column(row, "name_recent_log") + RECENT_WEIGHT * (math.log1p(1e5) - _column(row, "name_recent_log"))
+    assert moved == pytest.approx(expected)
     assert math.isnan(_column(state.row(_job("other", 10.0, name="cpu1-mem1")), "name_recent_log"))
 
 
-def test_submissions_count_the_groups_earlier_ones_in_the_burst_window() -> None:
+def test_submissions_count_the_groups_earlier_ones_decayed_by_age() -> None:
     state = FeatureState()
     jobs = [_job("a", 0.0), _job("b", 100.0), _job("c", 100.0, seq=1), _job("d", 100.0 + BURST)]
     rows = state.rows(jobs)
     gaps = [_column(row, "name_gap_log") for row in rows]
     bursts = [_column(row, "name_burst_log") for row in rows]
     assert math.isnan(gaps[0]) and gaps[1:] == pytest.approx([math.log1p(100.0), 0.0, math.log1p(BURST)])
-    # d: a (at 0) is older than BURST seconds, b and c (at 100) are exactly BURST before it.
-    assert bursts == pytest.approx([0.0, math.log1p(1), math.log1p(2), math.log1p(2)])
+    decayed = math.exp(-100.0 / BURST)  # a, as b sees it
+    # d: b and c are one time constant old, a a little older.
+    at_d = (decayed + 2.0) * math.exp(-1.0)
+    assert bursts == pytest.approx([0.0, math.log1p(decayed), math.log1p(decayed + 1.0), math.log1p(at_d)])
     other = state.row(_job("e", 200.0, name="cpu1-mem1"))
     assert math.isnan(_column(other, "name_gap_log")) and _column(other, "name_burst_log") == 0.0
 
 
 def test_a_job_described_again_is_not_counted_twice() -> None:
-    # observe() describes a job that was never predicted; it must see the same submissions as before.
+    # observe() describes a job that was never predicted: the latest one gets its first answer, an
+    # older one is read from the state and not added to it.
     state = FeatureState()
     first = state.rows([_job("a", 0.0), _job("b", 50.0), _job("c", 60.0)])
-    again = state.row(_job("b", 50.0))
-    assert again[FEATURES.index("name_gap_log"):] == first[1][FEATURES.index("name_gap_log"):]
-    later = state.row(_job("d", 70.0))
-    assert _column(later, "name_burst_log") == pytest.approx(math.log1p(3))  # a, b, c: b once
+    gap = FEATURES.index("name_gap_log")
+    assert state.row(_job("c", 60.0))[gap:] == first[2][gap:]
+    older = state.row(_job("b", 50.0))
+    assert math.isnan(_column(older, "name_gap_log"))  # only the latest submission's time is kept
+    later = state.row(_job("d", 60.0))
+    assert _column(later, "name_burst_log") == pytest.approx(math.log1p(math.exp(-10.0 / BURST) * (math.exp(-50.0 / BURST) + 1.0) + 1.0))
 
 
 def test_cpus_and_memory_are_features_where_the_trace_has_them() -> None:

@@ -7,11 +7,13 @@ and the history of earlier finished jobs: the user's last runs (mean, median, co
 give (so the trees learn corrections to the baseline); the job's share of a GPU with its
 (user, GPUs, share, GPU model) group when it asks for a share or a model (Alibaba's pods have
 unique names and a QoS class for a user: what repeats there is the request); the CPUs and memory it
-asks for, where its trace says (`JobSpec.cpus`, `memory_mib`); and, for its (user, name) group, the
-mean of the last `NAME_RECENT` runs and how it was submitted: seconds since the group's previous
-submission and how many of the group were submitted in the `BURST` seconds before it (a workload's
-replicas come in bursts and run alike; known at submit time, durations unread). A job's own
-`duration` is never read here.
+asks for, where its trace says (`JobSpec.cpus`, `memory_mib`); and, for its (user, name) group, an
+exponentially weighted mean of its runs (weight `RECENT_WEIGHT` on the newest: about the last 7)
+and how it was submitted: seconds since the group's previous submission and a count of its earlier
+submissions that decays with time constant `BURST` (a workload's replicas come in bursts and run
+alike; known at submit time, durations unread). Each of these is O(1) state on the group's own
+`_Recent` (no container per group: where names are unique, as on Philly, that is a job each). A
+job's own `duration` is never read here.
 
 Pure Python (no numpy): the simulate path imports nothing heavy until a model is fitted.
 """
@@ -40,19 +42,22 @@ FEATURES = (
     "name_recent_log", "name_gap_log", "name_burst_log", "cpus_log", "memory_log",
 )  # fmt: skip
 CATEGORICAL = (0, 1, 2)
-NAME_RECENT = 8  # runs of a (user, name) group its recent mean covers
-BURST = 3600.0  # seconds before a submission in which its group's earlier submissions are counted
-# A (user, name) group's submissions as (submit, seq, job id): the order jobs are described in.
-_Marks = deque[tuple[float, int, str]]
+RECENT_WEIGHT = 0.25  # a (user, name) group's newest run in its recent mean (~ a mean of its last 7)
+BURST = 7200.0  # seconds: an earlier submission of the group counts exp(-age / BURST)
 
 
 @dataclass(slots=True)
 class _Recent:
-    """The last `size` log run times of one group and how many it has seen in all."""
+    """The last `size` log run times of one group and how many it has seen in all; for a (user,
+    name) group also its recent mean and its submissions (`FeatureState._submitted`)."""
 
-    runs: deque[float] | None  # kept for users and names: other groups need the count and mean
+    runs: deque[float] | None  # kept for users only: other groups need the count and mean
     count: int = 0
     total: float = 0.0  # sum of every log run time seen (for the all-time mean)
+    recent: float = NAN  # exponentially weighted mean of the log run times (name groups)
+    submitted: float = NAN  # the latest described submission's time (name groups)
+    load: float = 0.0  # the decayed count of the group's submissions at `submitted`, that one's included
+    last: tuple[str, float, float] | None = None  # that job's id and its answer, if it is described again
 
     def mean(self) -> float:
         return self.total / self.count if self.count else NAN
@@ -80,8 +85,6 @@ class FeatureState:
     # The stem, user, task type and all-jobs groups of a (user, stem, task type): few, and found
     # once each (names are often unique, so only the name's own group is looked up per job).
     _shared_groups: dict[tuple[str, str, str, _Shape], tuple[_Recent, ...]] = field(default_factory=dict)
-    # Each (user, name) group's submissions in the last BURST seconds (`_submitted`).
-    _submits: dict[tuple[str, str], _Marks] = field(default_factory=dict)
 
     def codes(self) -> list[tuple[int, str, float]]:
         """The category codes given so far, (column, value, code): a saved model needs the codes it
@@ -95,8 +98,7 @@ class FeatureState:
     def _group(self, key: tuple[str, ...]) -> _Recent:
         group = self._groups.get(key)
         if group is None:
-            size = self.recent if key[0] == "user" else NAME_RECENT if key[0] == "name" else 0
-            group = self._groups[key] = _Recent(deque(maxlen=size) if size else None)
+            group = self._groups[key] = _Recent(deque(maxlen=self.recent) if key[0] == "user" else None)
         return group
 
     def _code(self, column: int, value: str) -> float:
@@ -131,7 +133,8 @@ class FeatureState:
         for group in (stem, task_type, every, name, shape):
             group.count += 1
             group.total += value
-        name.runs.append(value)  # type: ignore[union-attr]  # a name group keeps its last runs
+        recent = name.recent
+        name.recent = value if recent != recent else recent + RECENT_WEIGHT * (value - recent)  # NaN: first
         user.count += 1
         user.total += value
         user.runs.append(value)  # type: ignore[union-attr]  # a user group keeps its runs
@@ -159,7 +162,7 @@ class FeatureState:
             codes, user_stats, tail, shape_stats, groups = shared
             name = groups_get(("name", user, job.name))
             if name is None:
-                name = self._groups[("name", user, job.name)] = _Recent(deque(maxlen=NAME_RECENT))
+                name = self._groups[("name", user, job.name)] = _Recent(None)
             handles.append((groups, name))
             day = (job.submit + origin) / 86400.0
             out.extend(codes)
@@ -172,33 +175,11 @@ class FeatureState:
                 out += (NAN, 0.0)
                 out.extend(tail)
             out.extend(shape_stats)
-            runs = name.runs
-            out.append(sum(runs) / len(runs) if runs else NAN)
-            out += self._submitted((user, job.name), job)
+            out.append(name.recent)
+            out += _submitted(name, job)
             cpus, memory = job.cpus, job.memory_mib
             out += (NAN if cpus is None else math.log1p(cpus), NAN if memory is None else math.log1p(memory))
         return out, handles
-
-    def _submitted(self, key: tuple[str, str], job: JobSpec) -> tuple[float, float]:
-        """log(1 + seconds since the group's previous submission) (NaN: none) and log(1 + how many
-        of the group were submitted in the BURST seconds before `job`). Jobs are described in
-        submit order, so `job` is appended; one described again (its mark not past the last) is
-        answered from the marks before it, without being counted twice."""
-        marks = self._submits.get(key)
-        if marks is None:
-            marks = self._submits[key] = deque()
-        mark, since = (job.submit, job.seq, job.job_id), job.submit - BURST
-        if marks and mark <= marks[-1]:
-            before = [m for m in marks if m < mark]
-        else:
-            while marks and marks[0][0] < since:
-                marks.popleft()  # out of every later job's window too: submits only grow
-            gap = math.log1p(job.submit - marks[-1][0]) if marks else NAN
-            count = len(marks)
-            marks.append(mark)
-            return gap, math.log1p(count)
-        recent = sum(1 for m in before if m[0] >= since)
-        return (math.log1p(job.submit - before[-1][0]) if before else NAN, math.log1p(recent))
 
     def row(self, job: JobSpec) -> list[float]:
         return self.rows([job])[0]
@@ -224,6 +205,24 @@ class FeatureState:
             if group is not None and group.count:
                 return group.mean()
         return NAN
+
+
+def _submitted(group: _Recent, job: JobSpec) -> tuple[float, float]:
+    """log(1 + seconds since the group's previous submission) (NaN: none) and log(1 + the decayed
+    count of its earlier ones), then `job` is counted. Jobs are described in submit order; the latest
+    one described again gets its first answer, and one older than it (observe() describes a job
+    that was never predicted; no replay of Philly or Alibaba does) no gap and the count as it stands,
+    uncounted: the state keeps the latest submission only."""
+    last = group.last
+    if last is not None and last[0] == job.job_id:
+        return last[1], last[2]
+    since = job.submit - group.submitted  # NaN for a group's first submission
+    if since < 0.0:  # older than the latest: its own gap is gone (unknown); the count is read, not added to
+        return NAN, math.log1p(group.load)
+    load = group.load * math.exp(-since / BURST) if group.load else 0.0
+    gap, burst = (NAN, 0.0) if since != since else (math.log1p(since), math.log1p(load))
+    group.submitted, group.load, group.last = job.submit, load + 1.0, (job.job_id, gap, burst)
+    return gap, burst
 
 
 def _shape(job: JobSpec) -> _Shape:
