@@ -44,6 +44,7 @@ FEATURES = (
 CATEGORICAL = (0, 1, 2)
 RECENT_WEIGHT = 0.25  # a (user, name) group's newest run in its recent mean (~ a mean of its last 7)
 BURST = 7200.0  # seconds: an earlier submission of the group counts exp(-age / BURST)
+_FIRST = (NAN, NAN, 0.0)  # recent mean, gap, count of a group's first job: none before it
 
 
 @dataclass(slots=True)
@@ -161,8 +162,10 @@ class FeatureState:
                 shared = memo[key] = self._shared(*key)
             codes, user_stats, tail, shape_stats, groups = shared
             name = groups_get(("name", user, job.name))
+            first = name is None  # every job where names are unique: its group is made counted
             if name is None:
-                name = self._groups[("name", user, job.name)] = _Recent(None)
+                answer = (job.job_id, NAN, 0.0)
+                name = self._groups[("name", user, job.name)] = _Recent(None, 0, 0.0, NAN, job.submit, 1.0, answer)
             handles.append((groups, name))
             day = (job.submit + origin) / 86400.0
             out.extend(codes)
@@ -175,8 +178,11 @@ class FeatureState:
                 out += (NAN, 0.0)
                 out.extend(tail)
             out.extend(shape_stats)
-            out.append(name.recent)
-            out += _submitted(name, job)
+            if first:
+                out += _FIRST
+            else:
+                out.append(name.recent)
+                out += _submitted(name, job)
             cpus, memory = job.cpus, job.memory_mib
             out += (NAN if cpus is None else math.log1p(cpus), NAN if memory is None else math.log1p(memory))
         return out, handles
