@@ -22,6 +22,8 @@ scheduler replaying a Kubernetes trace:
   columns): every pod name is unique, so it cannot group runs, while pods of one shape are
   usually one workload's replicas; run-time estimators group by (user, name), and it is known at
   submit time (on Alibaba, history's QSSF average JCT 138,403 -> 87,590 s, benchmarks/README.md);
+  cpus = `cpu_milli` / 1000 and memory_mib = `memory_mib` (None when absent or not a plain count:
+  the learned run-time estimator's features; the scheduler places by GPUs only);
   state: Succeeded -> COMPLETED, Failed -> FAILED, Running -> RUNNING; a pod is one node.
 """
 
@@ -82,6 +84,7 @@ def _converter(ctx: ReadContext, table: Table) -> Converter:
             ctx.skipped[FRACTIONAL] += 1
         if phase == "Running":
             ctx.skipped[CUT_OFF] += 1
+        cpu, memory = (_count(table.get(row, column)) for column in ("cpu_milli", "memory_mib"))
         return JobSpec(
             job_id=job_id,
             submit=submit,
@@ -95,6 +98,8 @@ def _converter(ctx: ReadContext, table: Table) -> Converter:
             model=table.get(row, "gpu_spec").strip(),
             gpu_milli=gpu_milli if share else 1000,
             name=_shape_name(table, row),
+            cpus=None if cpu is None else cpu / 1000.0,
+            memory_mib=None if memory is None else float(memory),
         )
 
     return convert
@@ -109,3 +114,9 @@ def _shape_name(table: Table, row: Row) -> str:
 def _count_text(raw: str) -> str:
     text = raw.strip()
     return text if text.isdigit() and len(text) <= 9 else ""
+
+
+def _count(raw: str) -> int | None:
+    """`raw` as a count when `_count_text` keeps it (the shape's rule), else None."""
+    text = _count_text(raw)
+    return int(text) if text else None

@@ -26,6 +26,8 @@ class JobSpec:
     `gpu_profile` names a MIG profile (e.g. 1g.10gb: the number before `g` is its compute slices,
     out of 7): the job takes that many slices of one MIG-partitioned GPU, and `gpu_milli` is then
     `sharing.profile_milli` of them (the fraction of the GPU it uses); "": no profile.
+    `cpus` and `memory_mib` are what it asks for besides GPUs, where its source says (None: not
+    given); the scheduler does not place by them, the learned run-time estimator reads them.
     """
 
     job_id: str
@@ -42,6 +44,8 @@ class JobSpec:
     model: str = ""
     gpu_milli: int = 1000
     gpu_profile: str = ""
+    cpus: float | None = None
+    memory_mib: float | None = None
 
 
 # --- topology -------------------------------------------------------------------------------------

@@ -4,10 +4,16 @@
 its submit-time fields only - user, job name, task type (partition), GPUs, submit hour and weekday -
 and the history of earlier finished jobs: the user's last runs (mean, median, count), the same
 (user, name) and (user, name stem) groups, and the running-mean estimate `HistoryEstimator` would
-give (so the trees learn corrections to the baseline); and the job's share of a GPU with its
+give (so the trees learn corrections to the baseline); the job's share of a GPU with its
 (user, GPUs, share, GPU model) group when it asks for a share or a model (Alibaba's pods have
-unique names and a QoS class for a user: what repeats there is the request). A job's own
-`duration` is never read here.
+unique names and a QoS class for a user: what repeats there is the request); the CPUs and memory it
+asks for, where its trace says (`JobSpec.cpus`, `memory_mib`); and, for its (user, name) group, an
+exponentially weighted mean of its runs (weight `RECENT_WEIGHT` on the newest: about the last 7)
+and how it was submitted: seconds since the group's previous submission and a count of its earlier
+submissions that decays with time constant `BURST` (a workload's replicas come in bursts and run
+alike; known at submit time, durations unread). Each of these is O(1) state on the group's own
+`_Recent` (no container per group: where names are unique, as on Philly, that is a job each). A
+job's own `duration` is never read here.
 
 Pure Python (no numpy): the simulate path imports nothing heavy until a model is fitted.
 """
@@ -33,17 +39,26 @@ FEATURES = (
     "user_mean_log", "user_median_log", "user_count_log", "user_last_log",
     "name_mean_log", "name_count_log", "stem_mean_log", "stem_count_log", "history_log",
     "gpu_share", "shape_mean_log", "shape_count_log",
+    "name_recent_log", "name_gap_log", "name_burst_log", "cpus_log", "memory_log",
 )  # fmt: skip
 CATEGORICAL = (0, 1, 2)
+RECENT_WEIGHT = 0.25  # a (user, name) group's newest run in its recent mean (~ a mean of its last 7)
+BURST = 7200.0  # seconds: an earlier submission of the group counts exp(-age / BURST)
+_FIRST = (NAN, NAN, 0.0)  # recent mean, gap, count of a group's first job: none before it
 
 
 @dataclass(slots=True)
 class _Recent:
-    """The last `size` log run times of one group and how many it has seen in all."""
+    """The last `size` log run times of one group and how many it has seen in all; for a (user,
+    name) group also its recent mean and its submissions (`FeatureState._submitted`)."""
 
     runs: deque[float] | None  # kept for users only: other groups need the count and mean
     count: int = 0
     total: float = 0.0  # sum of every log run time seen (for the all-time mean)
+    recent: float = NAN  # exponentially weighted mean of the log run times (name groups)
+    submitted: float = NAN  # the latest described submission's time (name groups)
+    load: float = 0.0  # the decayed count of the group's submissions at `submitted`, that one's included
+    last: tuple[str, float, float] | None = None  # that job's id and its answer, if it is described again
 
     def mean(self) -> float:
         return self.total / self.count if self.count else NAN
@@ -119,6 +134,8 @@ class FeatureState:
         for group in (stem, task_type, every, name, shape):
             group.count += 1
             group.total += value
+        recent = name.recent
+        name.recent = value if recent != recent else recent + RECENT_WEIGHT * (value - recent)  # NaN: first
         user.count += 1
         user.total += value
         user.runs.append(value)  # type: ignore[union-attr]  # a user group keeps its runs
@@ -145,8 +162,10 @@ class FeatureState:
                 shared = memo[key] = self._shared(*key)
             codes, user_stats, tail, shape_stats, groups = shared
             name = groups_get(("name", user, job.name))
+            first = name is None  # every job where names are unique: its group is made counted
             if name is None:
-                name = self._groups[("name", user, job.name)] = _Recent(None)
+                answer = (job.job_id, NAN, 0.0)
+                name = self._groups[("name", user, job.name)] = _Recent(None, 0, 0.0, NAN, job.submit, 1.0, answer)
             handles.append((groups, name))
             day = (job.submit + origin) / 86400.0
             out.extend(codes)
@@ -159,6 +178,13 @@ class FeatureState:
                 out += (NAN, 0.0)
                 out.extend(tail)
             out.extend(shape_stats)
+            if first:
+                out += _FIRST
+            else:
+                out.append(name.recent)
+                out += _submitted(name, job)
+            cpus, memory = job.cpus, job.memory_mib
+            out += (NAN if cpus is None else math.log1p(cpus), NAN if memory is None else math.log1p(memory))
         return out, handles
 
     def row(self, job: JobSpec) -> list[float]:
@@ -185,6 +211,24 @@ class FeatureState:
             if group is not None and group.count:
                 return group.mean()
         return NAN
+
+
+def _submitted(group: _Recent, job: JobSpec) -> tuple[float, float]:
+    """log(1 + seconds since the group's previous submission) (NaN: none) and log(1 + the decayed
+    count of its earlier ones), then `job` is counted. Jobs are described in submit order; the latest
+    one described again gets its first answer, and one older than it (observe() describes a job
+    that was never predicted; no replay of Philly or Alibaba does) no gap and the count as it stands,
+    uncounted: the state keeps the latest submission only."""
+    last = group.last
+    if last is not None and last[0] == job.job_id:
+        return last[1], last[2]
+    since = job.submit - group.submitted  # NaN for a group's first submission
+    if since < 0.0:  # older than the latest: its own gap is gone (unknown); the count is read, not added to
+        return NAN, math.log1p(group.load)
+    load = group.load * math.exp(-since / BURST) if group.load else 0.0
+    gap, burst = (NAN, 0.0) if since != since else (math.log1p(since), math.log1p(load))
+    group.submitted, group.load, group.last = job.submit, load + 1.0, (job.job_id, gap, burst)
+    return gap, burst
 
 
 def _shape(job: JobSpec) -> _Shape:

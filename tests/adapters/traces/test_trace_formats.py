@@ -195,19 +195,22 @@ def test_alibaba_decisions(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("header", "values", "name"),
+    ("header", "values", "name", "cpus", "memory"),
     [
-        pytest.param("cpu_milli,memory_mib,", "8000,30000,", "cpu8000-mem30000", id="request-shape"),
-        pytest.param("cpu_milli,memory_mib,", "8k,-1,", "cpu-mem", id="not-counts-left-out"),
-        pytest.param("cpu_milli,memory_mib,", "1" * 12 + ",0,", "cpu-mem0", id="too-long-left-out"),
-        pytest.param("", "", "cpu-mem", id="no-columns"),
+        pytest.param("cpu_milli,memory_mib,", "8000,30000,", "cpu8000-mem30000", 8.0, 30000.0, id="request-shape"),
+        pytest.param("cpu_milli,memory_mib,", "500,0,", "cpu500-mem0", 0.5, 0.0, id="milli-cpus"),
+        pytest.param("cpu_milli,memory_mib,", "8k,-1,", "cpu-mem", None, None, id="not-counts-left-out"),
+        pytest.param("cpu_milli,memory_mib,", "1" * 12 + ",0,", "cpu-mem0", None, 0.0, id="too-long-left-out"),
+        pytest.param("", "", "cpu-mem", None, None, id="no-columns"),
     ],
 )
-def test_alibaba_name_is_the_request_shape(tmp_path: Path, header: str, values: str, name: str) -> None:
+def test_alibaba_name_is_the_request_shape(tmp_path: Path, header: str, values: str, name: str,
+                                           cpus: float | None, memory: float | None) -> None:  # fmt: skip
+    # The same counts are the job's cpus (cpu_milli / 1000) and memory_mib: the estimator's features.
     path = write(tmp_path, "openb_pod_list_x.csv",
                  f"name,{header}num_gpu,gpu_milli,creation_time,deletion_time,scheduled_time\n"
                  f"pod-a,{values}1,1000,0,10,0\n")  # fmt: skip
-    assert [job.name for job in read_trace(path, "alibaba").jobs] == [name]
+    assert [(job.name, job.cpus, job.memory_mib) for job in read_trace(path, "alibaba").jobs] == [(name, cpus, memory)]
 
 
 # --- sniffing, summary, clocks ----------------------------------------------------------------

@@ -84,6 +84,7 @@ def test_alibaba_counts() -> None:
     assert result.jobs[0] == JobSpec(
         "openb-pod-0000", 0.0, 12_537_496.0, 1, "default", "LS", state="RUNNING", num_nodes=1, seq=0,
         name="cpu12000-mem16384",  # the pod's request shape (its CSV row: cpu_milli 12000, memory_mib 16384)
+        cpus=12.0, memory_mib=16_384.0,
     )
     assert len({job.name for job in result.jobs}) < len(result.jobs) / 10  # shapes repeat; pod names never
     assert min(job.gpus for job in result.jobs) == 1 and max(job.gpus for job in result.jobs) == 8
