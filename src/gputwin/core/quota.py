@@ -273,7 +273,12 @@ class _Held(dict[str, int]):
     def _fixed(self, *_: Any) -> Any:
         raise TypeError("a quota's tenants are fixed: set their usage, do not add or remove them")
 
-    __delitem__ = pop = popitem = setdefault = clear = _fixed
+    # One name a line: mypyc (the compiled core) refuses chained assignments in a class body.
+    __delitem__ = _fixed
+    pop = _fixed
+    popitem = _fixed
+    setdefault = _fixed
+    clear = _fixed
 
 
 def quota_problem(quota: PartitionQuota, user: str, gpus: int, model: str = "") -> str | None:
