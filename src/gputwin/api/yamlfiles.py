@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 import yaml
 
 # A declared cluster is kilobytes (the 11-partition Philly example: 8 KB); 1 MiB holds ~7,000
-# GPUJobs and takes about half a second to parse, so a refusal of the largest input still comes
+# GPUJobs and takes about a third of a second to parse, so a refusal of the largest input still comes
 # within 2 s on a loaded machine (Kubernetes caps a ConfigMap, e.g. a trace, at 1 MiB too). The cap
 # holds per file and for all files of one command; a directory gives at most 1,000 files.
 MAX_FILE_BYTES = 1024 * 1024
@@ -208,19 +208,37 @@ class _StrictConstructor(yaml.constructor.SafeConstructor):
     turns `2024-05-01` into a date where the Kubernetes API server sees a string.
     """
 
+    def __init__(self) -> None:
+        super().__init__()
+        # A manifest repeats its scalars (`gpus: 4` in every job): each distinct (tag, text) is
+        # constructed once. The values are str, int, float, bool or None, so sharing them is safe.
+        self._scalars: dict[tuple[str, str], Any] = {}
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        if node.__class__ is not yaml.ScalarNode:
+            return super().construct_object(node, deep=deep)
+        key = (node.tag, node.value)
+        value = self._scalars.get(key, self._scalars)
+        if value is self._scalars:
+            value = self._scalars[key] = super().construct_object(node, deep=deep)
+        return value
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
+        # No `<<: *base` merge keys: the key's tag has no constructor, so it is refused as unknown.
+        mapping: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, Hashable):
-                continue  # SafeConstructor itself reports unhashable keys
-            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark, "found unhashable key", key_node.start_mark
+                )  # fmt: skip
+            if key in mapping:
                 raise yaml.constructor.ConstructorError(
                     "while constructing a mapping", node.start_mark, f"found duplicate key {key!r:.80}",
                     key_node.start_mark,
                 )  # fmt: skip
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
 
     def construct_bounded_int(self, node: yaml.ScalarNode) -> int | float:
         text = str(self.construct_scalar(node))
@@ -249,6 +267,19 @@ class _StrictResolver(yaml.resolver.Resolver):
         first: [(tag, regex) for tag, regex in resolvers if tag != "tag:yaml.org,2002:timestamp"]
         for first, resolvers in yaml.resolver.Resolver.yaml_implicit_resolvers.items()
     }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._tags: dict[tuple[str, Any], str] = {}  # a scalar's tag depends on its text alone
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
+        if kind is not yaml.ScalarNode:
+            return super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call,no-any-return]
+        key = (value, implicit)
+        tag = self._tags.get(key)
+        if tag is None:
+            tag = self._tags[key] = super().resolve(kind, value, implicit)  # type: ignore[no-untyped-call]
+        return tag
 
 
 class PureStrictLoader(_PurePythonParser, _StrictConstructor, _StrictResolver):
