@@ -11,13 +11,14 @@ here costs ~80 (one `array` item per field, integers one byte until a value need
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import accumulate, chain
 from operator import attrgetter
 from typing import NamedTuple, overload
 
 from gputwin.core.model import JobSpec
 from gputwin.core.state import JobState
-from gputwin.sim.columns import Blob, positions, widened
+from gputwin.sim.columns import Blob, extend_floats, extended, positions, widened
 
 
 class FinishedJob(NamedTuple):
@@ -82,6 +83,10 @@ class SpecColumns:
             except OverflowError:
                 ints[c] = widened(ints[c], value)
 
+    def extend(self, specs: Iterable[JobSpec]) -> None:
+        for spec in specs:
+            self.append(spec)
+
     def __len__(self) -> int:
         return len(self.job_ids)
 
@@ -98,6 +103,11 @@ class SpecColumns:
 # The log's integer columns, narrow until a value needs more (`widened`): (name, first type code).
 _SMALL = (("part", "B"), ("gpus", "B"), ("preemptions", "B"), ("leaves", "B"), ("tiers", "B"))
 _SLOTS = (("nodes", "H"), ("slot_gpus", "B"), ("slot_end", "I"))
+_SMALL_OF_STATE = ("gpus", "preemptions", "leaves", "tiers")  # _SMALL's columns a JobState holds
+_FLOATS = ("duration", "predicted", "wait", "overhead", "attained")
+# What `extend` reads of a final JobState, in one call a job (None first_start/end: never ran).
+_FIELDS = attrgetter("partition", "spec", *_SMALL_OF_STATE, *_FLOATS, "first_start", "end", "slots")
+_SUBMIT = attrgetter("submit")
 
 
 class FinishedLog(Sequence[FinishedJob]):
@@ -128,53 +138,38 @@ class FinishedLog(Sequence[FinishedJob]):
             self.specs.submit = self.submit
 
     def append(self, job: JobState) -> None:
-        part = self._index.get(job.partition)
-        if part is None:
-            part = self._index[job.partition] = len(self.partitions)
-            self.partitions.append(job.partition)
-        spec = job.spec
-        self.specs.append(spec)
-        try:  # the usual case, inline; a value too wide for its column takes `_widen`
-            self.part.append(part)
-            self.gpus.append(job.gpus)
-            self.preemptions.append(job.preemptions)
-            self.leaves.append(job.leaves)
-            self.tiers.append(job.tiers)
-        except OverflowError:
-            self._widen(_SMALL, (part, job.gpus, job.preemptions, job.leaves, job.tiers), len(self.submit))
-        self.submit.append(spec.submit)
-        self.duration.append(job.duration)
-        self.predicted.append(job.predicted)
-        self.first_start.append(0.0 if job.first_start is None else job.first_start)
-        self.end.append(0.0 if job.end is None else job.end)
-        self.wait.append(job.wait)
-        self.overhead.append(job.overhead)
-        self.attained.append(job.attained)
-        self._append_slots(job.slots)
+        self.extend((job,))
 
-    def _append_slots(self, slots: tuple[tuple[int, int], ...]) -> None:
-        nodes, slot_gpus = self.nodes, self.slot_gpus
-        lo = len(nodes)
-        try:
-            for node, gpus in slots:
-                nodes.append(node)
-                slot_gpus.append(gpus)
-            self.slot_end.append(len(nodes))
-        except OverflowError:  # start the job's slots again, widening what needs it
-            del nodes[lo:], slot_gpus[lo:]
-            for node, gpus in slots:
-                self._widen(_SLOTS[:2], (node, gpus), len(self.nodes))
-            self._widen(_SLOTS[2:], (len(self.nodes),), len(self.slot_end))
+    def extend(self, jobs: Sequence[JobState]) -> None:
+        """Append the final states of `jobs`, a column at a time: one C-level call reads each job's
+        fields, `zip` turns the rows into columns and each column is packed in one call."""
+        if not jobs:
+            return
+        parts, specs, *small, first_start, end, slots = zip(*map(_FIELDS, jobs))
+        floats = small[len(_SMALL_OF_STATE) :]
+        index = self._index
+        for name in dict.fromkeys(parts):
+            if name not in index:
+                index[name] = len(self.partitions)
+                self.partitions.append(name)
+        self.specs.extend(specs)
+        self.part = extended(self.part, list(map(index.__getitem__, parts)))
+        for name, values in zip(_SMALL_OF_STATE, small):
+            setattr(self, name, extended(getattr(self, name), values))
+        extend_floats(self.submit, list(map(_SUBMIT, specs)))
+        for name, values in zip(_FLOATS, floats):
+            extend_floats(getattr(self, name), values)
+        for column, values in ((self.first_start, first_start), (self.end, end)):
+            extend_floats(column, [0.0 if v is None else v for v in values] if None in values else values)
+        self._extend_slots(slots)
 
-    def _widen(self, columns: tuple[tuple[str, str], ...], values: tuple[int, ...], n: int) -> None:
-        """Append `values` to those of `columns` still holding `n` items, widening where needed."""
-        for (name, _), value in zip(columns, values):
-            column: array[int] = getattr(self, name)
-            if len(column) == n:
-                try:
-                    column.append(value)
-                except OverflowError:
-                    setattr(self, name, widened(column, value))
+    def _extend_slots(self, slots: tuple[tuple[tuple[int, int], ...], ...]) -> None:
+        ends = list(accumulate(map(len, slots), initial=len(self.nodes)))[1:]
+        flat = list(chain.from_iterable(slots))
+        if flat:
+            nodes, gpus = zip(*flat)
+            self.nodes, self.slot_gpus = extended(self.nodes, nodes), extended(self.slot_gpus, gpus)
+        self.slot_end = extended(self.slot_end, ends)
 
     def __len__(self) -> int:
         return len(self.specs)
