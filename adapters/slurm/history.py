@@ -208,9 +208,11 @@ def _error_text(first: object) -> str:
 
 
 def write_history(result: TraceResult, out: str | Path | TextIO) -> None:
-    """Write a history as a Helios CSV (a trace file `gputwin simulate --trace` reads)."""
+    """Write a history as a Helios CSV (a trace file `gputwin simulate --trace` reads), with a
+    `gpu_milli` column when a job held GPU shares (`--shards-per-gpu`)."""
+    milli = any(job.gpu_milli != 1000 for job in result.jobs)
     if isinstance(out, (str, Path)):
         with open(out, "w", encoding="utf-8", newline="") as stream:
-            write_helios_csv(result.jobs, stream)
+            write_helios_csv(result.jobs, stream, milli=milli)
     else:
-        write_helios_csv(result.jobs, out)
+        write_helios_csv(result.jobs, out, milli=milli)

@@ -1,7 +1,7 @@
 """Helios/Philly-style job CSV: read it, and write jobs back out in the same shape.
 
 Required columns: `job_id,user,vc,gpu_num,submit_time,duration`; optional `jobname,state,node_num`
-(others such as `cpu_num,start_time,end_time,queue` are accepted and ignored). Decisions:
+and `gpu_milli` (others such as `cpu_num,start_time,end_time,queue` are accepted and ignored). Decisions:
 
 - `vc` is the partition (`task_type`), read as a string: `6214e9` must not become 6214000000.0.
 - `submit_time` in plain seconds (integer or float) is trace-relative: values are kept as they are
@@ -9,6 +9,8 @@ Required columns: `job_id,user,vc,gpu_num,submit_time,duration`; optional `jobna
 - `submit_time` as `YYYY-MM-DD HH:MM:SS` (the Helios traces) is wall-clock UTC; `read_trace`
   re-bases it to the earliest kept job. One file may not mix the two.
 - `gpu_num == 0` rows are skipped and counted under "zero GPUs"; an empty `state` is COMPLETED.
+- `gpu_milli` (gputwin's own column, written only when a job asks for a GPU share): 1-999 is that
+  share of one GPU (`gpu_num` must then be 1); 1000 or empty, whole GPUs.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TextIO
 from gputwin.api.meta import MAX_NODES
 from gputwin.core.model import JobSpec
 
+from .errors import FieldError
 from .fields import (
     MAX_DURATION,
     MAX_GPUS,
@@ -54,6 +57,7 @@ def _converter(ctx: ReadContext, table: Table) -> Converter:
         submitted, is_date = parse_trace_time(row[submit], "submit_time")
         ctx.clock.observe(is_date, "submit_time")
         node_num = table.get(row, "node_num").strip()
+        milli = _milli(table.get(row, "gpu_milli").strip(), gpu_num)
         return JobSpec(
             job_id=parse_name(row[job_id], "job_id"),
             submit=submitted,
@@ -65,23 +69,36 @@ def _converter(ctx: ReadContext, table: Table) -> Converter:
             state=table.get(row, "state").strip() or "COMPLETED",
             num_nodes=parse_count(node_num, "node_num", MAX_NODES) if node_num else 0,
             seq=seq,
+            gpu_milli=milli,
         )
 
     return convert
 
 
-def write_helios_csv(jobs: Iterable[JobSpec], out: TextIO, *, nodes: bool = False) -> None:
+def _milli(text: str, gpu_num: int) -> int:
+    if not text:
+        return 1000
+    milli = parse_count(text, "gpu_milli", 1000)
+    if milli == 0:
+        raise FieldError("gpu_milli", "0: a job asks for 1-999 thousandths of one GPU, or 1000 (whole GPUs)")
+    if milli < 1000 and gpu_num != 1:
+        raise FieldError("gpu_milli", f"a share of one GPU ({milli}/1000) with gpu_num {gpu_num}: a share needs gpu_num 1")
+    return milli
+
+
+def write_helios_csv(jobs: Iterable[JobSpec], out: TextIO, *, nodes: bool = False, milli: bool = False) -> None:
     """Write jobs as a Helios CSV that `read_helios` reads back to the same jobs.
 
     Whole-second times are written as integers so an integer trace stays an integer trace;
-    other floats use repr(), which round-trips exactly. `nodes` adds a `node_num` column.
+    other floats use repr(), which round-trips exactly. `nodes` adds a `node_num` column,
+    `milli` a `gpu_milli` one (GPU shares).
     """
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(HEADER + (("node_num",) if nodes else ()))
+    writer.writerow(HEADER + (("node_num",) if nodes else ()) + (("gpu_milli",) if milli else ()))
     for job in jobs:
         row = (job.job_id, job.user, job.task_type, job.name, job.gpus, job.state,
                _seconds(job.submit), _seconds(job.duration))  # fmt: skip
-        writer.writerow(row + ((job.num_nodes,) if nodes else ()))
+        writer.writerow(row + ((job.num_nodes,) if nodes else ()) + ((job.gpu_milli,) if milli else ()))
 
 
 def _seconds(value: float) -> str:

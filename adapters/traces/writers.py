@@ -64,8 +64,10 @@ def write_swf(jobs: Sequence[JobSpec], out: TextIO, *, origin: float = 0.0, sour
 
 
 def write_helios(jobs: Sequence[JobSpec], out: TextIO) -> None:
-    """The Helios processed CSV `read_helios` reads, with `node_num` when any job records it."""
-    write_helios_csv(jobs, out, nodes=any(job.num_nodes for job in jobs))
+    """The Helios processed CSV `read_helios` reads, with `node_num` when any job records it and
+    `gpu_milli` when any asks for a GPU share: nothing the jobs say is lost."""
+    write_helios_csv(jobs, out, nodes=any(job.num_nodes for job in jobs),
+                     milli=any(job.gpu_milli != 1000 for job in jobs))  # fmt: skip
 
 
 WRITERS: dict[str, Callable[..., None]] = {"swf": write_swf, "helios": write_helios}

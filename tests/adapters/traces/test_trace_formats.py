@@ -162,6 +162,36 @@ def test_write_helios_csv_round_trips_a_sacct_trace(tmp_path: Path) -> None:
     assert [(j.user, j.name) for j in again] == [(j.user, j.name) for j in source]
 
 
+def test_write_helios_keeps_gpu_shares(tmp_path: Path) -> None:
+    jobs = (
+        JobSpec("a", 0.0, 10.0, 1, "vc", "u1", "", "COMPLETED", seq=0, gpu_milli=250),
+        JobSpec("b", 1.0, 20.0, 4, "vc", "u1", "", "COMPLETED", seq=1),
+    )
+    out = io.StringIO()
+    write_helios_csv(jobs, out, milli=True)
+    assert out.getvalue().splitlines()[:2] == [
+        "job_id,user,vc,jobname,gpu_num,state,submit_time,duration,gpu_milli",
+        "a,u1,vc,,1,COMPLETED,0,10,250",
+    ]
+    assert read_trace(write(tmp_path, "out.csv", out.getvalue())).jobs == jobs
+
+
+@pytest.mark.parametrize(
+    ("gpus", "milli", "reason"),
+    [
+        pytest.param(1, "0", "gpu_milli: 0: a job asks for 1-999", id="zero"),
+        pytest.param(1, "1001", "gpu_milli: too large", id="more-than-a-gpu"),
+        pytest.param(2, "500", "gpu_milli: a share of one GPU (500/1000) with gpu_num 2", id="share-of-two-gpus"),
+        pytest.param(1, "half", "gpu_milli: not an integer", id="not-a-number"),
+    ],
+)
+def test_a_bad_gpu_milli_is_refused_by_line_and_field(tmp_path: Path, gpus: int, milli: str, reason: str) -> None:
+    path = write(tmp_path, "t.csv", f"job_id,user,vc,gpu_num,submit_time,duration,gpu_milli\na,u,vc,{gpus},0,10,{milli}\n")
+    with pytest.raises(TraceError) as error:
+        read_trace(path)
+    assert f"{path}:2: {reason}" in str(error.value)
+
+
 # --- alibaba ----------------------------------------------------------------------------------
 
 
