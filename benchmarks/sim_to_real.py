@@ -19,7 +19,10 @@ SLURM's per-job launch + teardown cost is measured first (`calibrate_startup`, 3
 the idle partition) and added to every simulated run time: a documented, measured startup cost,
 not fitted to the comparison (`--startup-cost` overrides it; `avg_jct_gap_no_startup` leaves it out).
 `room_latency_s` (`calibrate_room_latency`) is SLURM's delay from an end that made room to the
-next start, the latency the twin's forecasts take as `Snapshot.start_latency_s`; reported here.
+next start, measured before the policies run and applied as the twin's forecasts apply
+`Snapshot.start_latency_s` (gputwin.twin.forecast): a job holds its GPUs that long before its run
+begins and starts that much later, so every start of a chain moves by it again
+(`--no-start-latency` leaves it out; `avg_jct_gap_no_latency` is the gap without it).
 
 srtf in SLURM: SLURM preempts across partition PriorityTiers only, so a one-partition srtf policy
 becomes explicit priorities from the history estimate table (shortest first, filled here from the
@@ -105,6 +108,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--startup-cost", default="auto", metavar="SECONDS|auto",
                         help="per-job launch cost added to simulated run times; auto (default) measures it "
                              "first with 32 one-GPU jobs; 0 leaves it out")  # fmt: skip
+    parser.add_argument("--no-start-latency", dest="start_latency", action="store_false",
+                        help="leave SLURM's measured start latency (room_latency_s) out of the simulated runs")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.nodes < 1 or args.span < 0:
@@ -176,21 +181,22 @@ def submit_all(trace: Sequence[TraceJob]) -> tuple[dict[str, TraceJob], dict[str
 
 
 def replay(cluster: ClusterSpec, ids: dict[str, TraceJob], submitted: dict[str, float],
-           startup: float) -> tuple[dict[str, Timing], int]:  # fmt: skip
+           startup: float, latency: float = 0.0) -> tuple[dict[str, Timing], int]:  # fmt: skip
     """The same jobs, submitted at the instants really achieved, through the simulator.
 
     `startup`: the measured launch/teardown cost (see `calibrate_startup`) each job holds its
-    GPUs for beyond its sleep; a documented input, never fitted to this comparison.
+    GPUs for beyond its sleep; `latency`: SLURM's measured start latency, held before the run and
+    added to the start (as the twin's forecasts model it). Documented inputs, never fitted here.
     """
     origin = min(submitted.values())
     specs = sorted(
-        (JobSpec(job_id, submitted[job_id] - origin, job.seconds + startup, job.gpus, TASK, user="root",
-                 name=job.name, seq=job.index) for job_id, job in ids.items()),
+        (JobSpec(job_id, submitted[job_id] - origin, job.seconds + startup + latency, job.gpus, TASK,
+                 user="root", name=job.name, seq=job.index) for job_id, job in ids.items()),
         key=lambda spec: (spec.submit, spec.seq),
     )  # fmt: skip
     _, outcome = simulate(cluster, specs)
     timings = {
-        job.spec.job_id: Timing(job.spec.submit, job.first_start or 0.0, job.end or 0.0)
+        job.spec.job_id: Timing(job.spec.submit, (job.first_start or 0.0) + latency, job.end or 0.0)
         for job in outcome.finished
     }
     return timings, sum(job.preemptions for job in outcome.finished)
@@ -199,12 +205,17 @@ def replay(cluster: ClusterSpec, ids: dict[str, TraceJob], submitted: dict[str, 
 # --- statistics -----------------------------------------------------------------------------------
 
 
-def compare(policy: str, ids: dict[str, TraceJob], real: dict[str, Timing], sims: tuple[dict[str, Timing], dict[str, Timing]],
+Sims = tuple[dict[str, Timing], dict[str, Timing], dict[str, Timing]]
+
+
+def compare(policy: str, ids: dict[str, TraceJob], real: dict[str, Timing], sims: Sims,
             preempted: tuple[int, int]) -> dict[str, Any]:  # fmt: skip
-    """Real vs simulated; `sims` = (with the measured startup cost, without it)."""
-    sim, raw = sims
+    """Real vs simulated; `sims` = (with the measured startup cost and start latency, without
+    either, with the startup cost only)."""
+    sim, raw, no_latency = sims
     jobs = sorted(set(real) & set(sim), key=lambda j: ids[j].index)
     jct_raw = mean([raw[j].end - raw[j].submit for j in jobs])
+    jct_no_latency = mean([no_latency[j].end - no_latency[j].submit for j in jobs])
     jct_real, jct_sim = (
         mean([real[j].end - real[j].submit for j in jobs]),
         mean([sim[j].end - sim[j].submit for j in jobs]),
@@ -222,6 +233,7 @@ def compare(policy: str, ids: dict[str, TraceJob], real: dict[str, Timing], sims
         "avg_jct_sim_s": round(jct_sim, 2),
         "avg_jct_gap": round((jct_real - jct_sim) / jct_sim, 4),
         "avg_jct_gap_no_startup": round((jct_real - jct_raw) / jct_raw, 4),
+        "avg_jct_gap_no_latency": round((jct_real - jct_no_latency) / jct_no_latency, 4),
         "avg_queue_real_s": round(q_real, 2),
         "avg_queue_sim_s": round(q_sim, 2),
         "avg_queue_gap": round((q_real - q_sim) / q_sim, 4) if q_sim else None,
@@ -293,7 +305,8 @@ def apply_policy(policy: str, trace: Sequence[TraceJob], nodes: int) -> ClusterS
     return cluster
 
 
-def run_policy(cluster: ClusterSpec, trace: Sequence[TraceJob], nodes: int, startup: float) -> dict[str, Any]:
+def run_policy(cluster: ClusterSpec, trace: Sequence[TraceJob], nodes: int, startup: float,
+               latency: float) -> dict[str, Any]:  # fmt: skip
     policy = cluster.partitions[0].policy.queue
     ids, submitted = submit_all(trace)
     try:
@@ -303,16 +316,16 @@ def run_policy(cluster: ClusterSpec, trace: Sequence[TraceJob], nodes: int, star
         run_command(["scancel", *ids])
         raise
     real, sacct, preempted_real, source = best_timings(list(ids))
-    sim, preempted_sim = replay(cluster, ids, submitted, startup)
-    raw, _ = replay(cluster, ids, submitted, 0.0)
-    result = compare(policy, ids, real, (sim, raw), (preempted_real, preempted_sim))
+    sim, preempted_sim = replay(cluster, ids, submitted, startup, latency)
+    sims = (sim, replay(cluster, ids, submitted, 0.0)[0], replay(cluster, ids, submitted, startup)[0])
+    result = compare(policy, ids, real, sims, (preempted_real, preempted_sim))
     # The same figures from sacct's whole seconds, as a cross-check of the log's times.
-    check = compare(policy, ids, sacct, (sim, raw), (preempted_real, preempted_sim))
+    check = compare(policy, ids, sacct, sims, (preempted_real, preempted_sim))
     cross = {f"{key}_sacct": check[key] for key in ("avg_jct_gap", "avg_queue_gap", "rank_correlation")}
     return {**result, **cross, "time_source": source}
 
 
-def run_all(policies: Sequence[str], trace: Sequence[TraceJob], nodes: int,
+def run_all(policies: Sequence[str], trace: Sequence[TraceJob], nodes: int, with_latency: bool,
             startup: str) -> tuple[list[dict[str, Any]], dict[str, float]]:  # fmt: skip
     """Every policy in turn; the startup cost is measured once, after the first apply."""
     results = []
@@ -324,7 +337,8 @@ def run_all(policies: Sequence[str], trace: Sequence[TraceJob], nodes: int,
             room, _ = calibrate_room_latency(nodes)
             calibration = {"calibrated_latency_s": round(latency, 3), "calibrated_launch_s": round(launch, 3),
                            "room_latency_s": round(room, 3), "startup_cost_s": round(launch, 3)}  # fmt: skip
-        results.append(run_policy(cluster, trace, nodes, calibration["startup_cost_s"]))
+        latency = calibration.get("room_latency_s", 0.0) if with_latency else 0.0  # not measured: 0
+        results.append(run_policy(cluster, trace, nodes, calibration["startup_cost_s"], latency))
     return results, calibration
 
 
@@ -348,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         env = read_env(state)
         os.environ["SLURM_CONF"] = env["SLURM_CONF"]
         with managed_files_kept(Path(env["SLURM_CONF"]).parent):
-            results, calibration = run_all(policies, trace, args.nodes, args.startup_cost)
+            results, calibration = run_all(policies, trace, args.nodes, args.start_latency, args.startup_cost)
     out = sys.stderr if args.json else sys.stdout
     print(f"sim-to-real: {args.jobs} jobs, seed {args.seed}, arrivals over {args.span:g} s, "
           f"{args.nodes} nodes; SLURM {env.get('GPUTWIN_SLURM_VERSION', '?')}", file=out)  # fmt: skip

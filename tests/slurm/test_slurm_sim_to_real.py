@@ -15,13 +15,14 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from cluster_builders import build_cluster  # tests/cluster_builders.py
 from slurm_testcluster import Cluster  # tests/slurm/ helpers
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARK = ROOT / "benchmarks" / "sim_to_real.py"
 FIELDS = {"policy", "jobs", "avg_jct_gap", "avg_queue_gap", "rank_correlation", "kendall_tau_b",
           "avg_jct_real_s", "avg_jct_sim_s", "avg_queue_real_s", "avg_queue_sim_s", "launch_overhead_s",
-          "preemptions_real", "preemptions_sim", "unmatched"}  # fmt: skip
+          "preemptions_real", "preemptions_sim", "unmatched", "avg_jct_gap_no_latency"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +60,18 @@ def test_trace_is_seeded_and_mixed(bench: ModuleType) -> None:
     assert {job.gpus for job in trace} == {1, 2, 4, 8}
     assert all(3 <= job.seconds <= 20 and 0 <= job.arrival <= 60 for job in trace)
     assert [job.arrival for job in trace] == sorted(job.arrival for job in trace)
+
+
+def test_the_start_latency_moves_every_start_of_a_chain(bench: ModuleType) -> None:
+    # One 8-GPU node; three 8-GPU jobs of 10 s submitted together run one after another: with a
+    # latency L each holds its GPUs L before its run, so the k-th starts k*L + (k-1)*10 after submit.
+    cluster = build_cluster({"l0": [8]})
+    ids = {f"j{i}": bench.TraceJob(i, 0.0, 8, 10) for i in range(3)}
+    submitted = dict.fromkeys(ids, 100.0)
+    plain, _ = bench.replay(cluster, ids, submitted, 0.0)
+    late, _ = bench.replay(cluster, ids, submitted, 0.0, 0.5)
+    assert [(plain[j].start, plain[j].end) for j in ids] == [(0.0, 10.0), (10.0, 20.0), (20.0, 30.0)]
+    assert [(late[j].start, late[j].end) for j in ids] == [(0.5, 10.5), (11.0, 21.0), (21.5, 31.5)]
 
 
 def test_tiny_run_on_the_live_cluster(slurm_cluster: Cluster) -> None:
