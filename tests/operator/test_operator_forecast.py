@@ -32,7 +32,7 @@ from test_operator_e2e import Operator, free_port, gpujob, installed, sa_kubecon
 from gputwin.adapters.kube.snapshot import read_snapshot
 from gputwin.api.status import epoch_seconds, rfc3339
 from gputwin.cli.main import cli
-from gputwin.operator.forecasts import ForecastSettings, refresh
+from gputwin.operator.forecasts import NICE, ForecastSettings, refresh, yield_cpu
 from gputwin.operator.store import MemoryStore
 from gputwin.twin.forecast import forecast
 
@@ -271,6 +271,25 @@ def test_forecast_snapshot_carries_the_measured_start_latency(latency: float) ->
     instant, delayed = forecast_starts(0.0), forecast_starts(latency)
     assert instant["a"] > 0 and instant["b"] > instant["a"] + 600
     assert {n: delayed[n] - instant[n] for n in "ab"} == {"a": latency, "b": 2 * latency}
+
+
+def _niceness_after_yield(out: Any) -> None:
+    before = os.nice(0)
+    yield_cpu()
+    out.put(os.nice(0) - before)
+
+
+def test_a_forecast_round_yields_the_cpu_to_the_operator() -> None:
+    """The round's child lowers its own priority (never the operator's: a child process of its own)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    child = context.Process(target=_niceness_after_yield, args=(out,))
+    child.start()
+    child.join(60)
+    assert out.get(timeout=5) == min(NICE, 19 - os.nice(0))  # nice caps at 19
+    assert child.exitcode == 0
 
 
 def test_forecast_settings_pass_the_start_latency_from_the_environment() -> None:
