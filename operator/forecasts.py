@@ -178,7 +178,7 @@ class Forecaster:
                 log.warning("forecast round %d took too long; stopped", self.rounds)
                 child.terminate()
                 child.join(5.0)
-            elif child.exitcode:
+            elif child.exitcode and not self._stop.is_set():  # `stop` terminating it is no failure
                 log.warning("forecast round %d failed (exit status %s)", self.rounds, child.exitcode)
             self.rounds += 1
 
