@@ -14,7 +14,8 @@ kube-apiserver, kube-scheduler, KWOK; stopped at the end, also on Ctrl-C):
    --all-namespaces` (GPUTWIN_BACKEND=kubernetes, a subprocess) over a SwitchTopology, GPUPartition
    and SchedulingPolicy that describe the same nodes. `--restart` kills it (SIGKILL) when half the
    pods are bound and starts a new one. When the operator cannot start (no such backend), phase B
-   says so and reports nothing else.
+   says so and reports nothing else. Forecasts every `--forecast-period` s (default 10; deployed: 60).
+   Phase F (just before B): the same in bench-f, forecasts off (issue 15: p99 unchanged with them on).
 5. Phase T (between A and B): the same pods in bench-t for a second kube-scheduler with its client
    rate limits raised (qps 1000 / burst 2000, kube_scale_peers.TunedScheduler), an honest peer.
 0. Phase K (first; kube_scale_backlog says more): a backlog of one-GPU pods (GPUJobs for gputwin)
@@ -88,7 +89,7 @@ from kube_scale_plane import (
     node_name,
     workload,
 )
-from kube_scale_report import PhaseResult, summary, table
+from kube_scale_report import FORECASTS_OFF, PhaseResult, summary, table
 from kube_scale_watch import Tracker
 
 # --- command line ---------------------------------------------------------------------------------
@@ -105,10 +106,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1, help="seed of the pods' GPUs and run times")
     parser.add_argument("--durations", default="5-30", metavar="MIN-MAX",
                         help="run time of each pod, whole seconds drawn uniformly (default 5-30)")  # fmt: skip
-    parser.add_argument("--phases", default="k,a,t,b,g",
+    parser.add_argument("--phases", default="k,a,t,f,b,g",
                         help="a comma list of k (a backlog drained by each scheduler, first), a (kube-scheduler), "
-                        "t (kube-scheduler tuned: client qps 1000, burst 2000), b (gputwin), g (gangs, with "
-                        "kube-scheduler if a, gputwin if b); default k,a,t,b,g")  # fmt: skip
+                        "t (kube-scheduler tuned: client qps 1000, burst 2000), f (gputwin, forecasts off), "
+                        "b (gputwin), g (gangs, with kube-scheduler if a, gputwin if b); default k,a,t,f,b,g")  # fmt: skip
+    parser.add_argument("--forecast-period", type=float, default=10.0, metavar="S",
+                        help="phase B: the operator's GPUTWIN_FORECAST_SECONDS (default 10; 0: off)")  # fmt: skip
     parser.add_argument("--backlog", type=int, default=None, metavar="N",
                         help="phase K: one-GPU pods in the backlog, at most the cluster's GPUs "
                         "(default: --pods or the cluster's GPUs, the fewer)")  # fmt: skip
@@ -130,9 +133,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="phase B: SIGKILL the operator when half the pods are bound, start another")  # fmt: skip
     parser.add_argument("--stall", type=float, default=None, metavar="S",
                         help="end a phase when nothing bound for S s (default: longest run time + 30)")  # fmt: skip
-    parser.add_argument(
-        "--timeout", type=float, default=1800, metavar="S", help="longest phase (default 1800)"
-    )
+    parser.add_argument("--timeout", type=float, default=1800, metavar="S", help="longest phase (default 1800)")
     parser.add_argument("--json", action="store_true", help="stdout's last line is one JSON object")
     args = parser.parse_args(argv)
     try:
@@ -142,8 +143,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not 1 <= low <= high:
         parser.error(f"--durations {args.durations!r}: need 1 <= MIN <= MAX")
     phases = {p.strip() for p in args.phases.split(",")}
-    if not phases or phases - {"k", "a", "t", "b", "g"} or phases == {"g"}:
-        parser.error(f"--phases {args.phases!r}: a comma list of k, a, t, b and g (g with a or b)")
+    if not phases or phases - {"k", "a", "t", "f", "b", "g"} or phases == {"g"}:
+        parser.error(f"--phases {args.phases!r}: a comma list of k, a, t, f, b and g (g with a or b)")
     if args.nodes < 1 or args.pods < 1:
         parser.error("--nodes and --pods must be >= 1")
     if args.gang_jobs is not None and args.gang_jobs < 1:
@@ -198,6 +199,7 @@ def run_phase(plane: Plane, tracker: Tracker, jobs: list[Job], phase: str, args:
     kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
     before, cpu0 = request_counts(kube), proc_stats(pid)
     if operator is not None:
+        rounds = operator.forecast_rounds()
         operator.start_counting()
     log(f"phase {phase.upper()}: {len(jobs)} pods, schedulerName {scheduler}")
     t0 = time.monotonic()
@@ -215,7 +217,10 @@ def run_phase(plane: Plane, tracker: Tracker, jobs: list[Job], phase: str, args:
     log(f"  {ended} after {phase_s:.1f} s")
     result = summarize(tracker, phase, scheduler, len(jobs), before, after, create_s, phase_s, cpu, rss,
                        ended, operator.restarts if operator else 0)  # fmt: skip
-    return with_breakdown(result, tracker, phase, operator.trace_path) if operator else result
+    if operator is None:
+        return result
+    return with_breakdown(replace(result, forecast_rounds=operator.forecast_rounds() - rounds), tracker, phase,
+                          operator.trace_path)  # fmt: skip
 
 
 def with_breakdown(result: PhaseResult, tracker: Tracker, phase: str, trace: Path) -> PhaseResult:
@@ -279,19 +284,21 @@ def drain_phase(tracker: Tracker, phase: str, args: argparse.Namespace) -> None:
 
 
 def run_gputwin(plane: Plane, tracker: Tracker, jobs: list[Job], args: argparse.Namespace,
-                gangs: dict[str, GangResult]) -> PhaseResult:  # fmt: skip
-    """Phase B, then (with g) the gang phase through a fresh operator; `gangs` gets its result."""
-    operator = Operator(plane, prepare_gputwin(plane, args.nodes))
+                gangs: dict[str, GangResult], phase: str = "b") -> PhaseResult:  # fmt: skip
+    """Phase B, then (with g) the gang phase through a fresh operator; `gangs` gets its result.
+    Phase F: the same as B with forecasts off, no gangs."""
+    operator = Operator(plane, prepare_gputwin(plane, args.nodes), 0.0 if phase == "f" else args.forecast_period)
     operator.start()
+    gang = "g" in args.phases and phase == "b"
     try:
         why = operator.wait_ready()
         if why:
-            log(f"phase B: the gputwin operator is not available: {why}")
-            if "g" in args.phases:
+            log(f"phase {phase.upper()}: the gputwin operator is not available: {why}")
+            if gang:
                 gangs["gputwin"] = GangResult("gputwin", False, note=why)
             return PhaseResult("gputwin", False, note=why)
-        result = run_phase(plane, tracker, jobs, "b", args, operator)  # stops the operator at its end
-        if "g" in args.phases:
+        result = run_phase(plane, tracker, jobs, phase, args, operator)  # stops the operator at its end
+        if gang:
             drain_phase(tracker, "b", args)
             operator.start()  # its start-up is no part of the gang phase
             why = operator.wait_ready()
@@ -347,6 +354,9 @@ def run(args: argparse.Namespace) -> tuple[dict[str, PhaseResult], dict[str, Gan
                 drain_phase(tracker, "t", args)
             if "g" in args.phases and "a" in args.phases:
                 gangs["kube-scheduler"] = run_kube_gangs(plane, tracker, args)
+            if "f" in args.phases:  # forecasts off, just before B (on): the machine's drift between them is least
+                results[FORECASTS_OFF] = run_gputwin(plane, tracker, jobs, args, gangs, "f")
+                drain_phase(tracker, "f", args)
             if "b" in args.phases:
                 try:
                     results["gputwin"] = run_gputwin(plane, tracker, jobs, args, gangs)
@@ -372,6 +382,10 @@ def main(argv: list[str] | None = None) -> int:
     for key, peer in (("ratio", "kube-scheduler"), ("ratio_tuned", "kube-scheduler tuned (qps 1000)")):
         if out[key] is not None:
             print(f"gputwin / {peer} pods bound per second: {out[key]}", file=where)
+    if out["forecasts_p99_bind_ratio"] is not None:
+        print(f"gputwin p99 creation->binding, forecasts on (every {args.forecast_period:g} s) / off: "
+              f"{out['forecasts_on_p99_bind_s']} / {out['forecasts_off_p99_bind_s']} s = "
+              f"{out['forecasts_p99_bind_ratio']}", file=where)  # fmt: skip
     if gangs:
         print(gang_table(gangs), file=where)
     if backlog:

@@ -1,5 +1,6 @@
 """The gputwin side of benchmarks/kube_scale.py: its cluster objects, a ServiceAccount kubeconfig,
-and `gputwin operator --all-namespaces` as a subprocess (CPU and peak RSS over its restarts)."""
+and `gputwin operator --all-namespaces` as a subprocess (CPU and peak RSS over its restarts, its
+forecast period and the forecast rounds its log reports)."""
 
 from __future__ import annotations
 
@@ -82,8 +83,9 @@ def gputwin_command() -> list[str]:
 class Operator:
     """`gputwin operator` as a subprocess; CPU and peak RSS summed/maxed over its restarts."""
 
-    def __init__(self, plane: Plane, kubeconfig: Path) -> None:
+    def __init__(self, plane: Plane, kubeconfig: Path, forecast_period: float | None = None) -> None:
         self.plane, self.kubeconfig = plane, kubeconfig
+        self.forecast_period = forecast_period  # GPUTWIN_FORECAST_SECONDS (0: off); None: the operator's default
         self.port = free_port()
         self.log_path = plane.state / "logs" / "gputwin-operator.log"
         self.trace_path = plane.state / "logs" / "gputwin-bind-trace.jsonl"  # both processes of a --restart
@@ -97,6 +99,8 @@ class Operator:
                "GPUTWIN_HEALTH_PORT": str(self.port),
                "GPUTWIN_TOLERATED_TAINTS": "nvidia.com/gpu,kwok.x-k8s.io/node",
                "GPUTWIN_BIND_TRACE": str(self.trace_path)}  # fmt: skip
+        if self.forecast_period is not None:
+            env["GPUTWIN_FORECAST_SECONDS"] = f"{self.forecast_period:g}"
         # KUBE_SCALE_PYSPY=FOLDER: each operator process under `py-spy record` (raw, all threads, idle
         # too) for its first KUBE_SCALE_PYSPY_SECONDS (default 60): py-spy writes the file itself then.
         spy, seconds = os.environ.get("KUBE_SCALE_PYSPY"), os.environ.get("KUBE_SCALE_PYSPY_SECONDS", "60")
@@ -122,6 +126,13 @@ class Operator:
         lines = [ln for ln in self.log_path.read_text(errors="replace").splitlines() if ln.strip()]
         errors = [ln for ln in lines if "Error" in ln or "error" in ln]
         return (errors or lines or ["(no output)"])[-1].strip()[:400]
+
+    def forecast_rounds(self) -> int:
+        """Forecast rounds done so far, as the operators' log says (every operator of this control plane
+        writes it, so a phase counts the difference over its span)."""
+        if not self.log_path.is_file():
+            return 0
+        return self.log_path.read_text(errors="replace").count("forecast round: ")
 
     def sample(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

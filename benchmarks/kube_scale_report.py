@@ -10,6 +10,8 @@ from typing import Any
 from kube_scale_peers import GangResult, gang_summary
 from kube_scale_plane import GPUS_PER_NODE, LEAVES
 
+FORECASTS_OFF = "gputwin, forecasts off"  # phase F's column (22 characters: the table's width)
+
 
 @dataclass(frozen=True)
 class PhaseResult:
@@ -48,6 +50,7 @@ class PhaseResult:
     breakdown_p99_s: dict[str, float | None] | None = None
     traced: int = 0
     passes: int = 0  # the operator's reconcile passes (snapshots in its trace), over a restart too
+    forecast_rounds: int = 0  # the operator's forecast rounds done during the phase (issue 15)
 
 
 # --- report --------------------------------------------------------------------------------------------
@@ -74,6 +77,7 @@ ROWS = (
     ("double bound", "double_bound"),
     ("lost jobs", "lost_jobs"),
     ("restarts", "restarts"),
+    ("forecast rounds during the phase", "forecast_rounds"),
     ("ended", "ended"),
 )
 
@@ -130,4 +134,21 @@ def summary(args: argparse.Namespace, results: dict[str, PhaseResult],
         "gputwin_available": bool(b and b.available), "gputwin_note": b.note if b else "not run (--phases)",
         "phases": {name: asdict(r) for name, r in results.items()},
         **gang_summary(gangs or {}),
+        **forecast_summary(args, results),
+    }  # fmt: skip
+
+
+def forecast_summary(args: argparse.Namespace, results: dict[str, PhaseResult]) -> dict[str, Any]:
+    """Issue 15's target, the operator's p99 binding latency with forecasts on (phase B, a round every
+    --forecast-period s) against off (phase F, the same pods): both p99s and on / off."""
+    on, off = results.get("gputwin"), results.get(FORECASTS_OFF)
+    on_p99 = on.p99_bind_s if on and on.available and "f" in args.phases else None
+    off_p99 = off.p99_bind_s if off and off.available else None
+    room = [r.p99_after_room_s if r and r.available else None for r in (on, off)]
+    return {
+        "forecast_period_s": args.forecast_period, "forecast_rounds_on": on.forecast_rounds if on else None,
+        "forecasts_on_p99_bind_s": on_p99, "forecasts_off_p99_bind_s": off_p99,
+        "forecasts_p99_bind_ratio": round(on_p99 / off_p99, 3) if on_p99 and off_p99 else None,
+        "forecasts_on_p99_after_room_s": room[0] if off_p99 else None, "forecasts_off_p99_after_room_s": room[1],
+        "forecasts_p99_after_room_ratio": round(room[0] / room[1], 3) if room[0] and room[1] and off_p99 else None,
     }  # fmt: skip

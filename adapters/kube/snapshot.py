@@ -8,6 +8,14 @@ service (missing, NotReady, cordoned, tainted, short of GPUs: `gputwin.adapters.
 - A Running GPUJob holds the GPUs its bound pods request (per node); without bound pods, the
   GPUs its `status.allocation` records. It runs since `allocation.since` (else `startTime`);
   `spec.durationSeconds` is its estimate.
+- A GPU share (`gpuFraction`) is its fraction of one GPU (`gpu_milli`), never a whole GPU: its pod
+  requests no `nvidia.com/gpu`, and the GPU is held once by a reservation pod
+  (`gputwin.adapters.kube.sharing`). A running share is placed on the GPU of the reservation pod its
+  pod names (`share_gpu`: one index per reservation pod on its node, its slot label where no other
+  pod there claims it first), so shares the operator put on one GPU hold one GPU in the twin and
+  shares it kept apart hold one each. Known from `status.allocation` only (no pods: the emulator, a
+  simulated backend) its GPU is not known and the twin packs it (`share_gpu` -1). A MIG profile
+  (`gpuProfile`) still counts as a whole GPU: a snapshot carries no profile.
 - A Queued or Pending GPUJob waits in `status.partition` (a Pending one not yet routed: in the
   first partition serving its task type; none: left out, the operator rejects it).
 - A plain Pod (`schedulerName: gputwin`, no GPUJob) bound to a node of a partition runs there
@@ -34,11 +42,12 @@ from typing import Any
 from kubernetes import client
 from pydantic import ValidationError
 
-from gputwin.adapters.kube.manifests import JOB_ID, SCHEDULER, gpus_of
+from gputwin.adapters.kube.manifests import (JOB_ID, RESERVATION_LABEL, SCHEDULER, SHARE_GPU, SHARE_GPU_NAMESPACE,
+                                             SHARE_MILLI, gpus_of)  # fmt: skip
 from gputwin.adapters.kube.plain_pods import DONE, deleting, epoch, phase_of, pod_spec
 from gputwin.adapters.kube.store import KubeStore, TIMEOUT
 from gputwin.adapters.kube.view import NodeView, PodView
-from gputwin.api.bodies import Body, Obj, Pod, key_of
+from gputwin.api.bodies import Body, Key, Obj, Pod, key_of
 from gputwin.api.convert import cluster_spec
 from gputwin.api.problems import validation_problems
 from gputwin.api.status import GPUJobStatus, epoch_seconds
@@ -98,10 +107,11 @@ def build_snapshot(cluster: ClusterSpec, jobs: Iterable[Obj], pods: Iterable[Obj
         if phase_of(pod) not in DONE and not deleting(pod):
             pod_view.apply(key_of(pod), pod)
     held = _held(pod_view.gang.values())
+    shares = _share_gpus(pod_view.gang.values(), pod_view.reservations)
     running: list[RunningJob] = []
     waiting: list[tuple[float, str, str, PendingJob]] = []
     for obj in jobs:
-        _gpujob(cluster, obj, held, now, running, waiting)
+        _gpujob(cluster, obj, (held, shares), now, running, waiting)
     for pod in pod_view.plain.values():
         _plain(cluster, pod, now, running, waiting)
     out = tuple(OutOfService(n, why) for n, why in sorted(node_view.problems.items()))
@@ -126,7 +136,49 @@ def _held(pods: Iterable[Obj]) -> dict[str, list[tuple[str, int]]]:
     return {job: [(n, g) for n, g in slots.items() if g > 0] for job, slots in held.items()}
 
 
-def _gpujob(cluster: ClusterSpec, obj: Obj, held: dict[str, list[tuple[str, int]]], now: float,
+def _share_gpus(pods: Iterable[Obj], reservations: Mapping[Key, Obj]) -> dict[str, tuple[str, int]]:
+    """GPUJob id -> (node, GPU index) of its bound share pod, the GPU being the reservation pod the
+    pod names: shares naming one reservation pod get one index, shares naming two get two."""
+    named: dict[str, tuple[str, Key]] = {}
+    for pod in pods:
+        view = Pod(pod)
+        notes = view.annotations
+        if view.node_name and notes.get(SHARE_MILLI) and notes.get(SHARE_GPU):
+            gpu = (str(notes.get(SHARE_GPU_NAMESPACE) or view.namespace), str(notes[SHARE_GPU]))
+            named[str(notes.get(JOB_ID))] = (view.node_name, gpu)
+    index = _gpu_index(set(named.values()), reservations)
+    return {job: (node, index[(node, gpu)]) for job, (node, gpu) in named.items()}
+
+
+def _gpu_index(gpus: set[tuple[str, Key]], reservations: Mapping[Key, Obj]) -> dict[tuple[str, Key], int]:
+    """A distinct index per (node, reservation pod): the pod's slot label (the operator's own
+    numbering) unless another on the node took it first, else the lowest one free. Distinct
+    matters more than the number: two GPUs merged into one would look half free."""
+    by_node: dict[str, list[tuple[bool, int, Key]]] = {}
+    for node, gpu in gpus:
+        slot = _slot(reservations.get(gpu))
+        by_node.setdefault(node, []).append((slot < 0, slot, gpu))
+    index: dict[tuple[str, Key], int] = {}
+    for node, named in by_node.items():
+        taken: set[int] = set()
+        for _, slot, gpu in sorted(named):  # labelled first, so a free index never takes a label's slot
+            if slot < 0 or slot in taken:
+                slot = min(set(range(len(taken) + 1)) - taken)
+            taken.add(slot)
+            index[(node, gpu)] = slot
+    return index
+
+
+def _slot(reservation: Obj | None) -> int:
+    """A reservation pod's slot label; -1 when it is gone (being deleted, never seen) or unreadable."""
+    label = str((Body(reservation).labels if reservation is not None else {}).get(RESERVATION_LABEL, ""))
+    return int(label) if label.isdigit() else -1
+
+
+Held = tuple[dict[str, list[tuple[str, int]]], dict[str, tuple[str, int]]]  # `_held`'s and `_share_gpus`'
+
+
+def _gpujob(cluster: ClusterSpec, obj: Obj, pods: Held, now: float,
             running: list[RunningJob], waiting: list[tuple[float, str, str, PendingJob]]) -> None:  # fmt: skip
     body = Body(obj)
     job_id = f"{body.namespace or 'default'}/{body.name}"
@@ -143,15 +195,19 @@ def _gpujob(cluster: ClusterSpec, obj: Obj, held: dict[str, list[tuple[str, int]
     spec = job.spec
     created = epoch(body.creation_timestamp, now)
     submit = epoch_seconds(status.submit_time) if status.submit_time else created
+    milli = spec.gpu_milli if spec.gpu_fraction is not None else 1000  # a MIG profile: whole (module docstring)
     common: dict[str, Any] = {"submit": min(submit, now), "estimate": spec.duration_seconds or None,
-                              "user": spec.user, "name": spec.job_name}  # fmt: skip
+                              "user": spec.user, "name": spec.job_name, "gpu_milli": milli}  # fmt: skip
     if status.phase == "Running":
         alloc = status.allocation
-        slots = held.get(job_id) or ([(s.node, s.gpus) for s in alloc.slots] if alloc is not None else [])
+        slots = pods[0].get(job_id) or ([(s.node, s.gpus) for s in alloc.slots] if alloc is not None else [])
+        share = pods[1].get(job_id) if milli < 1000 else None
+        if share is not None:
+            slots = [(share[0], 1)]  # its pod's node (the pod requests no GPU, so `_held` has none)
         since = alloc.since if alloc is not None else status.start_time
         start = min(epoch_seconds(since), now) if since else now
         running.append(RunningJob(job_id, status.partition or _route(cluster, spec.task_type) or "", start=start,
-                                  slots=tuple(slots), **common))  # fmt: skip
+                                  slots=tuple(slots), share_gpu=share[1] if share else -1, **common))  # fmt: skip
     elif status.phase in WAITING:
         partition = status.partition or _route(cluster, spec.task_type)
         if partition is not None:

@@ -46,7 +46,8 @@ KEYS = {"gputwin_pods_per_s", "kube_scheduler_pods_per_s", "ratio", "p99_bind_s"
         "lost_jobs", "double_bound", "tuned_kube_scheduler_pods_per_s", "ratio_tuned",
         "gang_partial_jobs_kube_scheduler", "gang_stranded_gpus_kube_scheduler", "gang_partial_jobs_gputwin",
         "gang_stranded_gpus_gputwin", "backlog_pods_per_s", "backlog_ratio", "backlog_ratio_tuned",
-        "backlog_apiserver_pods_per_s", "backlog_all_running", "backlog_runs"}  # fmt: skip
+        "backlog_apiserver_pods_per_s", "backlog_all_running", "backlog_runs", "forecasts_on_p99_bind_s",
+        "forecasts_off_p99_bind_s", "forecasts_p99_bind_ratio", "forecast_rounds_on"}  # fmt: skip
 
 
 def pod_event(kind: str, uid: str, gpus: int, node: str | None = None, phase: str = "Pending",
@@ -181,6 +182,10 @@ def test_tiny_run_on_a_real_control_plane(k8s_bin: Path) -> None:
         assert report["ratio"] == pytest.approx(report["gputwin_pods_per_s"] / report["kube_scheduler_pods_per_s"],
                                                 rel=0.01)  # fmt: skip
         assert b["scheduler_requests_per_job"] > 0 and b["peak_rss_mb"] > 0
+        f = report["phases"]["gputwin, forecasts off"]  # the same pods, forecasts off (issue 15's target)
+        assert f["bound"] == 100 and f["ended"] == "all bound" and f["forecast_rounds"] == 0, f
+        assert report["forecasts_p99_bind_ratio"] == pytest.approx(
+            report["forecasts_on_p99_bind_s"] / report["forecasts_off_p99_bind_s"], abs=0.001)
     else:  # the backend is missing: phase B says why instead of inventing figures
         assert report["gputwin_note"] and report["gputwin_pods_per_s"] is None and report["ratio"] is None
     t = report["phases"]["tuned kube-scheduler"]
@@ -325,7 +330,7 @@ def test_gang_gpujob_is_a_valid_gpujob_of_all_its_gpus() -> None:
 
 def test_summary_gives_both_ratios_and_the_gang_figures() -> None:
     args = parse_args(["--nodes", "20", "--pods", "10"])
-    assert args.phases == {"k", "a", "t", "b", "g"} and args.gang_jobs == 6 and (args.backlog, args.repeat) == (10, 3)
+    assert args.phases == {"k", "a", "t", "f", "b", "g"} and args.gang_jobs == 6 and (args.backlog, args.repeat) == (10, 3)
     results = {"kube-scheduler": PhaseResult("default-scheduler", True, pods_per_s=50.0),
                "tuned kube-scheduler": PhaseResult("tuned-scheduler", True, pods_per_s=200.0, overallocated_gpus=1),
                "gputwin": PhaseResult("gputwin", True, pods_per_s=100.0)}  # fmt: skip
@@ -336,6 +341,18 @@ def test_summary_gives_both_ratios_and_the_gang_figures() -> None:
     assert (out["gang_partial_jobs_kube_scheduler"], out["gang_stranded_gpus_kube_scheduler"]) == (2, 40)
     assert (out["gang_partial_jobs_gputwin"], out["gang_stranded_gpus_gputwin"]) == (0, 0)
     assert out["overallocated_gpus"] == 3  # every phase counts, gangs too
+
+
+def test_summary_puts_forecasts_on_beside_off() -> None:
+    args = parse_args(["--nodes", "20", "--pods", "10", "--forecast-period", "5"])
+    results = {"gputwin, forecasts off": PhaseResult("gputwin", True, p99_bind_s=0.8, p99_after_room_s=0.4),
+               "gputwin": PhaseResult("gputwin", True, p99_bind_s=1.0, p99_after_room_s=0.5, forecast_rounds=7)}
+    out = summary(args, results)
+    assert (out["forecasts_on_p99_bind_s"], out["forecasts_off_p99_bind_s"], out["forecasts_p99_bind_ratio"]) == (
+        1.0, 0.8, 1.25)
+    assert (out["forecasts_p99_after_room_ratio"], out["forecast_rounds_on"], out["forecast_period_s"]) == (1.25, 7, 5.0)
+    alone = summary(parse_args(["--phases", "b"]), {"gputwin": results["gputwin"]})  # no phase F: no ratio
+    assert (alone["forecasts_on_p99_bind_s"], alone["forecasts_p99_bind_ratio"]) == (None, None)
 
 
 @pytest.mark.parametrize("phases", ["g", "a,x", ""], ids=["gangs-alone", "unknown", "empty"])

@@ -6,8 +6,9 @@ What runs: the control plane of `tests/k8s_control_plane.py`, four KWOK nodes `k
 with one partition `kf-train` (priority queue, first-fit) over them. The snapshot test writes the
 GPUJobs' statuses itself (as a running operator would have: Running with an allocation, Queued in
 the partition) and binds a pod of one running job to a node directly, then cordons kf-3; no
-operator runs there. The operator test starts the operator (sim backend, forecast period 1 s) on
-the same cluster and waits for a queued job's and the partition's `status.forecast`. Offline (no
+operator runs there. The shares test does the same with `gpuFraction` GPUJobs, their pods and
+reservation pods (as the operator's Kubernetes backend makes them) on kf-0. The operator test
+starts the operator (sim backend, forecast period 1 s) on the same cluster and waits for a queued job's and the partition's `status.forecast`. Offline (no
 API server: an in-memory store of the same objects): the operator's measured start latency
 (`GPUTWIN_FORECAST_START_LATENCY`) reaches the snapshot and moves the forecast starts.
 """
@@ -31,8 +32,9 @@ from test_operator_e2e import Operator, free_port, gpujob, installed, sa_kubecon
 from gputwin.adapters.kube.snapshot import read_snapshot
 from gputwin.api.status import epoch_seconds, rfc3339
 from gputwin.cli.main import cli
-from gputwin.operator.forecasts import ForecastSettings, refresh
+from gputwin.operator.forecasts import NICE, ForecastSettings, refresh, yield_cpu
 from gputwin.operator.store import MemoryStore
+from gputwin.twin.forecast import forecast
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = [f"kf-{i}" for i in range(4)]
@@ -140,6 +142,61 @@ def test_snapshot_and_forecast_of_the_live_cluster(cluster: None, kube: Path, ku
         kubectl.run("uncordon", "kf-3")
 
 
+def share_pods(ns: str) -> list[Obj]:
+    """On kf-0: reservation pods r0 (slot 0) and r1 (slot 1), quarter shares qa, qb on r0 and qc on r1."""
+    pods = []
+    for name, slot in (("r0", 0), ("r1", 1)):
+        pod = bound_pod(ns, name, "kf-0", "", 1)
+        pod["metadata"] = {"name": name, "namespace": ns, "labels": {"gputwin.io/gpu-reservation": str(slot)}}
+        pods.append(pod)
+    for job, gpu in (("qa", "r0"), ("qb", "r0"), ("qc", "r1")):
+        pod = bound_pod(ns, f"{job}-0", "kf-0", f"{ns}/{job}", 0)
+        pod["spec"]["containers"][0]["resources"] = {}
+        pod["metadata"]["annotations"].update({"gputwin.io/gpu-fraction-milli": "250",
+                                               "gputwin.io/gpu-reservation": gpu,
+                                               "gputwin.io/gpu-reservation-namespace": ns})  # fmt: skip
+        pods.append(pod)
+    return pods
+
+
+def test_shares_on_the_live_cluster_hold_the_gpus_of_their_reservation_pods(
+        cluster: None, kube: Path, kubectl: Any, namespace: str) -> None:  # fmt: skip
+    """kf-0 alone in service: a 6-GPU job and three quarter shares on two reservation pods fill it.
+    The snapshot puts qa and qb on one GPU and qc on another, so a waiting 1-GPU job waits for an
+    end: counted whole the shares would over-fill kf-0 (9 GPUs), packed onto one GPU they would
+    leave one free."""
+    now = float(int(time.time()))
+    since = {"since": rfc3339(now - 600), "runSeconds": 3600}
+    whole = {"phase": "Running", "partition": "kf-train", "submitTime": rfc3339(now - 900),
+             "allocation": {"slots": [{"node": "kf-0", "gpus": 6}], **since}}  # fmt: skip
+    create_job(kubectl, namespace, "six", 6, 0, whole)
+    share = {**whole, "allocation": {"slots": [{"node": "kf-0", "gpus": 1}], **since}}
+    for name in ("qa", "qb", "qc"):
+        job = gpujob(name, namespace, "train", 1, 3600)
+        job["spec"]["gpuFraction"] = 0.25
+        kubectl.run("create", "-f", "-", input=json.dumps(job))
+        kubectl.run("patch", "gpujob", name, "-n", namespace, "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": share}))  # fmt: skip
+    create_job(kubectl, namespace, "w", 1, 0, {"phase": "Queued", "partition": "kf-train",
+                                                "submitTime": rfc3339(now - 60)})  # fmt: skip
+    for pod in [bound_pod(namespace, "six-0", "kf-0", f"{namespace}/six", 6), *share_pods(namespace)]:
+        kubectl.run("create", "-f", "-", input=json.dumps(pod))
+    kubectl.run("cordon", "kf-1", "kf-2", "kf-3")
+    try:
+        api = config.new_client_from_config(config_file=str(kube))  # type: ignore[no-untyped-call]
+        declared, snap = read_snapshot(api, namespace, TOLERATED)
+        shares = {r.job_id.split("/")[1]: (r.slots, r.gpu_milli, r.share_gpu) for r in snap.running
+                  if r.gpu_milli < 1000}  # fmt: skip
+        assert shares == {"qa": ((("kf-0", 1),), 250, 0), "qb": ((("kf-0", 1),), 250, 0),
+                          "qc": ((("kf-0", 1),), 250, 1)}  # fmt: skip
+        result = forecast(declared, snap, samples=4, seed=1, horizon=86400.0)
+        assert not result.left_out, result.left_out
+        start = next(j.start_p50 for j in result.jobs if j.job_id == f"{namespace}/w")
+        assert start is not None and start > snap.taken_at + 5  # no GPU of kf-0 is free now
+    finally:
+        kubectl.run("uncordon", "kf-1", "kf-2", "kf-3")
+
+
 def test_kube_forecast_with_a_bad_context_is_one_line(kube: Path) -> None:
     result = CliRunner().invoke(cli, ["forecast", "--kube", "--kubeconfig", str(kube), "--context", "nope"])
     assert result.exit_code == 2 and "kubeconfig" in result.output and "Traceback" not in result.output
@@ -214,6 +271,25 @@ def test_forecast_snapshot_carries_the_measured_start_latency(latency: float) ->
     instant, delayed = forecast_starts(0.0), forecast_starts(latency)
     assert instant["a"] > 0 and instant["b"] > instant["a"] + 600
     assert {n: delayed[n] - instant[n] for n in "ab"} == {"a": latency, "b": 2 * latency}
+
+
+def _niceness_after_yield(out: Any) -> None:
+    before = os.nice(0)
+    yield_cpu()
+    out.put(os.nice(0) - before)
+
+
+def test_a_forecast_round_yields_the_cpu_to_the_operator() -> None:
+    """The round's child lowers its own priority (never the operator's: a child process of its own)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    child = context.Process(target=_niceness_after_yield, args=(out,))
+    child.start()
+    child.join(60)
+    assert out.get(timeout=5) == min(NICE, 19 - os.nice(0))  # nice caps at 19
+    assert child.exitcode == 0
 
 
 def test_forecast_settings_pass_the_start_latency_from_the_environment() -> None:
