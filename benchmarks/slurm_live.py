@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -139,14 +140,17 @@ def best_timings(job_ids: Sequence[str]) -> tuple[dict[str, Timing], dict[str, T
 
 
 def calibrate_room_latency(nodes: int, options: Sequence[str] = (f"--comment=task:{TASK}",),
-                           seconds: int = 2) -> tuple[float, int]:  # fmt: skip
+                           seconds: int = 5) -> tuple[float, int]:  # fmt: skip
     """SLURM's start latency after a job's end made room: (mean seconds, jobs measured).
 
-    Two waves of whole-node (`gpu:8`) `sleep 2` jobs on `nodes` idle nodes: the first fills
+    Two waves of whole-node (`gpu:8`) `sleep 5` jobs on `nodes` idle nodes: the first fills
     them, each job of the second waits for one; its latency is its start minus the end of the job
-    that ran on its node before it (nodes from sacct, times as `best_timings`). This is the delay
-    a twin adds after the instant room appears (`Snapshot.start_latency_s`); `calibrate_startup`'s
-    latency is the same for a submission onto free GPUs. Measured, never fitted.
+    that ran on its node before it (nodes from sacct, times as `best_timings`). Only jobs submitted
+    before that end count: one submitted later (sbatch is slow on a loaded machine) did not wait
+    for room, and its gap is its submission's delay. The median of the gaps, so one slow pass does
+    not move it. This is the delay a twin adds after the instant room appears
+    (`Snapshot.start_latency_s`); `calibrate_startup`'s latency is the same for a submission onto
+    free GPUs. Measured, never fitted.
     """
     ids = [sbatch([*options, "--gres=gpu:8", f"--job-name=room{i}", "--wrap", f"sleep {seconds}"])
            for i in range(2 * nodes)]  # fmt: skip
@@ -157,8 +161,8 @@ def calibrate_room_latency(nodes: int, options: Sequence[str] = (f"--comment=tas
     gaps = []
     for node in set(where.values()):
         runs = sorted((timings[j] for j in ids if where.get(j) == node and j in timings), key=lambda t: t.start)
-        gaps += [later.start - earlier.end for earlier, later in zip(runs, runs[1:])]
-    return (max(0.0, sum(gaps) / len(gaps)) if gaps else 0.0), len(gaps)
+        gaps += [later.start - earlier.end for earlier, later in zip(runs, runs[1:]) if later.submit < earlier.end]
+    return (max(0.0, statistics.median(gaps)) if gaps else 0.0), len(gaps)
 
 
 def sbatch(args: Sequence[str]) -> str:
