@@ -11,7 +11,7 @@ enough that numbers stay exact as floats and small for the simulator: a number's
 overflows to infinity); times are at most `MAX_SECONDS` (the end of year 9999: even there a
 float keeps 0.0001 s, so a JCT never vanishes by absorption); durations at most `MAX_DURATION`
 (ten years); GPUs per job at most `MAX_GPUS`; nodes per job at most `MAX_NODES` (the hostlist
-bound of gputwin.api.meta).
+bound of gputwin.api.names).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import csv
 from collections.abc import Iterable, Iterator
 from typing import TextIO
 
-from gputwin.api.meta import MAX_NODES
+from gputwin.api.names import MAX_NODES
 from gputwin.core.model import JobSpec
 
 from .errors import FieldError

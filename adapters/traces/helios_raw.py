@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gputwin.api.meta import MAX_NODES
+from gputwin.api.names import MAX_NODES
 from gputwin.core.model import JobSpec
 
 from .errors import FieldError

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from operator import attrgetter
 from pathlib import Path
 
-from gputwin.api.meta import MAX_SHARDS_PER_GPU
+from gputwin.api.names import MAX_SHARDS_PER_GPU
 from gputwin.core.model import JobSpec
 
 from .alibaba import read_alibaba

@@ -12,7 +12,7 @@ from collections import Counter
 
 import hostlist
 
-from gputwin.api.meta import MAX_NODES, MAX_SHARDS_PER_GPU, count_hostlist
+from gputwin.api.names import MAX_NODES, MAX_SHARDS_PER_GPU, count_hostlist
 
 from .errors import FieldError
 from .fields import MAX_GPUS, parse_count

@@ -28,7 +28,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
-from gputwin.api.meta import MAX_NODES, MAX_SHARDS_PER_GPU
+from gputwin.api.names import MAX_NODES, MAX_SHARDS_PER_GPU
 from gputwin.core.model import JobSpec
 
 from .errors import FieldError, TraceError

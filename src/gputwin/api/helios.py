@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from gputwin.api.files import BoundedLines, LineTooLongError, NotRegularFileError, open_regular
-from gputwin.api.meta import HOST_NAME, MAX_NODES
+from gputwin.api.names import HOST_NAME, MAX_NODES
 from gputwin.api.problems import ClusterError, Problem
 from gputwin.core.model import ClusterSpec, NodeSpec, PartitionSpec, SwitchSpec, TopologySpec
 from gputwin.core.topology import Topology, TopologyError

@@ -4,27 +4,23 @@
 resources. `load_cluster` does that, runs the cross-object checks of `gputwin.api.validate`, and
 converts; given a `.csv` it reads a Helios VC table instead. Every user mistake becomes a
 `ClusterError` whose lines read `FILE[:docN]: field.path: reason`; none surfaces as a traceback.
-Files are read within the bounds of `gputwin.api.yamlfiles` (regular files, size, depth).
+
+The YAML side (pydantic models, the cross-object checks) lives in `gputwin.api.documents` and is
+imported on first use: `gputwin simulate` of a VC table never builds a model (issue 17, start-up).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
-from gputwin.api import yamlfiles
-
-from gputwin.api.convert import cluster_spec
 from gputwin.api.helios import load_vc_table
-from gputwin.api.problems import ClusterError, Problem, validation_problems
-from gputwin.api.v1alpha1 import KINDS, GPUPartition, Resource, SchedulingPolicy, SwitchTopology
-from gputwin.api.validate import Document, check_cluster
-from gputwin.api.yamlfiles import Budget, YamlFileError, list_files, read_text
+from gputwin.api.problems import ClusterError, Problem
 from gputwin.core.model import ClusterSpec
 
-R = TypeVar("R", SwitchTopology, GPUPartition, SchedulingPolicy)
+if TYPE_CHECKING:
+    from gputwin.api.v1alpha1 import Resource
+    from gputwin.api.validate import Document
 
 
 def load_cluster(path: Path, *, gpus_per_node: int = 8, nodes_per_switch: int = 16) -> ClusterSpec:
@@ -38,99 +34,26 @@ def load_cluster(path: Path, *, gpus_per_node: int = 8, nodes_per_switch: int = 
             raise ValueError("gpus_per_node and nodes_per_switch must be >= 1")
         _require_file(path)
         return load_vc_table(path, gpus_per_node=gpus_per_node, nodes_per_switch=nodes_per_switch)
-    documents = read_documents(path)
-    problems = check_cluster(documents, str(path))
-    if not any(isinstance(d.resource, GPUPartition) for d in documents):
-        # A stored cluster may gain its partitions later; a cluster to run or render needs one now.
-        problems.append(Problem(str(path), "kind", "no GPUPartition found; at least one is required"))
-    if problems:
-        raise ClusterError(problems)
-    return cluster_spec(
-        _only(documents, SwitchTopology)[0],
-        _only(documents, GPUPartition),
-        _only(documents, SchedulingPolicy),
-    )
+    from gputwin.api.documents import yaml_cluster
+
+    return yaml_cluster(path)
 
 
 def load_documents(path: Path) -> list[Resource]:
     """Every resource in a YAML file or a directory of them, in file then document order."""
-    return [d.resource for d in read_documents(Path(path))]
+    from gputwin.api.documents import load_documents as load
+
+    return load(path)
 
 
 def read_documents(path: Path) -> list[Document]:
     """Like `load_documents`, keeping where each resource came from (`FILE:docN`)."""
-    documents: list[Document] = []
-    problems: list[Problem] = []
-    budget = Budget()
-    for file in _yaml_files(path):
-        found, bad = _read_file(file, budget)
-        documents += found
-        problems += bad
-    if problems:
-        raise ClusterError(problems)
-    return documents
+    from gputwin.api.documents import read_documents as read
 
-
-def _only(documents: list[Document], kind: type[R]) -> list[R]:
-    return [d.resource for d in documents if isinstance(d.resource, kind)]
+    return read(path)
 
 
 def _require_file(path: Path) -> None:
     if not path.is_file():
         reason = "is a directory, expected a file" if path.is_dir() else "no such file"
         raise ClusterError([Problem(str(path), "path", reason)])
-
-
-def _yaml_files(path: Path) -> list[Path]:
-    if path.is_dir():
-        try:
-            files = list_files(path, (".yaml", ".yml"))
-        except (YamlFileError, OSError) as exc:
-            raise ClusterError([Problem(str(path), "path", _reason(exc))]) from None
-        if not files:
-            raise ClusterError([Problem(str(path), "path", "directory holds no *.yaml or *.yml files")])
-        return files
-    if not path.exists():
-        raise ClusterError([Problem(str(path), "path", "no such file")])
-    return [path]
-
-
-def _reason(exc: YamlFileError | OSError) -> str:
-    return exc.reason if isinstance(exc, YamlFileError) else exc.strerror or type(exc).__name__
-
-
-def _read_file(file: Path, budget: Budget) -> tuple[list[Document], list[Problem]]:
-    where = str(file)
-    documents: list[Document] = []
-    problems: list[Problem] = []
-    try:
-        for index, data in yamlfiles.documents(read_text(file, budget)):
-            if data is None:  # a bare `---` or a comment-only document
-                continue
-            resource, bad = _parse(f"{where}:doc{index}", data)
-            documents += [Document(f"{where}:doc{index}", resource)] if resource is not None else []
-            problems += bad
-    except YamlFileError as exc:
-        problems.append(Problem(where if exc.doc is None else f"{where}:doc{exc.doc}", exc.field, exc.reason))
-    if not documents and not problems:
-        problems.append(Problem(where, "documents", "no YAML documents found"))
-    return documents, problems
-
-
-def _parse(where: str, data: Any) -> tuple[Resource | None, list[Problem]]:
-    """One YAML document as a typed resource, or the problems that stop it being one."""
-    if not isinstance(data, dict):
-        return None, [
-            Problem(
-                where, "document", f"expected a mapping (apiVersion, kind, ...), got {type(data).__name__}"
-            )
-        ]
-    kind = data.get("kind")
-    model = KINDS.get(kind) if isinstance(kind, str) else None
-    if model is None:
-        got = "missing" if kind is None else f"unknown kind {kind!r:.80}"
-        return None, [Problem(where, "kind", f"{got}; expected one of {', '.join(sorted(KINDS))}")]
-    try:
-        return model.model_validate(data), []
-    except ValidationError as exc:
-        return None, validation_problems(where, exc)

@@ -13,10 +13,12 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from gputwin.errors import InputError
+
+if TYPE_CHECKING:  # an annotation only: the CSV cluster reader reports problems without pydantic
+    from pydantic import ValidationError
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,8 @@ from gputwin.adapters.sweeps import run_sweep, write_plan
 from gputwin.adapters.sweeps.local import LocalExecutor
 from gputwin.adapters.sweeps.plan import same_inputs
 from gputwin.cli.options import load_inputs, trace_and_cluster
-from gputwin.cli.output import ranked_table, sweep_progress
+from gputwin.cli.output import ranked_table
+from gputwin.cli.progress import sweep_progress
 from gputwin.cli.sweep import executor_options, make_executor
 from gputwin.cli.version import command_line, core_flavour
 from gputwin.sim.atomic import COMPARE, atomic_folder, check

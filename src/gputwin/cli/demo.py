@@ -19,7 +19,8 @@ import click
 from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
 from gputwin.api.resources import demo_cluster_path, demo_trace_path
-from gputwin.cli.output import comparison_table, sweep_progress
+from gputwin.cli.output import comparison_table
+from gputwin.cli.progress import sweep_progress
 from gputwin.core.model import Candidate
 from gputwin.sim.compare import Comparison, comparison, run_candidate
 

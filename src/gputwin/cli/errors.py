@@ -11,7 +11,6 @@ from __future__ import annotations
 import click
 
 from gputwin.errors import InputError
-from gputwin.sim.atomic import describe
 
 
 def error_lines(exc: Exception) -> list[str]:
@@ -19,6 +18,9 @@ def error_lines(exc: Exception) -> list[str]:
     if isinstance(exc, InputError):
         texts = exc.messages()  # a ClusterError has one per problem
     elif isinstance(exc, OSError):
+        # Imported here: the group imports this module, and --help should not pay for tempfile & co.
+        from gputwin.sim.atomic import describe
+
         texts = [describe(exc)]
     else:
         texts = [str(exc)]

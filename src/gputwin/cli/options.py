@@ -42,7 +42,7 @@ def load_inputs(trace_path: Path, fmt: str, cluster_path: Path, gpus_per_node: i
     """The cluster, then the trace (a jobs-read count on a terminal while it loads, `output.trace_progress`);
     their errors (ClusterError, TraceError, OSError) propagate."""
     from gputwin.api.loader import load_cluster
-    from gputwin.cli.output import trace_progress
+    from gputwin.cli.progress import trace_progress
 
     cluster = load_cluster(cluster_path, gpus_per_node=gpus_per_node)
     with trace_progress(trace_path) as progress:

@@ -15,7 +15,7 @@ import click
 
 from gputwin.adapters.traces.estimates import read_estimates
 from gputwin.cli.options import load_inputs, trace_and_cluster
-from gputwin.cli.output import print_summary, progress_reporter
+from gputwin.cli.progress import progress_reporter
 from gputwin.core.plugins import known
 from gputwin.estimators import ESTIMATORS, factory
 from gputwin.sim.atomic import SIMULATE, check
@@ -70,6 +70,8 @@ def simulate(trace_path: Path, fmt: str, cluster_path: Path, policy: str | None,
     if as_json:
         click.echo(json.dumps(_public(summary), sort_keys=True))
     else:
+        from gputwin.cli.output import print_summary  # rich's tables: only for a terminal's reader
+
         print_summary(summary, out_dir)
 
 

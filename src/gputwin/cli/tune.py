@@ -34,7 +34,8 @@ from gputwin.api.v1alpha1 import GPUPartition, SchedulingPolicy
 from gputwin.api.workloads import search_vocabulary
 from gputwin.api.yamlfiles import Budget, YamlFileError, documents, read_text
 from gputwin.cli.options import load_inputs, trace_and_cluster
-from gputwin.cli.output import ranked_table, sweep_progress
+from gputwin.cli.output import ranked_table
+from gputwin.cli.progress import sweep_progress
 from gputwin.cli.version import command_line, core_flavour
 from gputwin.core.model import ClusterSpec, PolicySpec
 from gputwin.sim.atomic import TUNE, OutputError, atomic_folder, check, describe
