@@ -124,7 +124,7 @@ class Shares:
         i = fit.bisect_right(((SLICES if mig else WHOLE) - amount, 1, 1))  # after every GPU with room for it
         while i > 0:
             i -= 1
-            node = -fit[i][1]
+            node: int = -fit[i][1]
             if (nodes is None or node in nodes) and ledger.in_service(node):
                 return node
         return None
