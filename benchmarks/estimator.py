@@ -180,7 +180,9 @@ def instructions(trace_dir: Path, first: int) -> dict[str, Any]:
         print(f"  callgrind: {'load only' if est == '-' else est} ...", file=sys.stderr, flush=True)
         cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", CHILD,
                str(trace_dir), est, str(first)]  # fmt: skip
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        # A fixed string hash seed: dict and set layouts (and so the counts) repeat run to run.
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
         found = re.search(r"Collected : (\d+)", done.stderr)
         if done.returncode != 0 or found is None:
             raise SystemExit(f"error: the {est} run failed: {done.stderr.strip().splitlines()[-3:]}")
