@@ -19,6 +19,10 @@ Three parts (issue 14):
 * **training** - one fit of the model on `--train-rows` rows (the Philly features repeated), one
   core; batch prediction of 100k rows and single-row prediction. With `--peer`, scikit-learn's
   HistGradientBoostingRegressor fits the same rows (same rounds and leaves) beside it, if installed.
+* **instructions** (`--instructions`, instead of the rest) - the same overhead counted by callgrind,
+  a figure the machine's load does not move: one QSSF replay of philly_mix1 (or its first `--jobs`)
+  with `history` and one with `learned`, each minus a run that only loads the trace and the cluster
+  and imports numpy and LightGBM (as `instructions.py` counts a replay; valgrind runs ~50x slower).
 
 Prints the load average before and after; `--json` prints one JSON object as the last line.
 """
@@ -52,6 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--train-rows", type=int, default=1_000_000, help="rows of the training timing")
     parser.add_argument("--peer", action="store_true", help="also time scikit-learn's HistGradientBoosting")
     parser.add_argument("--skip-accuracy", action="store_true", help="only the overhead and training timings")
+    parser.add_argument("--instructions", action="store_true",
+                        help="only the overhead, in callgrind instructions (needs valgrind)")
+    parser.add_argument("--jobs", type=int, default=0, help="with --instructions: the trace's first N jobs (0: all)")
     parser.add_argument("--json", action="store_true", help="one JSON object as the last line")
     return parser.parse_args(argv)
 
@@ -138,6 +145,62 @@ def overhead(cluster: Any, jobs: Any, repeat: int) -> dict[str, float]:
     return best
 
 
+# The child `instructions` counts: load the inputs (and numpy, LightGBM), then replay QSSF once with
+# the estimator named (unless it is "-": load only) and print the average JCT.
+CHILD = """
+import sys
+from pathlib import Path
+from gputwin.adapters.traces import read_trace
+from gputwin.api.loader import load_cluster
+from gputwin.estimators.trees import lightgbm_module
+from gputwin.sim.run import Overrides, run_summary
+import numpy, gputwin.estimators.online
+lightgbm_module()
+d, estimator, first = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+cluster = load_cluster(d / "cluster.csv")
+trace = read_trace(d / "jobs.csv")
+jobs = trace.jobs[:first] if first else trace.jobs
+if estimator != "-":
+    summary, _ = run_summary(cluster, jobs, overrides=Overrides(queue="qssf"), estimator=estimator, origin=trace.origin)
+    print(summary.avg_jct)
+"""
+
+
+def instructions(trace_dir: Path, first: int) -> dict[str, Any]:
+    """callgrind's instruction counts of the QSSF replay with each estimator, the load-only run subtracted."""
+    import re
+    import shutil
+    import subprocess
+
+    if shutil.which("valgrind") is None:
+        raise SystemExit("error: valgrind is not installed (apt-get install valgrind)")
+    counts: dict[str, int] = {}
+    jcts: dict[str, float] = {}
+    for est in ("-", "history", "learned"):
+        print(f"  callgrind: {'load only' if est == '-' else est} ...", file=sys.stderr, flush=True)
+        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", CHILD,
+               str(trace_dir), est, str(first)]  # fmt: skip
+        # A fixed string hash seed: dict and set layouts (and so the counts) repeat run to run.
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode != 0 or found is None:
+            raise SystemExit(f"error: the {est} run failed: {done.stderr.strip().splitlines()[-3:]}")
+        counts[est] = int(found.group(1))
+        if est != "-":
+            jcts[est] = float(done.stdout.strip().splitlines()[-1])
+    base = counts.pop("-")
+    out: dict[str, Any] = {"jobs": first or None, "load_only": base}
+    for est, total in counts.items():
+        out[est] = total - base
+        out[f"{est}_avg_jct"] = jcts[est]
+    out["added_pct"] = round(100 * (out["learned"] / out["history"] - 1), 1)
+    print(f"\ninstructions (philly_mix1{f' first {first}' if first else ''} QSSF replay, callgrind, load-only "
+          f"{base / 1e9:.3f} G subtracted): history {out['history'] / 1e9:.3f} G, learned "
+          f"{out['learned'] / 1e9:.3f} G, {out['added_pct']:+.1f} %")  # fmt: skip
+    return out
+
+
 def training(jobs: Any, rows_wanted: int, peer: bool) -> dict[str, float]:
     import numpy as np
 
@@ -202,16 +265,26 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     load = [os.getloadavg()]
     print(f"{time.strftime('%Y-%m-%d %H:%M')} load {load[0][0]:.2f} {load[0][1]:.2f} {load[0][2]:.2f}")
+    if args.instructions:
+        result: dict[str, Any] = {"instructions": instructions(args.traces / "philly_mix1", args.jobs)}
+        _finish(result, load, args.json)
+        return
     with tempfile.TemporaryDirectory() as folder:
         data = inputs(args.traces, Path(folder))
-    result: dict[str, Any] = {} if args.skip_accuracy else {"accuracy": accuracy(data)}
+    result = {}
+    if not args.skip_accuracy:
+        result["accuracy"] = accuracy(data)
     cluster, trace = data["philly_mix1"]
     result["overhead"] = overhead(cluster, trace.jobs, args.repeat)
     result["training"] = training(trace.jobs, args.train_rows, args.peer)
+    _finish(result, load, args.json)
+
+
+def _finish(result: dict[str, Any], load: list[tuple[float, float, float]], as_json: bool) -> None:
     load.append(os.getloadavg())
     result["load"] = [round(v, 2) for v in load[0] + load[1]]
     print(f"load after {load[1][0]:.2f} {load[1][1]:.2f} {load[1][2]:.2f}")
-    if args.json:
+    if as_json:
         print(json.dumps(result, sort_keys=True))
 
 

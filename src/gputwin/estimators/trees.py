@@ -60,8 +60,8 @@ def min_leaf(rows: int) -> int:
     return min(20, max(5, rows // 20))
 
 
-def fit(rows: Sequence[Sequence[float]], targets: Sequence[float], config: LearnedConfig) -> Any:
-    """A LightGBM Booster predicting log(1 + run seconds) from `rows`."""
+def fit(rows: Sequence[Sequence[float]] | Any, targets: Sequence[float] | Any, config: LearnedConfig) -> Any:
+    """A LightGBM Booster predicting log(1 + run seconds) from `rows` (lists, or a 2-D numpy array)."""
     import numpy as np
 
     lightgbm = lightgbm_module()
