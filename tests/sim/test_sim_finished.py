@@ -78,7 +78,7 @@ def test_an_index_out_of_range_raises_index_error(sim_cluster, sim_jobs, index) 
 @pytest.mark.parametrize("partition", [None, "a", "b", "nowhere"], ids=["all", "a", "b", "unknown"])
 def test_column_metrics_equal_the_row_metrics(sim_cluster, sim_jobs, partition) -> None:
     log, _ = _replay(sim_cluster, sim_jobs)
-    at = range(len(log)) if partition is None else log.indices(partition)
+    at = range(len(log)) if partition is None else log.by_partition().get(partition, ())
     rows = [log[i] for i in at]
     assert log_metrics(log, at) == job_metrics(rows)
     assert [r.partition for r in rows] == ([partition] * len(rows) if partition else [r.partition for r in log])

@@ -29,14 +29,16 @@ import math
 import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from gputwin.core.model import JobSpec
 from gputwin.core.quota import TenantUsage
 from gputwin.core.state import PartitionState
 from gputwin.sim.evaluation import JobMetrics, PartitionMetrics, Summary, TenantMetrics
-from gputwin.sim.columns import SortedRuns
+from gputwin.sim.columns import SortedRuns, picked
 from gputwin.sim.finished import FinishedJob, FinishedLog
+
+T = TypeVar("T")
 
 # Buckets in a utilisation series: 2.3 years of hours; beyond that the width doubles.
 MAX_BUCKETS = 20_000
@@ -232,8 +234,9 @@ def summarize(jobs: FinishedLog, tracker: BusyTracker) -> Summary:
     read from the log's columns (no per-job rows are built)."""
     first = min(jobs.submit, default=0.0)
     last = max(jobs.end, default=first)
+    at = jobs.by_partition()
     partitions = {
-        name: PartitionMetrics(**log_metrics(jobs, jobs.indices(name)).to_json(), gpus=tracker.totals[name],
+        name: PartitionMetrics(**log_metrics(jobs, at.get(name, ())).to_json(), gpus=tracker.totals[name],
                                gpu_utilization=utilization(tracker, [name], first, last))
         for name in sorted(tracker.totals)
     }  # fmt: skip
@@ -249,16 +252,23 @@ def log_metrics(log: FinishedLog, at: Sequence[int]) -> JobMetrics:
         return JobMetrics()
     # Sorted runs of unboxed floats (gputwin.sim.columns), one column at a time: a sorted list
     # would hold 32 bytes a job of float objects at the run's peak.
-    jct = SortedRuns(map(operator.sub, map(log.end.__getitem__, at), map(log.submit.__getitem__, at)))
+    jct = SortedRuns(map(operator.sub, _at(log.end, at), _at(log.submit, at)))
     avg_jct, p50, p95, p99 = jct.total() / n, percentile(jct, 50), percentile(jct, 95), percentile(jct, 99)
     del jct
-    queue = SortedRuns(map(log.wait.__getitem__, at))
+    queue = SortedRuns(_at(log.wait, at))
     return JobMetrics(
         jobs=n, avg_jct=round(avg_jct, 3), avg_queue=round(queue.total() / n, 3), p50_jct=round(p50, 3),
         p95_jct=round(p95, 3), p99_jct=round(p99, 3), p99_queue=round(percentile(queue, 99), 3),
-        preemptions=sum(map(log.preemptions.__getitem__, at)),
-        avg_overhead=round(math.fsum(map(log.overhead.__getitem__, at)) / n, 5),
+        preemptions=sum(_at(log.preemptions, at)),
+        avg_overhead=round(math.fsum(_at(log.overhead, at)) / n, 5),
     )  # fmt: skip
+
+
+def _at(column: Sequence[T], at: Sequence[int]) -> Iterable[T]:
+    """`column`'s values at positions `at`: every position as the column itself, else `picked`."""
+    if isinstance(at, range) and at == range(len(column)):
+        return column
+    return picked(column, at)
 
 
 def tenant_metrics(
