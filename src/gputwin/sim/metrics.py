@@ -138,17 +138,19 @@ class FragmentTracker:
         partitions, by_part = self.partitions, self.by_part
         for name in touched:
             part = partitions[name]
-            # Nothing waits, or the head takes one GPU (any free GPU hosts it): none fragmented.
-            head = part.head() if part.queued else None
-            if head is None or head.gpus == 1:
+            ledger = part.ledger
+            free = ledger.free_gpus
+            # No GPU free (the usual case on a busy cluster: tested first, as it needs no look-up
+            # of the head), nothing waits, or the head takes one GPU (any free GPU hosts it):
+            # none fragmented.
+            if not free or not part.queued or (head := part.head()) is None or head.gpus == 1:
                 count = 0
             else:
+                gpus = head.gpus
                 # `free_gpus` is what placers see, summed over nodes: when the head asks for more
-                # than that (the usual case on a busy cluster), no node has enough and every free
-                # GPU counts - what `fragmented` would sum up node by node (none when none is free).
-                ledger, gpus = part.ledger, head.gpus
-                free = ledger.free_gpus
-                count = free if free < gpus <= ledger.max_node_gpus or not free else ledger.fragmented(gpus)
+                # than that, no node has enough and every free GPU counts - what `fragmented`
+                # would sum up node by node.
+                count = free if free < gpus <= ledger.max_node_gpus else ledger.fragmented(gpus)
             self.current += count - by_part[name]
             by_part[name] = count
         touched.clear()
