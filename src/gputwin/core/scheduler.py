@@ -89,6 +89,12 @@ class Scheduler(Cycle):
             fair_among(part, Fairness(policy.fairness, ledger.total_gpus, policy.half_life, policy.weights))
         return part
 
+    @property
+    def changed(self) -> set[str]:
+        """The partitions changed since the last cycle (the next one decides for them): the set
+        itself, kept and cleared in place, for a driver to read (not to change)."""
+        return self._dirty
+
     def tenant_usage(self, now: float) -> tuple[TenantUsage, ...]:
         """Every tenant's service up to `now`, by partition then tenant (none without quotas)."""
         return tuple(u for name in sorted(self.partitions) if (q := self.partitions[name].quota) for u in q.report(now))

@@ -95,19 +95,19 @@ class Recorder:
 
 
 class FragRecorder(Recorder):
-    """A `Recorder` that also tells `frag` which partitions a submitted job touched (starts,
-    preemptions and ends `busy` marks itself): a subclass, so only a run that measures pays."""
+    """A `Recorder` that also tells `frag` which partitions submitted jobs touched (starts,
+    preemptions and ends `busy` marks itself): a subclass, so only a run that measures pays.
+    `changed` is the scheduler's (`Scheduler.changed`): it holds the partition of every job
+    queued since the last cycle, so a batch is marked in one C-level update, not a look-up a
+    job (a partition it holds for another reason is sampled again, to the same count)."""
 
-    def __init__(self, jobs: dict[str, JobState], busy: BusyTracker, frag: FragmentTracker,
+    def __init__(self, jobs: dict[str, JobState], busy: BusyTracker, frag: FragmentTracker, changed: set[str],
                  keep_specs: bool = True) -> None:  # fmt: skip
         super().__init__(jobs, busy, keep_specs)
-        self.frag, self.touched = frag, frag.touched
+        self.frag, self.touched, self.changed = frag, frag.touched, changed
 
     def submitted(self, specs: Sequence[JobSpec], now: float) -> None:
-        jobs, touched = self.jobs, self.touched
-        for spec in specs:
-            if (job := jobs.get(spec.job_id)) is not None:
-                touched.add(job.partition)
+        self.touched.update(self.changed)
 
 
 class Simulator:
@@ -139,7 +139,8 @@ class Simulator:
             # The count depends on the state an instant leaves, not on each transition within
             # it: sampled after each instant, once per partition touched.
             self.frag = frag = FragmentTracker(self.scheduler.partitions, self.busy)
-            self.recorder = self.runtime.listener = FragRecorder(self.scheduler.jobs, self.busy, frag, listed)
+            self.recorder = self.runtime.listener = FragRecorder(self.scheduler.jobs, self.busy, frag,
+                                                                    self.scheduler.changed, listed)
             after = frag.sample
         run_steps(Replay(self.runtime, jobs, progress, after), VirtualClock())
         rec = self.recorder

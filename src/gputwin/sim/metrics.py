@@ -138,21 +138,22 @@ class FragmentTracker:
         partitions, by_part = self.partitions, self.by_part
         for name in touched:
             part = partitions[name]
-            ledger = part.ledger
-            free = ledger.free_gpus
-            # No GPU free (the usual case on a busy cluster: tested first, as it needs no look-up
-            # of the head), nothing waits, or the head takes one GPU (any free GPU hosts it):
-            # none fragmented.
-            if not free or not part.queued or (head := part.head()) is None or head.gpus == 1:
+            # Nothing waits (tested first: most touched partitions, once their queue drains), no
+            # GPU is free (a busy one), or the head takes one GPU (any free GPU hosts it): none
+            # fragmented.
+            if not part.queued or not (free := part.ledger.free_gpus) or (head := part.head()) is None:
+                count = 0
+            elif (gpus := head.gpus) == 1:
                 count = 0
             else:
-                gpus = head.gpus
                 # `free_gpus` is what placers see, summed over nodes: when the head asks for more
                 # than that, no node has enough and every free GPU counts - what `fragmented`
                 # would sum up node by node.
+                ledger = part.ledger
                 count = free if free < gpus <= ledger.max_node_gpus else ledger.fragmented(gpus)
-            self.current += count - by_part[name]
-            by_part[name] = count
+            if count != by_part[name]:
+                self.current += count - by_part[name]
+                by_part[name] = count
         touched.clear()
 
 
