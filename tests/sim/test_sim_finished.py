@@ -8,17 +8,16 @@ import pytest
 
 from gputwin.core.model import PolicySpec
 from gputwin.core.state import JobState
-from gputwin.sim import engine
-from gputwin.sim.engine import FragRecorder, Simulator
+from gputwin.sim.engine import Recorder, Simulator
 from gputwin.sim.finished import FinishedJob, FinishedLog, SpecColumns
 from gputwin.sim.metrics import job_metrics, log_metrics
 
 FIELDS = [f for f in FinishedJob._fields if f != "spec"]
 
 
-class KeepingRecorderMock(FragRecorder):
-    """The simulator's recorder (jobs of several GPUs: the fragmentation one) that also keeps each
-    final JobState (what the log replaces), to compare with."""
+class KeepingRecorderMock(Recorder):
+    """The simulator's recorder that also keeps each final JobState (what the log replaces), to
+    compare with."""
 
     kept: list[JobState] = []
 
@@ -36,9 +35,9 @@ def _replay(sim_cluster, sim_jobs) -> tuple[FinishedLog, list[JobState]]:
         ("b1", 3, 7, 1, {"task_type": "b"}), ("b2", 3, 9, 2, {"task_type": "b"}),
     ])  # fmt: skip
     KeepingRecorderMock.kept = []
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(engine, "FragRecorder", KeepingRecorderMock)
-        out = Simulator(spec).run(specs)
+    sim = Simulator(spec)
+    sim.recorder = sim.runtime.listener = KeepingRecorderMock(sim.scheduler.jobs, sim.busy)
+    out = sim.run(specs)
     return out.finished, KeepingRecorderMock.kept
 
 

@@ -63,6 +63,10 @@ class Scheduler(Cycle):
         self._sizes = any(p.sizing != "as-requested" for p in policies)
         self._order = 0
         self._dirty = set()
+        # The partitions cycles decided for since a reader last cleared it (none does by default:
+        # it holds at most every partition): each one any change of a job or a GPU touched, as
+        # every change marks its partition for the next cycle (the simulator's fragmentation).
+        self.cycled: set[str] = set()
         self._fairness = [p.fair for p in self.partitions.values() if p.fair is not None]
         self._loops = {name: self._loop_of(part) for name, part in self.partitions.items()}
         self.saw_shares = False  # some job submitted asked for a GPU share (gputwin.core.sharing)
@@ -88,12 +92,6 @@ class Scheduler(Cycle):
         if policy.fairness != "none":
             fair_among(part, Fairness(policy.fairness, ledger.total_gpus, policy.half_life, policy.weights))
         return part
-
-    @property
-    def changed(self) -> set[str]:
-        """The partitions changed since the last cycle (the next one decides for them): the set
-        itself, kept and cleared in place, for a driver to read (not to change)."""
-        return self._dirty
 
     def tenant_usage(self, now: float) -> tuple[TenantUsage, ...]:
         """Every tenant's service up to `now`, by partition then tenant (none without quotas)."""

@@ -58,12 +58,8 @@ class BusyTracker:
         self.area = {name: 0.0 for name in totals}
         self.buckets: dict[str, defaultdict[int, float]] = {name: defaultdict(float) for name in totals}
         self._span: tuple[int, int] | None = None  # first and last bucket touched, all partitions
-        # The partitions whose busy GPUs changed since `FragmentTracker.sample` last cleared it
-        # (it shares the set): marked here, where every start, preemption and end passes anyway.
-        self.touched: set[str] = set()
 
     def change(self, partition: str, now: float, delta: float) -> None:
-        self.touched.add(partition)
         busy, since = self.busy[partition], self.since[partition]
         if busy and now > since:
             self.area[partition] += busy * (now - since)
@@ -114,16 +110,17 @@ class BusyTracker:
 class FragmentTracker:
     """Integrates the fragmented GPUs of every partition over virtual time (see the module doc).
 
-    The driver adds the partitions a transition touched to `touched` (a start, preemption or
-    end: `busy`'s, which it shares) and calls `sample` after each instant: the count those
-    partitions are left with holds until the next instant that touches one (the others' state,
-    hence their count, did not change)."""
+    `touched` is the scheduler's `cycled`: the partitions its cycles decided for, a superset of
+    those any start, preemption, end or submit changed (each marks its partition for the cycle).
+    The driver calls `sample` after each instant's cycle: the count those partitions are left
+    with holds until the next instant that touches one (the others' state, hence their count,
+    did not change). Sampling clears the set; no per-transition marking is needed."""
 
-    def __init__(self, partitions: Mapping[str, PartitionState], busy: BusyTracker) -> None:
+    def __init__(self, partitions: Mapping[str, PartitionState], touched: set[str]) -> None:
         self.partitions = partitions
         self.by_part = {name: 0 for name in partitions}
-        busy.touched.clear()
-        self.touched = busy.touched
+        touched.clear()
+        self.touched = touched
         self.current = 0
         self.since: float | None = None
         self.area = 0.0
