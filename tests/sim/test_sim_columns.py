@@ -10,7 +10,7 @@ from array import array
 import pytest
 
 from gputwin.sim import columns
-from gputwin.sim.columns import Blob, SortedRuns, positions, widened
+from gputwin.sim.columns import Blob, SortedRuns, picked, widened
 from gputwin.sim.finished import FinishedLog, SpecColumns
 from gputwin.sim.metrics import percentile
 
@@ -65,9 +65,11 @@ def test_sorted_runs_index_as_sorted_does(monkeypatch: pytest.MonkeyPatch, run: 
         got[len(want)]
 
 
-def test_positions_are_the_matching_indices() -> None:
-    codes = array("B", [0, 2, 1, 2, 2, 0])
-    assert list(positions(codes, 2)) == [1, 3, 4] and list(positions(codes, 9)) == []
+@pytest.mark.parametrize("chunk", [1, 2, 3, 1 << 16])
+def test_picked_gives_the_values_at_the_positions_in_order(chunk: int) -> None:
+    column = array("d", [0.5, 1.5, 2.5, 3.5, 4.5])
+    at = array("I", [4, 0, 2, 3])
+    assert list(picked(column, at, chunk)) == [4.5, 0.5, 2.5, 3.5] and list(picked(column, [], chunk)) == []
 
 
 def test_the_log_widens_a_column_that_a_value_overflows(sim_cluster, sim_jobs) -> None:

@@ -8,17 +8,16 @@ import pytest
 
 from gputwin.core.model import PolicySpec
 from gputwin.core.state import JobState
-from gputwin.sim import engine
-from gputwin.sim.engine import FragRecorder, Simulator
+from gputwin.sim.engine import Recorder, Simulator
 from gputwin.sim.finished import FinishedJob, FinishedLog, SpecColumns
 from gputwin.sim.metrics import job_metrics, log_metrics
 
 FIELDS = [f for f in FinishedJob._fields if f != "spec"]
 
 
-class KeepingRecorderMock(FragRecorder):
-    """The simulator's recorder (jobs of several GPUs: the fragmentation one) that also keeps each
-    final JobState (what the log replaces), to compare with."""
+class KeepingRecorderMock(Recorder):
+    """The simulator's recorder that also keeps each final JobState (what the log replaces), to
+    compare with."""
 
     kept: list[JobState] = []
 
@@ -36,9 +35,9 @@ def _replay(sim_cluster, sim_jobs) -> tuple[FinishedLog, list[JobState]]:
         ("b1", 3, 7, 1, {"task_type": "b"}), ("b2", 3, 9, 2, {"task_type": "b"}),
     ])  # fmt: skip
     KeepingRecorderMock.kept = []
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(engine, "FragRecorder", KeepingRecorderMock)
-        out = Simulator(spec).run(specs)
+    sim = Simulator(spec)
+    sim.recorder = sim.runtime.listener = KeepingRecorderMock(sim.scheduler.jobs, sim.busy)
+    out = sim.run(specs)
     return out.finished, KeepingRecorderMock.kept
 
 
@@ -78,7 +77,7 @@ def test_an_index_out_of_range_raises_index_error(sim_cluster, sim_jobs, index) 
 @pytest.mark.parametrize("partition", [None, "a", "b", "nowhere"], ids=["all", "a", "b", "unknown"])
 def test_column_metrics_equal_the_row_metrics(sim_cluster, sim_jobs, partition) -> None:
     log, _ = _replay(sim_cluster, sim_jobs)
-    at = range(len(log)) if partition is None else log.indices(partition)
+    at = range(len(log)) if partition is None else log.by_partition().get(partition, ())
     rows = [log[i] for i in at]
     assert log_metrics(log, at) == job_metrics(rows)
     assert [r.partition for r in rows] == ([partition] * len(rows) if partition else [r.partition for r in log])

@@ -33,6 +33,7 @@ class Cycle:
     topology: Topology
     partitions: dict[str, PartitionState]
     _dirty: set[str]
+    cycled: set[str]  # partitions a cycle decided for, until a reader clears it (Scheduler.cycled)
     _order: int
     _fairness: list[Fairness]  # the partitions' that have one
     _loops: dict[str, Loop]  # partition -> the loop that serves it (`_loop_of`)
@@ -53,6 +54,7 @@ class Cycle:
         partitions, loops = self.partitions, self._loops
         for name in sorted(self._dirty) if len(self._dirty) > 1 else self._dirty:
             loops[name](partitions[name], now, out)
+        self.cycled |= self._dirty
         self._dirty.clear()
         return out.build()
 
@@ -70,9 +72,8 @@ class Cycle:
         return self._strict
 
     def _strict_helios(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
-        """`_strict` for the reference's QSSF (`HeliosQssf`): when only this instant's arrivals
-        wait (the oldest queued job arrived now), it tries them by GPUs alone. Queued jobs are in
-        the dict in arrival order."""
+        """`_strict` for the reference's QSSF (`HeliosQssf`): when only this instant's arrivals wait (the
+        oldest queued job arrived now), it tries them by GPUs alone (the dict is in arrival order)."""
         policy, queued = part.policy, part.queued
         if not (queued and queued[next(iter(queued))].queued_since == now):
             self._strict(part, now, out)
@@ -395,5 +396,4 @@ class Cycle:
 
 def _unborrowed(quota: PartitionQuota, job: JobState) -> bool:
     """May `job` start now within its tenant's own guarantee (no borrowing)?"""
-    tenant = job.tenant
-    return quota.within_guarantee(tenant, job.gpus) and quota.fits(tenant, job.gpus)
+    return quota.within_guarantee(job.tenant, job.gpus) and quota.fits(job.tenant, job.gpus)

@@ -63,6 +63,10 @@ class Scheduler(Cycle):
         self._sizes = any(p.sizing != "as-requested" for p in policies)
         self._order = 0
         self._dirty = set()
+        # The partitions cycles decided for since a reader last cleared it (none does by default:
+        # it holds at most every partition): each one any change of a job or a GPU touched, as
+        # every change marks its partition for the next cycle (the simulator's fragmentation).
+        self.cycled: set[str] = set()
         self._fairness = [p.fair for p in self.partitions.values() if p.fair is not None]
         self._loops = {name: self._loop_of(part) for name, part in self.partitions.items()}
         self.saw_shares = False  # some job submitted asked for a GPU share (gputwin.core.sharing)

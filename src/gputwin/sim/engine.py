@@ -94,22 +94,6 @@ class Recorder:
         self.resizes += 1
 
 
-class FragRecorder(Recorder):
-    """A `Recorder` that also tells `frag` which partitions a submitted job touched (starts,
-    preemptions and ends `busy` marks itself): a subclass, so only a run that measures pays."""
-
-    def __init__(self, jobs: dict[str, JobState], busy: BusyTracker, frag: FragmentTracker,
-                 keep_specs: bool = True) -> None:  # fmt: skip
-        super().__init__(jobs, busy, keep_specs)
-        self.frag, self.touched = frag, frag.touched
-
-    def submitted(self, specs: Sequence[JobSpec], now: float) -> None:
-        jobs, touched = self.jobs, self.touched
-        for spec in specs:
-            if (job := jobs.get(spec.job_id)) is not None:
-                touched.add(job.partition)
-
-
 class Simulator:
     """One replay of `jobs` (sorted by submit, then file order) on `cluster`."""
 
@@ -138,8 +122,7 @@ class Simulator:
         if not isinstance(jobs, Sequence) or any(job.gpus > 1 for job in jobs):
             # The count depends on the state an instant leaves, not on each transition within
             # it: sampled after each instant, once per partition touched.
-            self.frag = frag = FragmentTracker(self.scheduler.partitions, self.busy)
-            self.recorder = self.runtime.listener = FragRecorder(self.scheduler.jobs, self.busy, frag, listed)
+            self.frag = frag = FragmentTracker(self.scheduler.partitions, self.scheduler.cycled)
             after = frag.sample
         run_steps(Replay(self.runtime, jobs, progress, after), VirtualClock())
         rec = self.recorder

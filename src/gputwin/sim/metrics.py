@@ -29,14 +29,16 @@ import math
 import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from gputwin.core.model import JobSpec
 from gputwin.core.quota import TenantUsage
 from gputwin.core.state import PartitionState
 from gputwin.sim.evaluation import JobMetrics, PartitionMetrics, Summary, TenantMetrics
-from gputwin.sim.columns import SortedRuns
+from gputwin.sim.columns import SortedRuns, picked
 from gputwin.sim.finished import FinishedJob, FinishedLog
+
+T = TypeVar("T")
 
 # Buckets in a utilisation series: 2.3 years of hours; beyond that the width doubles.
 MAX_BUCKETS = 20_000
@@ -56,12 +58,8 @@ class BusyTracker:
         self.area = {name: 0.0 for name in totals}
         self.buckets: dict[str, defaultdict[int, float]] = {name: defaultdict(float) for name in totals}
         self._span: tuple[int, int] | None = None  # first and last bucket touched, all partitions
-        # The partitions whose busy GPUs changed since `FragmentTracker.sample` last cleared it
-        # (it shares the set): marked here, where every start, preemption and end passes anyway.
-        self.touched: set[str] = set()
 
     def change(self, partition: str, now: float, delta: float) -> None:
-        self.touched.add(partition)
         busy, since = self.busy[partition], self.since[partition]
         if busy and now > since:
             self.area[partition] += busy * (now - since)
@@ -112,16 +110,17 @@ class BusyTracker:
 class FragmentTracker:
     """Integrates the fragmented GPUs of every partition over virtual time (see the module doc).
 
-    The driver adds the partitions a transition touched to `touched` (a start, preemption or
-    end: `busy`'s, which it shares) and calls `sample` after each instant: the count those
-    partitions are left with holds until the next instant that touches one (the others' state,
-    hence their count, did not change)."""
+    `touched` is the scheduler's `cycled`: the partitions its cycles decided for, a superset of
+    those any start, preemption, end or submit changed (each marks its partition for the cycle).
+    The driver calls `sample` after each instant's cycle: the count those partitions are left
+    with holds until the next instant that touches one (the others' state, hence their count,
+    did not change). Sampling clears the set; no per-transition marking is needed."""
 
-    def __init__(self, partitions: Mapping[str, PartitionState], busy: BusyTracker) -> None:
+    def __init__(self, partitions: Mapping[str, PartitionState], touched: set[str]) -> None:
         self.partitions = partitions
         self.by_part = {name: 0 for name in partitions}
-        busy.touched.clear()
-        self.touched = busy.touched
+        touched.clear()
+        self.touched = touched
         self.current = 0
         self.since: float | None = None
         self.area = 0.0
@@ -136,19 +135,22 @@ class FragmentTracker:
         partitions, by_part = self.partitions, self.by_part
         for name in touched:
             part = partitions[name]
-            # Nothing waits, or the head takes one GPU (any free GPU hosts it): none fragmented.
-            head = part.head() if part.queued else None
-            if head is None or head.gpus == 1:
+            # Nothing waits (tested first: most touched partitions, once their queue drains), no
+            # GPU is free (a busy one), or the head takes one GPU (any free GPU hosts it): none
+            # fragmented.
+            if not part.queued or not (free := part.ledger.free_gpus) or (head := part.head()) is None:
+                count = 0
+            elif (gpus := head.gpus) == 1:
                 count = 0
             else:
                 # `free_gpus` is what placers see, summed over nodes: when the head asks for more
-                # than that (the usual case on a busy cluster), no node has enough and every free
-                # GPU counts - what `fragmented` would sum up node by node (none when none is free).
-                ledger, gpus = part.ledger, head.gpus
-                free = ledger.free_gpus
-                count = free if free < gpus <= ledger.max_node_gpus or not free else ledger.fragmented(gpus)
-            self.current += count - by_part[name]
-            by_part[name] = count
+                # than that, no node has enough and every free GPU counts - what `fragmented`
+                # would sum up node by node.
+                ledger = part.ledger
+                count = free if free < gpus <= ledger.max_node_gpus else ledger.fragmented(gpus)
+            if count != by_part[name]:
+                self.current += count - by_part[name]
+                by_part[name] = count
         touched.clear()
 
 
@@ -232,8 +234,9 @@ def summarize(jobs: FinishedLog, tracker: BusyTracker) -> Summary:
     read from the log's columns (no per-job rows are built)."""
     first = min(jobs.submit, default=0.0)
     last = max(jobs.end, default=first)
+    at = jobs.by_partition()
     partitions = {
-        name: PartitionMetrics(**log_metrics(jobs, jobs.indices(name)).to_json(), gpus=tracker.totals[name],
+        name: PartitionMetrics(**log_metrics(jobs, at.get(name, ())).to_json(), gpus=tracker.totals[name],
                                gpu_utilization=utilization(tracker, [name], first, last))
         for name in sorted(tracker.totals)
     }  # fmt: skip
@@ -249,16 +252,23 @@ def log_metrics(log: FinishedLog, at: Sequence[int]) -> JobMetrics:
         return JobMetrics()
     # Sorted runs of unboxed floats (gputwin.sim.columns), one column at a time: a sorted list
     # would hold 32 bytes a job of float objects at the run's peak.
-    jct = SortedRuns(map(operator.sub, map(log.end.__getitem__, at), map(log.submit.__getitem__, at)))
+    jct = SortedRuns(map(operator.sub, _at(log.end, at), _at(log.submit, at)))
     avg_jct, p50, p95, p99 = jct.total() / n, percentile(jct, 50), percentile(jct, 95), percentile(jct, 99)
     del jct
-    queue = SortedRuns(map(log.wait.__getitem__, at))
+    queue = SortedRuns(_at(log.wait, at))
     return JobMetrics(
         jobs=n, avg_jct=round(avg_jct, 3), avg_queue=round(queue.total() / n, 3), p50_jct=round(p50, 3),
         p95_jct=round(p95, 3), p99_jct=round(p99, 3), p99_queue=round(percentile(queue, 99), 3),
-        preemptions=sum(map(log.preemptions.__getitem__, at)),
-        avg_overhead=round(math.fsum(map(log.overhead.__getitem__, at)) / n, 5),
+        preemptions=sum(_at(log.preemptions, at)),
+        avg_overhead=round(math.fsum(_at(log.overhead, at)) / n, 5),
     )  # fmt: skip
+
+
+def _at(column: Sequence[T], at: Sequence[int]) -> Iterable[T]:
+    """`column`'s values at positions `at`: every position as the column itself, else `picked`."""
+    if isinstance(at, range) and at == range(len(column)):
+        return column
+    return picked(column, at)
 
 
 def tenant_metrics(
