@@ -29,7 +29,7 @@ from kubernetes.client.exceptions import ApiException
 
 from gputwin.api.bodies import Body, Obj, Pod
 
-from .store import TIMEOUT, Retry, api_client
+from .store import TIMEOUT, Retry, api_client, drained
 
 T = TypeVar("T")
 PAGE = 2000  # pods per list page: fewer round trips, bounded memory
@@ -54,17 +54,8 @@ def _retried(request: Callable[[], T], retry: Retry, sleep: Callable[[float], No
 
 
 def _raw(response: Any) -> Obj:
-    data = _drained(response)
+    data = drained(response)
     return dict(json.loads(data.decode() if isinstance(data, bytes) else data))
-
-
-def _drained(response: Any) -> Any:
-    """Read an unparsed reply and give its connection back to the pool. Without `release_conn`
-    urllib3 keeps the connection of a `_preload_content=False` reply, and the next request opens a
-    new TLS connection: that handshake was 60% of the time of a bind."""
-    data = response.data
-    response.release_conn()
-    return data
 
 
 def reason_of(exc: ApiException) -> str:
@@ -116,7 +107,7 @@ class PodApi:
             target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
         )
         try:
-            _drained(self._call(lambda: self.core.create_namespaced_pod_binding(
+            drained(self._call(lambda: self.core.create_namespaced_pod_binding(
                 name, namespace, body, _preload_content=False, _request_timeout=TIMEOUT)))  # fmt: skip
         except ApiException as exc:
             if exc.status != 409:
@@ -133,7 +124,7 @@ class PodApi:
         if grace_seconds is not None:
             options["grace_period_seconds"] = grace_seconds
         try:
-            _drained(self._call(lambda: self.core.delete_namespaced_pod(name, namespace, **options)))
+            drained(self._call(lambda: self.core.delete_namespaced_pod(name, namespace, **options)))
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -189,7 +180,7 @@ class PodApi:
             "reportingComponent": "gputwin", "reportingInstance": "gputwin",
         }  # fmt: skip
         try:
-            _drained(self._call(lambda: self.core.create_namespaced_event(
+            drained(self._call(lambda: self.core.create_namespaced_event(
                 namespace, cast(Any, body), _preload_content=False, _request_timeout=TIMEOUT)))  # fmt: skip
         except (ApiException, OSError) as exc:
             log.warning(

@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from gputwin.api.bodies import Body, Obj, Objs, key_of
 from gputwin.api.crdgen import NAMES
@@ -133,6 +134,17 @@ def api_client() -> client.ApiClient:
             config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration
         )
     return client.ApiClient(configuration)
+
+
+def drained(response: Any) -> Any:
+    """Read an unparsed (`_preload_content=False`) reply to its end, then give its connection back.
+    Without `release_conn` urllib3 keeps the connection and the next request opens a new TLS
+    connection (that handshake was 60% of a bind). Without the read, the unread body goes back
+    with the connection: the next request on it reads that body as its status line
+    (BadStatusLine), whenever it comes before urllib3 sees the socket readable and drops it."""
+    data = response.data
+    response.release_conn()
+    return data
 
 
 class KubeStore:
@@ -259,13 +271,12 @@ class KubeStore:
             where = target or EVENT_NAMESPACE
             # A dict body is sent as is and the reply is not deserialized into models: a backlog's
             # pass posts one event per job, and the client's models cost more CPU than the request.
-            reply: Any = self._call("Event", lambda: self._core.create_namespaced_event(
-                where, cast(Any, body), _preload_content=False, _request_timeout=TIMEOUT))  # fmt: skip
-            reply.release_conn()
+            drained(self._call("Event", lambda: self._core.create_namespaced_event(
+                where, cast(Any, body), _preload_content=False, _request_timeout=TIMEOUT)))  # fmt: skip
         except ApiException as exc:
             if exc.status != 409:
                 log.warning("could not post event %s on %s %s: %s", reason, kind, name, exc)
-        except (LookupError, MissingCRD, OSError) as exc:
+        except (LookupError, MissingCRD, OSError, HTTPError) as exc:  # best effort: never fails a pass
             log.warning("could not post event %s on %s %s: %s", reason, kind, name, exc)
 
     # --- requests ----------------------------------------------------------------------------
@@ -374,4 +385,6 @@ def _not_found(kind: str, exc: ApiException) -> Exception:
     )
 
 
-__all__ = ["COMPONENT", "KubeStore", "MissingCRD", "ObjectCache", "ObjectNotFound", "Retry", "api_client"]
+__all__ = [
+    "COMPONENT", "KubeStore", "MissingCRD", "ObjectCache", "ObjectNotFound", "Retry", "api_client", "drained",
+]  # fmt: skip

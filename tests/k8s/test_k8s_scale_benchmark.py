@@ -198,11 +198,10 @@ def test_tiny_run_on_a_real_control_plane(k8s_bin: Path) -> None:
             report["gputwin_pods_per_s"] / report["tuned_kube_scheduler_pods_per_s"], rel=0.01)
         gb = report["gang_phases"]["gputwin"]
         assert (gb["partial"], report["gang_stranded_gpus_gputwin"], gb["overallocated_gpus"]) == (0, 0, 0), gb
-        # GPUs held at the end are whole 8-GPU pods; `bound_pods` counts every binding seen. Since
-        # 2026-12-03 some runs bind each gang pod twice (38 bindings, 19 pods held): not yet
-        # explained (the session note asks for it), so the held GPUs are checked against the pods.
-        assert gb["complete"] > 0 and gb["bound_gpus"] % 8 == 0 and gb["bound_gpus"] <= 160
-        assert gb["bound_pods"] in (gb["bound_gpus"] // 8, gb["bound_gpus"] // 4), gb
+        # Every pod bound once (the tracker counts pods by uid): a gang pod deleted and made again
+        # showed as 38 bindings for 19 held pods (an event reply left unread, tests/adapters/kube/
+        # test_kube_store_events.py).
+        assert gb["complete"] > 0 and gb["bound_gpus"] == 8 * gb["bound_pods"] <= 160, gb
     rates = report["backlog_pods_per_s"]
     assert report["backlog_pods"] == 50 and len(report["backlog_runs"]) == 6
     for name in ("kube-scheduler", "tuned kube-scheduler") + (("gputwin",) if report["gputwin_available"] else ()):
