@@ -8,8 +8,7 @@ kube-apiserver, kube-scheduler, KWOK; stopped at the end, also on Ctrl-C):
    parallel because kubectl apply needs ~0.2 s per node).
 2. A burst of P pods (fixed seed): 1, 2, 4 or 8 GPUs (requests = limits), each annotated
    `gputwin.io/run-duration` so KWOK completes it and its GPUs free up.
-3. Phase A: `schedulerName: default-scheduler` in namespace bench-a: kube-scheduler places them.
-   Then every pod is deleted.
+3. Phase A: `schedulerName: default-scheduler` in bench-a: kube-scheduler places them, then every pod is deleted.
 4. Phase B: the same pods with `schedulerName: gputwin` in bench-b, placed by `gputwin operator
    --all-namespaces` (GPUTWIN_BACKEND=kubernetes, a subprocess) over a SwitchTopology, GPUPartition
    and SchedulingPolicy that describe the same nodes. `--restart` kills it (SIGKILL) when half the
@@ -25,8 +24,7 @@ kube-apiserver, kube-scheduler, KWOK; stopped at the end, also on Ctrl-C):
    the capacity, not the scheduler). Everything is deleted before phase A.
 6. Phase G: gangs (jobs of 2-8 pods x 8 GPUs that must start together, 1.5 x the cluster's GPUs):
    as plain pods for kube-scheduler (after T; deleted afterwards), as GPUJobs for gputwin (after
-   B); once binding stops, the jobs left partly placed and the GPUs they strand
-   (kube_scale_peers says more).
+   B); once binding stops, the jobs left partly placed and the GPUs they strand (kube_scale_peers).
 
 Everything is measured from ONE watch on the benchmark's pods (no list polling), timestamped on
 arrival: creation -> binding latency (ADDED -> first event with spec.nodeName), pods bound per
@@ -38,7 +36,8 @@ changed, or a job bound under two pod uids), lost_jobs (pods still unbound when 
 server's /metrics before and after each phase (every client, so creation and KWOK are in both),
 and for the operator alone its own requests (it runs with a ServiceAccount token, so APF files
 them under flow schema `service-accounts` while every other client is `exempt`). CPU seconds and
-peak RSS of the scheduler process come from /proc (utime+stime, VmHWM).
+peak RSS of the scheduler process come from /proc (utime+stime, VmHWM); the operator's failed
+reconcile passes (each rebuilds its state: pods it just placed may be made again) from its log.
 
     python benchmarks/kube_scale.py                          # 1,000 nodes, 10,000 pods
     python benchmarks/kube_scale.py --nodes 100 --pods 1000 --restart --json
@@ -199,7 +198,7 @@ def run_phase(plane: Plane, tracker: Tracker, jobs: list[Job], phase: str, args:
     kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
     before, cpu0 = request_counts(kube), proc_stats(pid)
     if operator is not None:
-        rounds = operator.forecast_rounds()
+        rounds, failed = operator.forecast_rounds(), operator.failed_passes()
         operator.start_counting()
     log(f"phase {phase.upper()}: {len(jobs)} pods, schedulerName {scheduler}")
     t0 = time.monotonic()
@@ -219,8 +218,9 @@ def run_phase(plane: Plane, tracker: Tracker, jobs: list[Job], phase: str, args:
                        ended, operator.restarts if operator else 0)  # fmt: skip
     if operator is None:
         return result
-    return with_breakdown(replace(result, forecast_rounds=operator.forecast_rounds() - rounds), tracker, phase,
-                          operator.trace_path)  # fmt: skip
+    result = replace(result, forecast_rounds=operator.forecast_rounds() - rounds,
+                     failed_passes=operator.failed_passes() - failed)  # fmt: skip
+    return with_breakdown(result, tracker, phase, operator.trace_path)
 
 
 def with_breakdown(result: PhaseResult, tracker: Tracker, phase: str, trace: Path) -> PhaseResult:

@@ -130,9 +130,17 @@ class Operator:
     def forecast_rounds(self) -> int:
         """Forecast rounds done so far, as the operators' log says (every operator of this control plane
         writes it, so a phase counts the difference over its span)."""
+        return self._logged("forecast round: ")
+
+    def failed_passes(self) -> int:
+        """Reconcile passes that failed so far (each rebuilds the operator's state from the API server;
+        pods it placed in that pass may be deleted as orphans and made again)."""
+        return self._logged("reconcile pass failed")
+
+    def _logged(self, text: str) -> int:
         if not self.log_path.is_file():
             return 0
-        return self.log_path.read_text(errors="replace").count("forecast round: ")
+        return self.log_path.read_text(errors="replace").count(text)
 
     def sample(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -51,6 +51,7 @@ class PhaseResult:
     traced: int = 0
     passes: int = 0  # the operator's reconcile passes (snapshots in its trace), over a restart too
     forecast_rounds: int = 0  # the operator's forecast rounds done during the phase (issue 15)
+    failed_passes: int = 0  # the operator's reconcile passes that failed during the phase
 
 
 # --- report --------------------------------------------------------------------------------------------
@@ -78,6 +79,7 @@ ROWS = (
     ("lost jobs", "lost_jobs"),
     ("restarts", "restarts"),
     ("forecast rounds during the phase", "forecast_rounds"),
+    ("failed reconcile passes", "failed_passes"),
     ("ended", "ended"),
 )
 
