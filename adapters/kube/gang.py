@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 
 from kubernetes.client.exceptions import ApiException
 
-from gputwin.adapters.kube.manifests import ATTEMPT_LABEL, JOB_LABEL, PodPlan, ShareOf, job_pod, label_value
+from gputwin.adapters.kube.manifests import (ATTEMPT_LABEL, JOB_LABEL, MigOf, NoMigResource, PodPlan, ShareOf, job_pod,
+                                             label_value)  # fmt: skip
 from gputwin.adapters.kube.plain_pods import job_id_of
 from gputwin.adapters.kube.pods import PodApi, reason_of
 from gputwin.api.bodies import Body, Obj, Pod
@@ -29,7 +30,8 @@ def gang_pods(
     start: Start, resolved: Resolved, tolerated: Sequence[str], share: ShareOf | None = None
 ) -> list[Obj]:
     """The pods of this run, one per slot, from the GPUJob's pod template (`share`: a GPU share's
-    one pod, on the GPU that reservation pod holds)."""
+    one pod, on the GPU that reservation pod holds; `resolved.mig`: a MIG profile's one pod, asking
+    for its `nvidia.com/mig-<profile>`). StartRefused for a profile no pod can request."""
     if resolved.body is None:
         raise RuntimeError(f"GPUJob {start.job_id} is gone")
     namespace, name = start.job_id.split("/", 1)
@@ -37,9 +39,13 @@ def gang_pods(
     spec = Body(job).spec
     run = start.run_seconds if spec.get("durationSeconds") is not None else None
     switches = ",".join(resolved.switches)
-    return [job_pod(PodPlan(namespace, name, resolved.attempt, i, node, gpus, start.partition, switches,
-                            start.overhead, run, share), spec.get("podTemplate"), job, tolerated)
-            for i, (node, (_, gpus)) in enumerate(zip(resolved.nodes, start.slots))]  # fmt: skip
+    mig = MigOf(*resolved.mig) if resolved.mig is not None else None
+    try:
+        return [job_pod(PodPlan(namespace, name, resolved.attempt, i, node, gpus, start.partition, switches,
+                                start.overhead, run, share, mig), spec.get("podTemplate"), job, tolerated)
+                for i, (node, (_, gpus)) in enumerate(zip(resolved.nodes, start.slots))]  # fmt: skip
+    except NoMigResource as exc:  # never startable as asked: the job fails, saying why
+        raise StartRefused(str(exc), "NoMigResource") from None
 
 
 def place_gang(api: PodApi, namespace: str, pods: list[tuple[Obj, str]], on_error: Callable[[], None]) -> None:
