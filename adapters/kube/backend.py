@@ -291,7 +291,7 @@ class KubernetesBackend(RunEnds):
             raise RuntimeError("no controller resolves this backend's starts (resolve_with)")
         resolved = self.resolver.resolve(start)
         share, reservation = self.shares.plan(start.job_id, resolved, self._view.reservations) or (None, None)
-        pods = gang_pods(start, resolved, self.tolerated, share)
+        pods = gang_pods(start, resolved, self.tolerated, share, self._nodes.nodes)
         namespace = start.job_id.split("/", 1)[0]
         return GangPlan(start, namespace, list(zip(pods, resolved.nodes)), resolved.submitted, reservation)
 

@@ -11,12 +11,13 @@ half-bound. `find_run` finds a Running GPUJob's run again after a restart.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from kubernetes.client.exceptions import ApiException
 
 from gputwin.adapters.kube.manifests import (ATTEMPT_LABEL, JOB_LABEL, MigOf, NoMigResource, PodPlan, ShareOf, job_pod,
-                                             label_value)  # fmt: skip
+                                             label_value, mig_resource)  # fmt: skip
+from gputwin.adapters.kube.nodes import mig_shortfall
 from gputwin.adapters.kube.plain_pods import job_id_of
 from gputwin.adapters.kube.pods import PodApi, reason_of
 from gputwin.api.bodies import Body, Obj, Pod
@@ -26,12 +27,14 @@ from gputwin.runtime.capabilities import Resolved, StartRefused
 BACKOFF_SECONDS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)  # between failed starts of one job
 
 
-def gang_pods(
-    start: Start, resolved: Resolved, tolerated: Sequence[str], share: ShareOf | None = None
-) -> list[Obj]:
+def gang_pods(start: Start, resolved: Resolved, tolerated: Sequence[str], share: ShareOf | None = None,
+              nodes: Mapping[str, Obj] | None = None) -> list[Obj]:  # fmt: skip
     """The pods of this run, one per slot, from the GPUJob's pod template (`share`: a GPU share's
     one pod, on the GPU that reservation pod holds; `resolved.mig`: a MIG profile's one pod, asking
-    for its `nvidia.com/mig-<profile>`). StartRefused for a profile no pod can request."""
+    for its `nvidia.com/mig-<profile>`). StartRefused for a profile no pod can request; RuntimeError
+    (the start fails, retried after a backoff) when `nodes` (Node objects by name, as observed) say
+    its node advertises fewer of that resource than the scheduler then holds there: a kubelet
+    would refuse the pod."""
     if resolved.body is None:
         raise RuntimeError(f"GPUJob {start.job_id} is gone")
     namespace, name = start.job_id.split("/", 1)
@@ -41,11 +44,17 @@ def gang_pods(
     switches = ",".join(resolved.switches)
     mig = MigOf(*resolved.mig) if resolved.mig is not None else None
     try:
-        return [job_pod(PodPlan(namespace, name, resolved.attempt, i, node, gpus, start.partition, switches,
+        pods = [job_pod(PodPlan(namespace, name, resolved.attempt, i, node, gpus, start.partition, switches,
                                 start.overhead, run, share, mig), spec.get("podTemplate"), job, tolerated)
                 for i, (node, (_, gpus)) in enumerate(zip(resolved.nodes, start.slots))]  # fmt: skip
     except NoMigResource as exc:  # never startable as asked: the job fails, saying why
         raise StartRefused(str(exc), "NoMigResource") from None
+    if mig is not None and nodes is not None:
+        node = resolved.nodes[0]
+        short = mig_shortfall(nodes.get(node), node, mig_resource(mig.profile), resolved.mig_held)
+        if short is not None:
+            raise RuntimeError(short)
+    return pods
 
 
 def place_gang(api: PodApi, namespace: str, pods: list[tuple[Obj, str]], on_error: Callable[[], None]) -> None:

@@ -12,6 +12,8 @@ seven run on ONE GPU of the core's (one `gputwin.io/gpu-slot`), each pod asking 
 `nvidia.com/mig-1g.10gb: 1` and no `nvidia.com/gpu`; the whole job gets the other GPU. At every
 poll the node's `nvidia.com/gpu` and `nvidia.com/mig-1g.10gb` requested by bound pods stay within
 what it advertises. The snapshot the live twin forecasts from holds the seven as slices of one GPU.
+A `1g.10gb+me` job fails (no pod can request that name), a `7g.80gb` job the node advertises no
+slice for stays queued with the reason, neither ever has a pod.
 
 Everything waits by polling, never by sleeping; the namespace goes with its jobs, and the module's
 objects and node are deleted at the end.
@@ -198,15 +200,26 @@ def test_seven_1g_slices_run_on_one_gpu_beside_a_whole_gpu_job_and_the_twin_hold
     wait_for("no pod left", lambda: not node.pods(), 30, on_timeout=operator.tail)
 
 
-def test_a_media_engine_profile_fails_saying_no_pod_can_request_it(
+def test_profiles_no_pod_or_no_node_can_hold_never_bind(
     operator: Operator, api: Api, kubectl: Any, namespace: str
 ) -> None:
-    """NVIDIA names it 1g.10gb+me, the mixed strategy nvidia.com/mig-1g.10gb+me; the API server
-    refuses `+` in a pod's resource name, so the operator fails the job instead of retrying it."""
+    """1g.10gb+me: NVIDIA's name, the mixed strategy's nvidia.com/mig-1g.10gb+me, but the API server
+    refuses `+` in a pod's resource name, so the job fails saying so. 7g.80gb: declared, but the node
+    advertises no nvidia.com/mig-7g.80gb, so its pod is never made (a kubelet would refuse it): the
+    start fails with the reason, the job stays queued."""
     wait_for("mig-team idle", lambda: api.status("gpupartitions", "mig-team").get("freeGPUs") == NODE_GPUS, 60,
              on_timeout=operator.tail)  # fmt: skip
-    kubectl.run("apply", "-f", "-", input=dump(mig_job("me", namespace, "1g.10gb+me", 30)))
+    kubectl.run("apply", "-f", "-", input=dump(mig_job("me", namespace, "1g.10gb+me", 30),
+                                               mig_job("seven", namespace, "7g.80gb", 30)))  # fmt: skip
     wait_for("me failed", lambda: api.phases(namespace).get("me") == "Failed", 30, on_timeout=operator.tail)
     status = api.status("gpujobs", "me", namespace)
     assert "+me" in json.dumps(status), status
-    assert not Node(api).of_job(namespace, "me")
+
+    def refused() -> list[str]:
+        got = api.core.list_namespaced_event(namespace, field_selector="involvedObject.name=seven")
+        return [e.message or "" for e in got.items if e.reason == "FailedStart"]
+
+    (message, *_) = wait_for("seven's start refused", refused, 30, on_timeout=operator.tail)
+    assert f"node {NODE} advertises 0 nvidia.com/mig-7g.80gb" in message, message
+    assert api.phases(namespace)["seven"] == "Queued"
+    assert not Node(api).of_job(namespace, "me") and not Node(api).of_job(namespace, "seven")

@@ -78,3 +78,34 @@ def test_a_profile_no_pod_can_request_refuses_the_start() -> None:
     assert refused.value.reason == "NoMigResource"
     (pod,) = gang_pods(start, Resolved(("n0",), ("l0",), body, 0, None, mig=("2g.20gb", 1)), [])
     assert pod["spec"]["containers"][0]["resources"]["requests"] == {"nvidia.com/mig-2g.20gb": "1"}
+
+
+def node(advertised: str | None) -> dict[str, Any]:
+    allocatable = {"nvidia.com/gpu": "2"} | ({"nvidia.com/mig-1g.10gb": advertised} if advertised else {})
+    return {"metadata": {"name": "n0"}, "status": {"allocatable": allocatable}}
+
+
+# Node's allocatable nvidia.com/mig-1g.10gb (None: none advertised; "gone": no Node seen),
+# the scheduler's 1g jobs there with this one -> starts?
+ROOM = {
+    "the-last-of-14": ("14", 14, True),
+    "one-past-14": ("14", 15, False),
+    "not-advertised": (None, 1, False),
+    "unreadable-quantity": ("lots", 1, False),
+    "no-node-seen": ("gone", 1, False),
+}
+
+
+@pytest.mark.parametrize(("advertised", "held", "starts"), ROOM.values(), ids=ROOM.keys())
+def test_a_slice_binds_only_where_the_node_advertises_one_more(advertised: str | None, held: int,
+                                                              starts: bool) -> None:  # fmt: skip
+    """What a kubelet would check (`OutOfnvidia.com/mig-1g.10gb`), before the pod is made."""
+    start = Start("ns/m", "infer", ((0, 1),), 30.0, 0.0, 1, 0, 0)
+    body = {"metadata": {"name": "m"}, "spec": {"gpus": 1, "gpuModel": "h100", "gpuProfile": "1g.10gb"}}
+    resolved = Resolved(("n0",), ("l0",), body, 0, None, mig=("1g.10gb", 0), mig_held=held)
+    nodes = {} if advertised == "gone" else {"n0": node(advertised)}
+    if starts:
+        assert len(gang_pods(start, resolved, [], None, nodes)) == 1
+        return
+    with pytest.raises(RuntimeError, match=r"node n0 advertises \d+ nvidia.com/mig-1g.10gb, the scheduler holds"):
+        gang_pods(start, resolved, [], None, nodes)
