@@ -91,7 +91,7 @@ class JobControl(JobEvents):
         status = self._status(start.job_id)
         submitted = epoch(status.submit_time) if status.submit_time else None
         return Resolved(nodes, tuple(topology.switches_spanned(nodes)), seen.obj if seen is not None else None,
-                        status.preemptions, submitted, self._share_of(start), *self._mig_of(start))  # fmt: skip
+                        status.preemptions, submitted, self._share_of(start), self._mig_of(start))  # fmt: skip
 
     def _share_of(self, start: Start) -> tuple[int, int] | None:
         """(slot, milli) of the shared GPU the scheduler put `start`'s share on (None: whole GPUs, or
@@ -105,20 +105,17 @@ class JobControl(JobEvents):
             return None
         return entry[1], entry[2]
 
-    def _mig_of(self, start: Start) -> tuple[tuple[str, int] | None, int]:
-        """(profile, slot) of a MIG job's start, and how many running jobs of that profile the
-        partition holds on its node (it included): the profile its validated GPUJob asks for (the
-        scheduler's JobSpec, not the object's raw string), the MIG-partitioned GPU `Shares` put it
-        on (-1: a 7-slice profile, which holds a whole GPU); (None, 0): no profile."""
+    def _mig_of(self, start: Start) -> tuple[str, int] | None:
+        """(profile, slot) of a MIG job's start: the profile its validated GPUJob asks for (the
+        scheduler's JobSpec, not the object's raw string) and the MIG-partitioned GPU `Shares` put
+        it on (-1: a 7-slice profile, which holds a whole GPU); None: no profile."""
         assert self.scheduler is not None
         job = self.scheduler.jobs.get(start.job_id)
         if job is None or not job.spec.gpu_profile:
-            return None, 0
-        part = self.scheduler.partitions[start.partition]
-        entry = part.shares.of_job.get(start.job_id) if part.shares is not None else None
-        profile, node = job.spec.gpu_profile, start.slots[0][0]
-        held = sum(1 for j in part.running.values() if j.spec.gpu_profile == profile and j.slots[0][0] == node)
-        return (profile, entry[1] if entry is not None else -1), held
+            return None
+        shares = self.scheduler.partitions[start.partition].shares
+        entry = shares.of_job.get(start.job_id) if shares is not None else None
+        return job.spec.gpu_profile, entry[1] if entry is not None else -1
 
     # --- one pass -----------------------------------------------------------------------------
 

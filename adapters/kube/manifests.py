@@ -44,7 +44,7 @@ SHARE_MILLI = "gputwin.io/gpu-fraction-milli"  # on a share's pod: its milli-GPU
 SHARE_GPU = "gputwin.io/gpu-reservation"  # on a share's pod: the reservation pod holding its GPU
 SHARE_GPU_NAMESPACE = "gputwin.io/gpu-reservation-namespace"  # ... and its namespace (the GPU's opener's)
 SHARE_SLOT = "gputwin.io/gpu-slot"  # on a share's pod: the shared GPU's slot on the node, when placed
-MIG_PROFILE = "gputwin.io/mig-profile"  # on a MIG job's pod: its profile (the resource it requests names it too)
+MIG_PROFILE = "gputwin.io/mig-profile"  # on a MIG job's pod: its profile (its resource names it too)
 SCHEDULER = "gputwin"
 GPU = "nvidia.com/gpu"
 MIG_PREFIX = "nvidia.com/mig-"  # + profile: the device plugin's mixed-strategy resource
@@ -101,9 +101,9 @@ def mig_resource(profile: str) -> str:
     unless `profile` is a plain NVIDIA profile name (checked again here, whatever checked it before:
     a custom resource's string never reaches a pod's resource names unchecked)."""
     if not (isinstance(profile, str) and _MIG_RESOURCE.fullmatch(profile)):
-        raise NoMigResource(f"MIG profile {str(profile)[:40]!r} has no resource a pod can request: the device "
-                            f"plugin's mixed strategy names it {MIG_PREFIX}<profile>, and a resource name takes "
-                            "only profiles like 1g.10gb (no +me)")  # fmt: skip
+        raise NoMigResource(f"MIG profile {str(profile)[:40]!r} has no resource a pod can request: the "
+                            f"device plugin's mixed strategy names it {MIG_PREFIX}<profile>, and a resource "
+                            "name takes only profiles like 1g.10gb (no +me)")
     return MIG_PREFIX + profile
 
 

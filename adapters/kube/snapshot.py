@@ -151,7 +151,8 @@ def _share_gpus(pods: Iterable[Obj], reservations: Mapping[Key, Obj]) -> dict[st
         notes = view.annotations
         if view.node_name and notes.get(MIG_PROFILE):
             label = str(notes.get(SHARE_SLOT, ""))
-            mig[str(notes.get(JOB_ID))] = (view.node_name, int(label) if label.isdigit() and len(label) < 5 else -1)
+            slot = int(label) if label.isdigit() and len(label) < 5 else -1
+            mig[str(notes.get(JOB_ID))] = (view.node_name, slot)
         elif view.node_name and notes.get(SHARE_MILLI) and notes.get(SHARE_GPU):
             gpu = (str(notes.get(SHARE_GPU_NAMESPACE) or view.namespace), str(notes[SHARE_GPU]))
             named[str(notes.get(JOB_ID))] = (view.node_name, gpu)
@@ -217,7 +218,7 @@ def _gpujob(cluster: ClusterSpec, obj: Obj, pods: Held, now: float,
         slots = pods[0].get(job_id) or ([(s.node, s.gpus) for s in alloc.slots] if alloc is not None else [])
         share = pods[1].get(job_id) if spec.gpu_milli < 1000 or spec.gpu_profile else None
         if share is not None:
-            slots = [(share[0], 1)]  # its pod's node (the pod requests no nvidia.com/gpu, so `_held` has none)
+            slots = [(share[0], 1)]  # its pod's node (it requests no nvidia.com/gpu: `_held` has none)
         since = alloc.since if alloc is not None else status.start_time
         start = min(epoch_seconds(since), now) if since else now
         slot = share[1] if share is not None and spec.gpu_milli < 1000 else -1  # a 7g profile: a whole GPU

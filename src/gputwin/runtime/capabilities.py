@@ -155,7 +155,6 @@ class Resolved:
     # A MIG profile: (profile, slot), the profile's name and the MIG-partitioned GPU of its node the
     # scheduler's `Shares` put it on (-1: a 7-slice profile, a whole GPU); None: no profile.
     mig: tuple[str, int] | None = None
-    mig_held: int = 0  # jobs of that profile the scheduler holds on the node, this one included
 
 
 class Resolver(Protocol):

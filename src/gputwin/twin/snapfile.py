@@ -30,7 +30,8 @@ Name = Annotated[str, Field(min_length=1, max_length=253)]
 Text = Annotated[str, Field(max_length=1024)]
 Seconds = Annotated[float, Field(ge=0.0, le=1e12)]
 Count = Annotated[int, Field(ge=0, le=1 << 20)]
-Profile = Annotated[str, Field(max_length=16, pattern=r"^([1-7]g\.[1-9][0-9]{0,3}gb(\+me)?)?$")]  # a MIG profile, "": none
+# A MIG profile as NVIDIA names it (`gputwin.core.sharing`), "": none.
+Profile = Annotated[str, Field(max_length=16, pattern=r"^([1-7]g\.[1-9][0-9]{0,3}gb(\+me)?)?$")]
 
 
 class SnapshotError(InputError, ValueError):

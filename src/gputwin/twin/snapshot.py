@@ -165,8 +165,8 @@ def _share_problems(where: str, milli: int, gpus: int, nodes: int, profile: str)
         return [(f"{where}.gpu_milli", "a share is of one GPU on one node")]
     if profile and not profile_slices(profile):
         return [(f"{where}.gpu_profile", "a MIG profile is named like 1g.10gb (1 to 7 compute slices)")]
-    if profile and milli != profile_milli(profile_slices(profile)):
-        return [(f"{where}.gpu_milli", f"MIG profile {profile} uses {profile_milli(profile_slices(profile))}")]
+    if profile and milli != (uses := profile_milli(profile_slices(profile))):
+        return [(f"{where}.gpu_milli", f"MIG profile {profile} uses {uses}")]
     return []
 
 

@@ -6,11 +6,12 @@ The real API server + KWOK case is tests/operator/test_operator_mig_live.py."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
-from gputwin.adapters.kube.gang import gang_pods
+from gputwin.adapters.kube.gang import MigRoom, gang_pods
 from gputwin.adapters.kube.manifests import MigOf, NoMigResource, PodPlan, gpus_of, job_pod, mig_resource
 from gputwin.core.decision import Start
 from gputwin.runtime.capabilities import Resolved, StartRefused
@@ -85,27 +86,47 @@ def node(advertised: str | None) -> dict[str, Any]:
     return {"metadata": {"name": "n0"}, "status": {"allocatable": allocatable}}
 
 
-# Node's allocatable nvidia.com/mig-1g.10gb (None: none advertised; "gone": no Node seen),
-# the scheduler's 1g jobs there with this one -> starts?
+def bound_slice(job: str, where: str = "n0") -> dict[str, Any]:
+    pod = job_pod(PodPlan("ns", job, 0, 0, where, 1, "infer", "l0", 0.0, None, mig=MigOf("1g.10gb", 0)), None, None, [])
+    pod["spec"]["nodeName"] = where
+    return pod
+
+
+# Node's allocatable nvidia.com/mig-1g.10gb (None: none advertised; "gone": no Node seen), 1g pods
+# of other jobs bound on n0 (and 3 on n1, never counted), starts this pass -> how many bind.
 ROOM = {
-    "the-last-of-14": ("14", 14, True),
-    "one-past-14": ("14", 15, False),
-    "not-advertised": (None, 1, False),
-    "unreadable-quantity": ("lots", 1, False),
-    "no-node-seen": ("gone", 1, False),
+    "the-last-of-14": ("14", 13, 1, 1),
+    "two-of-this-pass-fit-one": ("14", 13, 2, 1),
+    "seven-fit-on-an-empty-node": ("7", 0, 9, 7),
+    "not-advertised": (None, 0, 1, 0),
+    "unreadable-quantity": ("lots", 0, 1, 0),
+    "no-node-seen": ("gone", 0, 1, 0),
 }
 
 
-@pytest.mark.parametrize(("advertised", "held", "starts"), ROOM.values(), ids=ROOM.keys())
-def test_a_slice_binds_only_where_the_node_advertises_one_more(advertised: str | None, held: int,
-                                                              starts: bool) -> None:  # fmt: skip
-    """What a kubelet would check (`OutOfnvidia.com/mig-1g.10gb`), before the pod is made."""
-    start = Start("ns/m", "infer", ((0, 1),), 30.0, 0.0, 1, 0, 0)
+@pytest.mark.parametrize(("advertised", "bound", "starting", "binds"), ROOM.values(), ids=ROOM.keys())
+def test_a_slice_binds_only_where_the_node_advertises_one_more(advertised: str | None, bound: int, starting: int,
+                                                              binds: int) -> None:  # fmt: skip
+    """What a kubelet would check (`OutOfnvidia.com/mig-1g.10gb`), before any pod is made: the
+    node's count less our bound pods' and this pass's earlier starts'."""
     body = {"metadata": {"name": "m"}, "spec": {"gpus": 1, "gpuModel": "h100", "gpuProfile": "1g.10gb"}}
-    resolved = Resolved(("n0",), ("l0",), body, 0, None, mig=("1g.10gb", 0), mig_held=held)
-    nodes = {} if advertised == "gone" else {"n0": node(advertised)}
-    if starts:
-        assert len(gang_pods(start, resolved, [], None, nodes)) == 1
-        return
-    with pytest.raises(RuntimeError, match=r"node n0 advertises \d+ nvidia.com/mig-1g.10gb, the scheduler holds"):
-        gang_pods(start, resolved, [], None, nodes)
+    pods = [bound_slice(f"b{i}") for i in range(bound)] + [bound_slice(f"o{i}", "n1") for i in range(3)]
+    room = MigRoom({} if advertised == "gone" else {"n0": node(advertised)}, pods)
+    made, refused = 0, []
+    for i in range(starting):
+        start = Start(f"ns/m{i}", "infer", ((0, 1),), 30.0, 0.0, 1, 0, 0)
+        try:
+            gang_pods(start, Resolved(("n0",), ("l0",), body, 0, None, mig=("1g.10gb", 0)), [], None, room)
+            made += 1
+        except RuntimeError as exc:
+            refused.append(str(exc))
+    assert made == binds
+    assert all(re.match(r"node n0 advertises \d+ nvidia.com/mig-1g.10gb, this start would make \d+", r) for r in refused)
+
+
+def test_a_retried_start_does_not_count_its_own_pod_twice() -> None:
+    """A start cut short (a crash) left its pod bound: making it again is not one slice more."""
+    room = MigRoom({"n0": node("1")}, [bound_slice("m")])
+    room.take("n0", "nvidia.com/mig-1g.10gb", "ns/m")
+    with pytest.raises(RuntimeError, match="advertises 1 nvidia.com/mig-1g.10gb, this start would make 2"):
+        room.take("n0", "nvidia.com/mig-1g.10gb", "ns/other")
