@@ -91,11 +91,11 @@ class JobControl(JobEvents):
         status = self._status(start.job_id)
         submitted = epoch(status.submit_time) if status.submit_time else None
         return Resolved(nodes, tuple(topology.switches_spanned(nodes)), seen.obj if seen is not None else None,
-                        status.preemptions, submitted, self._share_of(start))  # fmt: skip
+                        status.preemptions, submitted, self._share_of(start), self._mig_of(start))  # fmt: skip
 
     def _share_of(self, start: Start) -> tuple[int, int] | None:
         """(slot, milli) of the shared GPU the scheduler put `start`'s share on (None: whole GPUs, or
-        a MIG profile, which runs as a whole-GPU pod): read from its partition's `Shares`."""
+        a MIG profile: `_mig_of`): read from its partition's `Shares`."""
         assert self.scheduler is not None
         shares = self.scheduler.partitions[start.partition].shares
         if shares is None:
@@ -104,6 +104,18 @@ class JobControl(JobEvents):
         if entry is None or (entry[0], entry[1]) in shares.mig:
             return None
         return entry[1], entry[2]
+
+    def _mig_of(self, start: Start) -> tuple[str, int] | None:
+        """(profile, slot) of a MIG job's start: the profile its validated GPUJob asks for (the
+        scheduler's JobSpec, not the object's raw string) and the MIG-partitioned GPU `Shares` put
+        it on (-1: a 7-slice profile, which holds a whole GPU); None: no profile."""
+        assert self.scheduler is not None
+        job = self.scheduler.jobs.get(start.job_id)
+        if job is None or not job.spec.gpu_profile:
+            return None
+        shares = self.scheduler.partitions[start.partition].shares
+        entry = shares.of_job.get(start.job_id) if shares is not None else None
+        return job.spec.gpu_profile, entry[1] if entry is not None else -1
 
     # --- one pass -----------------------------------------------------------------------------
 

@@ -60,7 +60,7 @@ from gputwin.adapters.kube.nodes import held_by_others
 from gputwin.adapters.kube.binds import GANG_THREADS, BindPool, GangPool, thread_count
 from gputwin.adapters.kube.cluster_watch import ClusterWatch
 from gputwin.adapters.kube.ends import DONE, RunEnds
-from gputwin.adapters.kube.gang import BACKOFF_SECONDS, find_run, gang_pods, place_gang
+from gputwin.adapters.kube.gang import BACKOFF_SECONDS, MigRoom, find_run, gang_pods, place_gang
 from gputwin.adapters.kube.pods import PodApi
 from gputwin.adapters.kube.watch import Ended
 from gputwin.api.bodies import Body, Obj, Pod, key_of
@@ -254,13 +254,14 @@ class KubernetesBackend(RunEnds):
         failed: list[tuple[Start, Exception]] = []
         pods: list[tuple[Start, Sequence[str]]] = []
         gangs: list[tuple[Start, GangPlan]] = []
+        room = MigRoom(self._nodes.nodes, self._gang.values())  # MIG slices the nodes still advertise
         for start in starts:
             names = [node_names[i] for i, _ in start.slots]
             if is_own_job(start.job_id):
                 pods.append((start, names))
                 continue
             try:
-                plan = self._plan(start, names, now)
+                plan = self._plan(start, names, now, room)
                 if self.gangs is None:
                     self._place(self.api, plan)
                     self._placed(plan, now)
@@ -281,9 +282,8 @@ class KubernetesBackend(RunEnds):
                        for job_id, error in self.start_batch(pods, now) if error is not None]  # fmt: skip
         return failed
 
-    def _plan(self, start: Start, node_names: Sequence[str], now: float) -> GangPlan:
-        """The gang's pods and nodes, resolved on this (the pass's) thread; BackingOff while a
-        failed start waits out its backoff."""
+    def _plan(self, start: Start, nodes: Sequence[str], now: float, room: MigRoom | None = None) -> GangPlan:
+        """The gang's pods and nodes, resolved on this (the pass's) thread; BackingOff in its backoff."""
         failed, not_before = self._retry.get(start.job_id, (0, 0.0))
         if now < not_before:
             raise BackingOff(f"start failed {failed} time(s); next try at {not_before:.0f}")
@@ -291,7 +291,7 @@ class KubernetesBackend(RunEnds):
             raise RuntimeError("no controller resolves this backend's starts (resolve_with)")
         resolved = self.resolver.resolve(start)
         share, reservation = self.shares.plan(start.job_id, resolved, self._view.reservations) or (None, None)
-        pods = gang_pods(start, resolved, self.tolerated, share)
+        pods = gang_pods(start, resolved, self.tolerated, share, room)
         namespace = start.job_id.split("/", 1)[0]
         return GangPlan(start, namespace, list(zip(pods, resolved.nodes)), resolved.submitted, reservation)
 

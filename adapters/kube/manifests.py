@@ -11,6 +11,14 @@ fractions: its pod asks for no `nvidia.com/gpu` and says what it shares in annot
 the GPU itself is held by ONE reservation pod per shared GPU (`reservation_pod`: `nvidia.com/gpu:
 1`, label `RESERVATION_LABEL`), so the node's allocatable count is never passed
 (`gputwin.adapters.kube.sharing`).
+
+A MIG profile (`gpuProfile`) runs as the NVIDIA device plugin's "mixed" MIG strategy exposes it:
+its pod requests one `nvidia.com/mig-<profile>` (`mig_resource`, e.g. `nvidia.com/mig-1g.10gb`) and
+no `nvidia.com/gpu`, and says which profile and which of the scheduler's MIG-partitioned GPUs it
+counts on in annotations (`MIG_PROFILE`, `SHARE_SLOT`). Mixed, not "single": single advertises MIG
+devices as plain `nvidia.com/gpu` and needs every GPU of a node split alike, so a node could not
+host whole-GPU jobs beside profiles, nor 1g and 3g slices side by side as the core packs them. No
+reservation pod: the device plugin hands out and counts the MIG device itself.
 """
 
 from __future__ import annotations
@@ -36,8 +44,13 @@ SHARE_MILLI = "gputwin.io/gpu-fraction-milli"  # on a share's pod: its milli-GPU
 SHARE_GPU = "gputwin.io/gpu-reservation"  # on a share's pod: the reservation pod holding its GPU
 SHARE_GPU_NAMESPACE = "gputwin.io/gpu-reservation-namespace"  # ... and its namespace (the GPU's opener's)
 SHARE_SLOT = "gputwin.io/gpu-slot"  # on a share's pod: the shared GPU's slot on the node, when placed
+MIG_PROFILE = "gputwin.io/mig-profile"  # on a MIG job's pod: its profile (its resource names it too)
 SCHEDULER = "gputwin"
 GPU = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"  # + profile: the device plugin's mixed-strategy resource
+# What `mig_resource` accepts: NVIDIA's profile names that are also a valid resource name's tail.
+# `+me` profiles (1g.10gb+me) are left out: the API server refuses `+` in a pod's resource name.
+_MIG_RESOURCE = re.compile(r"[1-7]g\.[1-9][0-9]{0,3}gb")
 DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
@@ -71,6 +84,30 @@ class ShareOf:
 
 
 @dataclass(frozen=True, slots=True)
+class MigOf:
+    """A MIG job's slice: `profile`, on the scheduler's MIG-partitioned GPU `slot` of its node
+    (-1: a whole-GPU profile, 7g, which takes a GPU of its own)."""
+
+    profile: str
+    slot: int = -1
+
+
+class NoMigResource(ValueError):
+    """A profile no pod can request under the mixed strategy's name (the message says why)."""
+
+
+def mig_resource(profile: str) -> str:
+    """`nvidia.com/mig-<profile>`, the resource a pod of that MIG profile requests; NoMigResource
+    unless `profile` is a plain NVIDIA profile name (checked again here, whatever checked it before:
+    a custom resource's string never reaches a pod's resource names unchecked)."""
+    if not (isinstance(profile, str) and _MIG_RESOURCE.fullmatch(profile)):
+        raise NoMigResource(f"MIG profile {str(profile)[:40]!r} has no resource a pod can request: the "
+                            f"device plugin's mixed strategy names it {MIG_PREFIX}<profile>, and a resource "
+                            "name takes only profiles like 1g.10gb (no +me)")
+    return MIG_PREFIX + profile
+
+
+@dataclass(frozen=True, slots=True)
 class PodPlan:
     """One pod of a job's run: where, with how many GPUs, and what to say about the placement."""
 
@@ -85,6 +122,7 @@ class PodPlan:
     overhead: float
     run_seconds: float | None  # simulated runs: how long KWOK keeps the pod Running
     share: ShareOf | None = None  # a GPU share: no nvidia.com/gpu of its own (`gpus` is ignored)
+    mig: MigOf | None = None  # a MIG profile: one nvidia.com/mig-<profile>, no nvidia.com/gpu
 
 
 def job_pod(plan: PodPlan, template: Obj | None, owner: Obj | None, tolerated: Sequence[str]) -> Obj:
@@ -93,9 +131,12 @@ def job_pod(plan: PodPlan, template: Obj | None, owner: Obj | None, tolerated: S
     Ours, whatever the template says: name, namespace, owner, schedulerName, no nodeName (the
     Binding places it), and `nvidia.com/gpu` requests = limits on the first container (others get
     none: the GPUs of a node are the job's, counted once); a share's pod asks for none at all and
-    carries `SHARE_MILLI`, `SHARE_GPU` and `SHARE_SLOT`. The template's labels and annotations are
-    kept under ours.
+    carries `SHARE_MILLI`, `SHARE_GPU` and `SHARE_SLOT`; a MIG job's pod asks for one
+    `mig_resource` instead (and no `nvidia.com/mig-*` the template names) and carries `MIG_PROFILE`
+    and `SHARE_SLOT`. The template's labels and annotations are kept under ours. NoMigResource for a
+    profile no pod can request.
     """
+    mig = None if plan.mig is None else (mig_resource(plan.mig.profile), plan.mig)
     template = copy.deepcopy(template or {})
     given = Body(template)
     spec = template.get("spec") or {"containers": [{"name": "job", "image": DEFAULT_IMAGE}]}  # ours to change
@@ -110,6 +151,10 @@ def job_pod(plan: PodPlan, template: Obj | None, owner: Obj | None, tolerated: S
         annotations.update({SHARE_MILLI: str(plan.share.milli), SHARE_GPU: plan.share.reservation,
                             SHARE_GPU_NAMESPACE: plan.share.namespace or plan.namespace,
                             SHARE_SLOT: str(plan.share.slot)})  # fmt: skip
+    if mig is not None:
+        annotations[MIG_PROFILE] = mig[1].profile
+        if mig[1].slot >= 0:
+            annotations[SHARE_SLOT] = str(mig[1].slot)
     metadata: Obj = {"name": pod_name(plan.job, plan.attempt, plan.index), "namespace": plan.namespace,
                      "labels": labels, "annotations": annotations}  # fmt: skip
     if owner is not None:
@@ -126,9 +171,11 @@ def job_pod(plan: PodPlan, template: Obj | None, owner: Obj | None, tolerated: S
     for i, container in enumerate(spec.get("containers") or []):
         resources = container.setdefault("resources", {})
         for kind in ("requests", "limits"):
-            values = dict(resources.get(kind) or {})
-            values.pop(GPU, None)
-            if i == 0 and plan.share is None:
+            values = {k: v for k, v in dict(resources.get(kind) or {}).items()
+                      if k != GPU and not str(k).startswith(MIG_PREFIX)}  # fmt: skip
+            if i == 0 and mig is not None:
+                values[mig[0]] = "1"
+            elif i == 0 and plan.share is None:
                 values[GPU] = str(plan.gpus)
             resources[kind] = values
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
@@ -208,6 +255,10 @@ __all__ = [
     "GPU",
     "JOB_ID",
     "JOB_LABEL",
+    "MIG_PREFIX",
+    "MIG_PROFILE",
+    "MigOf",
+    "NoMigResource",
     "OVERHEAD",
     "PARTITION_LABEL",
     "RUN_DURATION",
@@ -225,6 +276,7 @@ __all__ = [
     "is_reservation",
     "job_pod",
     "label_value",
+    "mig_resource",
     "node_gpus",
     "pod_name",
     "reservation_name",

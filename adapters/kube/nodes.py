@@ -18,6 +18,9 @@ order (the first reason is reported):
 
 `held_by_others` says how many of a node's declared GPUs pods of other schedulers hold (the API
 server lets any scheduler bind anywhere; only a kubelet would refuse an over-full node).
+`mig_shortfall` says why a node cannot take one more pod of a MIG profile: it advertises fewer
+`nvidia.com/mig-<profile>` than our pods there would then request (its device plugin's layout
+has no such free slice; a kubelet would refuse the pod as `OutOfnvidia.com/mig-...`).
 """
 
 from __future__ import annotations
@@ -89,4 +92,14 @@ def held_by_others(
     return held
 
 
-__all__ = ["PARTITION_LABEL", "SWITCH_LABEL", "Expected", "held_by_others", "node_problem"]
+def mig_shortfall(node: Obj | None, name: str, resource: str, wanted: int) -> str | None:
+    """Why Node `node` (named `name`; None: not seen) cannot run `wanted` pods' `resource` (ours
+    there, the starting one included); None: it can."""
+    advertised = node_gpus(node, resource) if node is not None else 0
+    if wanted <= advertised:
+        return None
+    return (f"node {name} advertises {advertised} {resource}, this start would make {wanted}: its MIG layout "
+            "(the device plugin's mixed strategy) has no such slice free")
+
+
+__all__ = ["PARTITION_LABEL", "SWITCH_LABEL", "Expected", "held_by_others", "mig_shortfall", "node_problem"]

@@ -14,8 +14,12 @@ service (missing, NotReady, cordoned, tainted, short of GPUs: `gputwin.adapters.
   pod names (`share_gpu`: one index per reservation pod on its node, its slot label where no other
   pod there claims it first), so shares the operator put on one GPU hold one GPU in the twin and
   shares it kept apart hold one each. Known from `status.allocation` only (no pods: the emulator, a
-  simulated backend) its GPU is not known and the twin packs it (`share_gpu` -1). A MIG profile
-  (`gpuProfile`) still counts as a whole GPU: a snapshot carries no profile.
+  simulated backend) its GPU is not known and the twin packs it (`share_gpu` -1).
+- A MIG profile (`gpuProfile`) is its slices of one MIG-partitioned GPU, as the simulator holds it
+  (`gpu_profile`, `gpu_milli` its slices' share, `model` the job's GPU model): its pod requests one
+  `nvidia.com/mig-<profile>` and no `nvidia.com/gpu`, on the node it is bound to, and its
+  `gputwin.io/gpu-slot` annotation names the operator's MIG-partitioned GPU (`share_gpu`; no other
+  share of the node may claim that index). Every job carries its `gpuModel`.
 - A Queued or Pending GPUJob waits in `status.partition` (a Pending one not yet routed: in the
   first partition serving its task type; none: left out, the operator rejects it).
 - A plain Pod (`schedulerName: gputwin`, no GPUJob) bound to a node of a partition runs there
@@ -42,8 +46,8 @@ from typing import Any
 from kubernetes import client
 from pydantic import ValidationError
 
-from gputwin.adapters.kube.manifests import (JOB_ID, RESERVATION_LABEL, SCHEDULER, SHARE_GPU, SHARE_GPU_NAMESPACE,
-                                             SHARE_MILLI, gpus_of)  # fmt: skip
+from gputwin.adapters.kube.manifests import (JOB_ID, MIG_PROFILE, RESERVATION_LABEL, SCHEDULER, SHARE_GPU,
+                                             SHARE_GPU_NAMESPACE, SHARE_MILLI, SHARE_SLOT, gpus_of)  # fmt: skip
 from gputwin.adapters.kube.plain_pods import DONE, deleting, epoch, phase_of, pod_spec
 from gputwin.adapters.kube.store import KubeStore, TIMEOUT
 from gputwin.adapters.kube.view import NodeView, PodView
@@ -138,29 +142,40 @@ def _held(pods: Iterable[Obj]) -> dict[str, list[tuple[str, int]]]:
 
 def _share_gpus(pods: Iterable[Obj], reservations: Mapping[Key, Obj]) -> dict[str, tuple[str, int]]:
     """GPUJob id -> (node, GPU index) of its bound share pod, the GPU being the reservation pod the
-    pod names: shares naming one reservation pod get one index, shares naming two get two."""
+    pod names: shares naming one reservation pod get one index, shares naming two get two. A MIG
+    job's pod: (node, its slot annotation; -1 without one), an index no reservation pod takes."""
     named: dict[str, tuple[str, Key]] = {}
+    mig: dict[str, tuple[str, int]] = {}
     for pod in pods:
         view = Pod(pod)
         notes = view.annotations
-        if view.node_name and notes.get(SHARE_MILLI) and notes.get(SHARE_GPU):
+        if view.node_name and notes.get(MIG_PROFILE):
+            label = str(notes.get(SHARE_SLOT, ""))
+            slot = int(label) if label.isdigit() and len(label) < 5 else -1
+            mig[str(notes.get(JOB_ID))] = (view.node_name, slot)
+        elif view.node_name and notes.get(SHARE_MILLI) and notes.get(SHARE_GPU):
             gpu = (str(notes.get(SHARE_GPU_NAMESPACE) or view.namespace), str(notes[SHARE_GPU]))
             named[str(notes.get(JOB_ID))] = (view.node_name, gpu)
-    index = _gpu_index(set(named.values()), reservations)
-    return {job: (node, index[(node, gpu)]) for job, (node, gpu) in named.items()}
+    taken: dict[str, set[int]] = {}
+    for node, mig_slot in mig.values():
+        taken.setdefault(node, set()).add(mig_slot)
+    index = _gpu_index(set(named.values()), reservations, taken)
+    return {job: (node, index[(node, gpu)]) for job, (node, gpu) in named.items()} | mig
 
 
-def _gpu_index(gpus: set[tuple[str, Key]], reservations: Mapping[Key, Obj]) -> dict[tuple[str, Key], int]:
+def _gpu_index(gpus: set[tuple[str, Key]], reservations: Mapping[Key, Obj],
+               mig: Mapping[str, set[int]]) -> dict[tuple[str, Key], int]:  # fmt: skip
     """A distinct index per (node, reservation pod): the pod's slot label (the operator's own
-    numbering) unless another on the node took it first, else the lowest one free. Distinct
-    matters more than the number: two GPUs merged into one would look half free."""
+    numbering) unless another on the node (or a MIG-partitioned GPU, `mig`) took it first, else the
+    lowest one free. Distinct matters more than the number: two GPUs merged into one would look
+    half free."""
     by_node: dict[str, list[tuple[bool, int, Key]]] = {}
     for node, gpu in gpus:
         slot = _slot(reservations.get(gpu))
         by_node.setdefault(node, []).append((slot < 0, slot, gpu))
     index: dict[tuple[str, Key], int] = {}
     for node, named in by_node.items():
-        taken: set[int] = set()
+        taken: set[int] = set(mig.get(node, ()))
         for _, slot, gpu in sorted(named):  # labelled first, so a free index never takes a label's slot
             if slot < 0 or slot in taken:
                 slot = min(set(range(len(taken) + 1)) - taken)
@@ -195,19 +210,20 @@ def _gpujob(cluster: ClusterSpec, obj: Obj, pods: Held, now: float,
     spec = job.spec
     created = epoch(body.creation_timestamp, now)
     submit = epoch_seconds(status.submit_time) if status.submit_time else created
-    milli = spec.gpu_milli if spec.gpu_fraction is not None else 1000  # a MIG profile: whole (module docstring)
     common: dict[str, Any] = {"submit": min(submit, now), "estimate": spec.duration_seconds or None,
-                              "user": spec.user, "name": spec.job_name, "gpu_milli": milli}  # fmt: skip
+                              "user": spec.user, "name": spec.job_name, "gpu_milli": spec.gpu_milli,
+                              "model": spec.gpu_model, "gpu_profile": spec.gpu_profile}  # fmt: skip
     if status.phase == "Running":
         alloc = status.allocation
         slots = pods[0].get(job_id) or ([(s.node, s.gpus) for s in alloc.slots] if alloc is not None else [])
-        share = pods[1].get(job_id) if milli < 1000 else None
+        share = pods[1].get(job_id) if spec.gpu_milli < 1000 or spec.gpu_profile else None
         if share is not None:
-            slots = [(share[0], 1)]  # its pod's node (the pod requests no GPU, so `_held` has none)
+            slots = [(share[0], 1)]  # its pod's node (it requests no nvidia.com/gpu: `_held` has none)
         since = alloc.since if alloc is not None else status.start_time
         start = min(epoch_seconds(since), now) if since else now
+        slot = share[1] if share is not None and spec.gpu_milli < 1000 else -1  # a 7g profile: a whole GPU
         running.append(RunningJob(job_id, status.partition or _route(cluster, spec.task_type) or "", start=start,
-                                  slots=tuple(slots), share_gpu=share[1] if share else -1, **common))  # fmt: skip
+                                  slots=tuple(slots), share_gpu=slot, **common))  # fmt: skip
     elif status.phase in WAITING:
         partition = status.partition or _route(cluster, spec.task_type)
         if partition is not None:

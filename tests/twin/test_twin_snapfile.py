@@ -69,3 +69,37 @@ def test_an_inconsistent_snapshot_names_the_field(tmp_path: Path, change, field:
     path.write_text(json.dumps(data))
     with pytest.raises(SnapshotError, match="^" + re.escape(f"{path}: {field}: ")):
         load_snapshot(path)
+
+
+MIG = Snapshot(
+    1000.5, "kube", TOPO, (SnapPartition("p", ("n1", "n2")),),
+    running=(RunningJob("m1", "p", 10.0, 20.0, (("n1", 1),), gpu_milli=143, share_gpu=0, model="h100",
+                        gpu_profile="1g.10gb"),),
+    pending=(PendingJob("m2", "p", 30.0, 1, gpu_milli=429, model="h100", gpu_profile="3g.40gb"),),
+)  # fmt: skip
+
+
+def test_a_mig_profile_and_model_survive_the_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "mig.json"
+    save_snapshot(MIG, path)
+    assert load_snapshot(path) == MIG
+    assert json.loads(path.read_text())["pending"][0]["gpu_profile"] == "3g.40gb"
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda d: d["pending"][0].update(gpu_profile="1g.10gb; rm"), "pending[0].gpu_profile"),
+        (lambda d: d["pending"][0].update(gpu_profile="2g.20gb"), "pending[0].gpu_milli"),
+        (lambda d: d["pending"][0].update(gpus=2), "pending[0].gpu_milli"),
+        (lambda d: d["running"][0].update(gpu_profile="9g.10gb"), "running[0].gpu_profile"),
+    ],
+    ids=["not-a-profile-name", "milli-not-the-profiles", "profile-of-two-gpus", "eight-plus-slices"],
+)  # fmt: skip
+def test_an_inconsistent_mig_job_names_the_field(tmp_path: Path, change, field: str) -> None:
+    data = dump_snapshot(MIG)
+    change(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SnapshotError, match="^" + re.escape(f"{path}: {field}: ")):
+        load_snapshot(path)

@@ -152,6 +152,9 @@ class Resolved:
     # A GPU share (milli-GPU < 1000): (slot, milli), the shared GPU of its node the scheduler's
     # `Shares` put it on; None: whole GPUs. A backend that deploys shares holds each shared GPU once.
     share: tuple[int, int] | None = None
+    # A MIG profile: (profile, slot), the profile's name and the MIG-partitioned GPU of its node the
+    # scheduler's `Shares` put it on (-1: a 7-slice profile, a whole GPU); None: no profile.
+    mig: tuple[str, int] | None = None
 
 
 class Resolver(Protocol):

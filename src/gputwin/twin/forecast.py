@@ -94,7 +94,7 @@ class Points:
 
 
 # A pending job's JobSpec fields but its run time: (id, submit, the fields after the duration).
-Template = tuple[str, float, tuple[int, str, str, str, str, int, int, int, str, int]]
+Template = tuple[str, float, tuple[int, str, str, str, str, int, int, int, str, int, str]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +117,8 @@ def _task(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, options: Schedul
           until: float) -> _Task:  # fmt: skip
     kinds, now = task_types(cluster), snap.taken_at
     pending = tuple((job.job_id, min(job.submit, now), (job.gpus, kinds.get(job.partition, job.partition), job.user,
-                     job.name, "PENDING", job.priority, job.num_nodes, i, "", job.gpu_milli))
+                     job.name, "PENDING", job.priority, job.num_nodes, i, job.model, job.gpu_milli,
+                     job.gpu_profile))
                     for i, (job, _) in enumerate(the_plan.pending))  # fmt: skip
     held = Held(cluster, snap, [run for run, _, _ in the_plan.running])
     latency = snap.start_latency_s

@@ -46,13 +46,14 @@ def _running(job: JobState, names: Sequence[str]) -> RunningJob:
     spec = job.spec
     slots = tuple((names[i], g) for i, g in job.slots)
     return RunningJob(spec.job_id, job.partition, spec.submit, job.seg_start, slots, user=spec.user, name=spec.name,
-                      gpu_milli=spec.gpu_milli)  # fmt: skip
+                      gpu_milli=spec.gpu_milli, model=spec.model, gpu_profile=spec.gpu_profile)  # fmt: skip
 
 
 def _pending(job: JobState) -> PendingJob:
     spec = job.spec
     return PendingJob(spec.job_id, job.partition, spec.submit, job.gpus, spec.num_nodes, spec.priority,
-                      user=spec.user, name=spec.name, gpu_milli=spec.gpu_milli)  # fmt: skip
+                      user=spec.user, name=spec.name, gpu_milli=spec.gpu_milli, model=spec.model,
+                      gpu_profile=spec.gpu_profile)  # fmt: skip
 
 
 __all__ = ["snapshot_at", "state_snapshot"]

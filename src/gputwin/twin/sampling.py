@@ -69,7 +69,7 @@ def job_spec(job: RunningJob | PendingJob, duration: float, task_type: str, seq:
     nodes = len(job.slots) if isinstance(job, RunningJob) else job.num_nodes
     priority = job.priority if isinstance(job, PendingJob) else 0
     return JobSpec(job.job_id, job.submit, duration, gpus, task_type, job.user, job.name, "PENDING",
-                   priority, nodes, seq, gpu_milli=job.gpu_milli)  # fmt: skip
+                   priority, nodes, seq, job.model, job.gpu_milli, job.gpu_profile)  # fmt: skip
 
 
 def plan(snap: Snapshot, estimator: Estimator, sigma: float = DEFAULT_SIGMA) -> Plan:

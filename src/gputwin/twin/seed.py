@@ -172,7 +172,7 @@ def _adopt(scheduler: Scheduler, runs: VirtualRuns, where: _Where, duration: flo
     ~0.1 ms a job, a tenth of a replay's set-up at 2,600 running jobs."""
     job = where.job
     spec = JobSpec(job.job_id, job.submit, duration, where.gpus, where.task_type, job.user, job.name, "RUNNING", 0,
-                   len(job.slots), gpu_milli=job.gpu_milli)  # fmt: skip
+                   len(job.slots), model=job.model, gpu_milli=job.gpu_milli, gpu_profile=job.gpu_profile)  # fmt: skip
     try:
         state = scheduler.adopt(spec, where.slots, job.start, job.share_gpu)
     except (KeyError, ValueError, OverAllocation) as exc:

@@ -30,6 +30,8 @@ Name = Annotated[str, Field(min_length=1, max_length=253)]
 Text = Annotated[str, Field(max_length=1024)]
 Seconds = Annotated[float, Field(ge=0.0, le=1e12)]
 Count = Annotated[int, Field(ge=0, le=1 << 20)]
+# A MIG profile as NVIDIA names it (`gputwin.core.sharing`), "": none.
+Profile = Annotated[str, Field(max_length=16, pattern=r"^([1-7]g\.[1-9][0-9]{0,3}gb(\+me)?)?$")]
 
 
 class SnapshotError(InputError, ValueError):
@@ -73,6 +75,8 @@ class _Running(_Model):
     name: Text = ""
     gpu_milli: Annotated[int, Field(ge=1, le=1000)] = 1000
     share_gpu: Annotated[int, Field(ge=-1, le=4096)] = -1
+    model: Text = ""
+    gpu_profile: Profile = ""
 
 
 class _Pending(_Model):
@@ -87,6 +91,8 @@ class _Pending(_Model):
     user: Text = ""
     name: Text = ""
     gpu_milli: Annotated[int, Field(ge=1, le=1000)] = 1000
+    model: Text = ""
+    gpu_profile: Profile = ""
 
 
 class _File(_Model):
@@ -119,8 +125,9 @@ def dump_snapshot(snap: Snapshot) -> dict[str, Any]:
     } | ({"start_latency_s": snap.start_latency_s} if snap.start_latency_s else {})  # fmt: skip
 
 
-# Written only when not these defaults (a whole-GPU job), so files without shares keep their bytes.
-_UNSHARED = {"gpu_milli": 1000, "share_gpu": -1}
+# Written only when not these defaults (a whole-GPU job of any model), so files without shares,
+# profiles or models keep their bytes.
+_UNSHARED = {"gpu_milli": 1000, "share_gpu": -1, "model": "", "gpu_profile": ""}
 
 
 def _fields(job: RunningJob | PendingJob, **extra: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gputwin.core.model import TopologySpec
+from gputwin.core.sharing import profile_milli, profile_slices
 
 VERSION = 1
 MAX_START_LATENCY = 3600.0  # a scheduler slower than this to start a job is broken, not slow
@@ -46,7 +47,10 @@ class RunningJob:
     estimate someone made (total seconds, not remaining); either may be unknown (None).
     `gpu_milli` below 1000 is a share of one GPU (`JobSpec.gpu_milli`; `slots` is then one node and
     one GPU); `share_gpu` is that GPU's device index on its node, so shares the live cluster put on
-    one GPU are held on one GPU (-1: not known, the twin packs it as it would).
+    one GPU are held on one GPU (-1: not known, the twin packs it as it would). `gpu_profile` names
+    a MIG profile (`JobSpec.gpu_profile`: `gpu_milli` is then its slices' share), so the twin holds
+    it as that many slices of one MIG-partitioned GPU, as the simulator does; `model` is the GPU
+    model the job asked for ("": any).
     """
 
     job_id: str
@@ -60,6 +64,8 @@ class RunningJob:
     name: str = ""
     gpu_milli: int = 1000
     share_gpu: int = -1
+    model: str = ""
+    gpu_profile: str = ""
 
     @property
     def gpus(self) -> int:
@@ -69,7 +75,7 @@ class RunningJob:
 @dataclass(frozen=True, slots=True)
 class PendingJob:
     """A job waiting now; a snapshot lists them in the live scheduler's queue order (`gpu_milli`
-    below 1000: a share of one GPU, as `RunningJob`'s)."""
+    below 1000: a share of one GPU; `gpu_profile` and `model`: as `RunningJob`'s)."""
 
     job_id: str
     partition: str
@@ -82,6 +88,8 @@ class PendingJob:
     user: str = ""
     name: str = ""
     gpu_milli: int = 1000
+    model: str = ""
+    gpu_profile: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +145,7 @@ def _running_problems(where: str, run: RunningJob, nodes: dict[str, int], now: f
             found.append((f"{where}.slots", f"{gpus} GPUs on {node}, which has {nodes[node]}"))
     if run.start > now:
         found.append((f"{where}.start", "after the snapshot was taken"))
-    found += _share_problems(where, run.gpu_milli, run.gpus, len(run.slots))
+    found += _share_problems(where, run.gpu_milli, run.gpus, len(run.slots), run.gpu_profile)
     if run.share_gpu < -1 or (run.share_gpu >= 0 and run.gpu_milli == 1000):
         found.append((f"{where}.share_gpu", "a device index (>= 0) of a share's GPU, or -1"))
     found += _limits(where, run.time_limit, run.estimate)
@@ -146,15 +154,19 @@ def _running_problems(where: str, run: RunningJob, nodes: dict[str, int], now: f
 
 def _pending_problems(where: str, job: PendingJob) -> list[tuple[str, str]]:
     found = [] if job.gpus >= 0 and job.num_nodes >= 0 else [(f"{where}.gpus", "must be >= 0")]
-    found += _share_problems(where, job.gpu_milli, job.gpus, max(job.num_nodes, 1))
+    found += _share_problems(where, job.gpu_milli, job.gpus, max(job.num_nodes, 1), job.gpu_profile)
     return found + _limits(where, job.time_limit, job.estimate)
 
 
-def _share_problems(where: str, milli: int, gpus: int, nodes: int) -> list[tuple[str, str]]:
+def _share_problems(where: str, milli: int, gpus: int, nodes: int, profile: str) -> list[tuple[str, str]]:
     if not 0 < milli <= 1000:
         return [(f"{where}.gpu_milli", "must be 1..1000 (1000: whole GPUs)")]
-    if milli < 1000 and (gpus != 1 or nodes != 1):
+    if (milli < 1000 or profile) and (gpus != 1 or nodes != 1):
         return [(f"{where}.gpu_milli", "a share is of one GPU on one node")]
+    if profile and not profile_slices(profile):
+        return [(f"{where}.gpu_profile", "a MIG profile is named like 1g.10gb (1 to 7 compute slices)")]
+    if profile and milli != (uses := profile_milli(profile_slices(profile))):
+        return [(f"{where}.gpu_milli", f"MIG profile {profile} uses {uses}")]
     return []
 
 
