@@ -134,6 +134,30 @@ def test_shares_pack_only_where_jobs_keep_their_gpus(queue: str, packed: bool) -
     assert (sched.partitions["p"].shares is not None) == packed
 
 
+# (id, the later jobs (id, milli, duration), the ids that start at 0). Before them, on one 2-GPU
+# node: a whole 1-GPU job and a 500-milli share, both 100 s (no whole GPU left free), then a
+# 2-GPU head that waits for both: shadow 100.
+BACKFILL = [
+    ("a-share-ending-by-the-shadow-joins-the-open-gpu", [("s", 300, 10)], ["s"]),
+    ("a-share-outlasting-the-shadow-waits", [("s", 300, 500)], []),
+    ("a-share-with-no-room-on-the-open-gpu-waits", [("s", 600, 10)], []),
+    ("a-whole-job-needs-a-free-gpu", [("w", 1000, 10), ("s", 300, 10)], ["s"]),
+]
+
+
+@pytest.mark.parametrize("later,backfilled", [c[1:] for c in BACKFILL], ids=[c[0] for c in BACKFILL])
+def test_backfill_puts_shares_on_open_shared_gpus(later: list[tuple[str, int, int]], backfilled: list[str]) -> None:
+    sched = Scheduler(build_cluster({"l0": [2]}, PolicySpec(queue="fifo", backfill=True)))
+    first = [JobSpec("a", 0.0, 100.0, 1, "x"), JobSpec("b", 0.0, 100.0, 1, "x", gpu_milli=500),
+             JobSpec("head", 0.0, 10.0, 2, "x")]  # fmt: skip
+    for spec in first + [JobSpec(i, 0.0, float(d), 1, "x", gpu_milli=m) for i, m, d in later]:
+        sched.submit(spec, 0.0)
+    started = [s.job_id for s in sched.run_cycle(0.0).starts]
+    assert started == ["a", "b", *backfilled]
+    shares = sched.partitions["p"].shares
+    assert shares is not None and all(0 < used <= 1000 for used in shares.used().values())
+
+
 def test_whole_gpu_jobs_never_make_shares() -> None:
     sched = Scheduler(build_cluster({"l0": [2]}))
     sched.submit(JobSpec("a", 0.0, 1.0, 1, "x"), 0.0)

@@ -1,10 +1,9 @@
 """One scheduling cycle: the loops that decide starts and preemptions, and the commits.
 
-`Cycle` is the half of `gputwin.core.scheduler.Scheduler` that runs when the driver asks for a
-decision (`run_cycle(now)`); the Scheduler adds the events (submit, complete, cancel, ...). Loops:
-`_strict` (non-preemptive, head-of-line order, optional EASY backfill), `_preemptive` (rank queued
-and running jobs together, preempt what no longer fits), their quota and Helios variants and
-`_strict_plain`; `_loop_of` picks a partition's once: a cycle tests no feature it does not use.
+`Cycle` is the half of `gputwin.core.scheduler.Scheduler` that runs on `run_cycle(now)`; the Scheduler
+adds the events (submit, complete, ...). Loops: `_strict` (head-of-line order, optional EASY backfill),
+`_preemptive` (rank queued and running jobs together, preempt what no longer fits), their quota and Helios
+variants and `_strict_plain`; `_loop_of` picks a partition's once: a cycle tests no feature it does not use.
 """
 
 from __future__ import annotations
@@ -161,16 +160,17 @@ class Cycle:
     def _backfill(self, part: PartitionState, head: JobState, now: float, out: DecisionBuilder) -> None:
         """EASY backfill (if asked for): a later job may start now only if it cannot delay the head's reservation."""
         ledger = part.ledger
-        if not ledger.free_gpus or not part.spec.policy.backfill:
+        # A share may still go onto an open shared GPU when no whole GPU is free (it takes none).
+        shares = part.shares is not None and part.shares.has_room()
+        if not (ledger.free_gpus or shares) or not part.spec.policy.backfill:
             return  # nothing can start (the common case on a busy cluster): skip the reservation too
         shadow, extra = -1.0, 0  # the reservation is worked out once a job could start now
         queued = part.queued
-        # The entries are copied (commits remove jobs from the queue), the jobs looked up only
-        # as the walk reaches them: it usually stops long before the depth (no GPU left).
+        # Entries copied (commits dequeue), jobs looked up as the walk reaches them (it stops early).
         for _, order in part.order[1:1 + self.options.backfill_depth]:
             job = queued[order]
-            if job.gpus > ledger.free_gpus:
-                if not ledger.free_gpus:
+            if job.gpus > ledger.free_gpus and not (shares and job.spec.gpu_milli < 1000):
+                if not (ledger.free_gpus or shares):
                     return  # every later job needs a GPU too
                 continue  # `_place` would refuse it as well, before asking the placer
             if shadow < 0.0:

@@ -107,6 +107,10 @@ class Shares:
     def open_gpus(self) -> int:
         return len(self._fit) + len(self._mig_fit)
 
+    def has_room(self) -> bool:
+        """Some open shared GPU could take one more share (the least used one is not full)."""
+        return bool(self._fit and self._fit[0][0] < WHOLE or self._mig_fit and self._mig_fit[0][0] < SLICES)
+
     def used(self) -> dict[tuple[int, int], int]:
         """`{(node, slot): used milli}` of every open shared GPU holding fractions."""
         return {(node, slot): used for node, slots in self.on_node.items() for slot, used in slots.items()
