@@ -232,7 +232,9 @@ def test_operator_writes_forecasts_on_its_period(operator: Operator, kubectl: An
     assert found is not None and found.get("first") is None  # running: no forecast
     starts = {n: epoch_seconds(found[n]["startTime"]["p50"]) - epoch_seconds(found[n]["computedAt"]) for n in "abc"}
     assert 1200 < starts["a"] < starts["b"] < starts["c"] < 6 * 3600, starts
-    drain = kubectl.json("get", "gpupartition", "kf-train")["status"]["forecast"]["drainSeconds"]
+    # The partition's status is written apart from the jobs' (the status writer's own order): poll for it too.
+    drain = wait_for("the partition's drain time", lambda: kubectl.json("get", "gpupartition", "kf-train")
+                     .get("status", {}).get("forecast", {}).get("drainSeconds"), 60, on_timeout=operator.tail)  # fmt: skip
     assert drain["p50"] == pytest.approx(starts["c"], abs=60)
     table = kubectl.run("get", "gpujobs", "-n", namespace).stdout
     assert "START-P50" in table.splitlines()[0] and found["a"]["startTime"]["p50"] in table

@@ -108,6 +108,12 @@ def start(api: Api, kubectl: Any, operator: Operator, namespace: str, body: Obj)
                     on_timeout=operator.tail)  # fmt: skip
 
 
+def in_phase(api: Api, namespace: str, name: str, phase: str) -> Obj | None:
+    """The GPUJob's status once it is in `phase` (for polling), else None."""
+    status = api.status("gpujobs", name, namespace)
+    return status if status.get("phase") == phase else None
+
+
 def scheduled(api: Api, namespace: str, name: str) -> Obj:
     status = api.status("gpujobs", name, namespace)
     return next(c for c in status.get("conditions") or [] if c["type"] == "Scheduled")
@@ -159,8 +165,9 @@ def test_a_tenant_over_its_quota_waits_borrows_when_idle_and_is_reclaimed_by_the
     kubectl.run("apply", "-f", "-", input=dump(job("v2", lab, "alice", 12)))
     v2 = wait_for("v2 running after the reclaim", lambda: running(api, lab, "v2", 12), 30,
                   on_timeout=operator.tail)  # fmt: skip
-    status = api.status("gpujobs", "s2", lab)
-    assert status["phase"] == "Queued" and status["preemptions"] == 1, status
+    # The statuses are written in the background, each on its own: v2's Running may show before s2's Queued.
+    status = wait_for("s2 queued again", lambda: in_phase(api, lab, "s2", "Queued"), 30, on_timeout=operator.tail)
+    assert status["preemptions"] == 1, status
     condition = scheduled(api, lab, "s2")
     assert condition["reason"] == "Preempted" and "checkpoint and restore cost 1 s" in condition["message"]
     wait_for("s2's pods deleted", lambda: not pods_of(api, lab, "s2"), 30, on_timeout=operator.tail)
