@@ -3,8 +3,8 @@
 Each case runs `gputwin ARGS` in a subprocess and reads `sys.modules` as the process exits: the heavy
 dependencies (kopf, the Kubernetes client, matplotlib, optuna) and the operator, the sweeps and the
 SLURM adapter must not be there after `--help` or a simulate. A simulate of a Helios CSV trace on a
-VC-table cluster (the Philly-shaped trace's shape) must load no pydantic, no API model and, under
---json, no rich. The lazy group's command listing must match the one click would print with every
+VC-table cluster (the Philly-shaped trace's shape) must load no pydantic, no API model, no networkx
+(the placers' span queries use the topology's parent maps) and, under --json, no rich. The lazy group's command listing must match the one click would print with every
 command imported, and every lazy entry must resolve.
 """
 
@@ -30,6 +30,8 @@ HEAVY = ("kopf", "kubernetes", "matplotlib", "optuna", "numpy", "lightgbm", "sci
 MODELS = ("pydantic", "pydantic_core", "yaml", "gputwin.api.documents", "gputwin.api.v1alpha1", "gputwin.api.meta",
           "gputwin.api.validate", "gputwin.api.convert")  # fmt: skip
 TABLES = ("rich", "gputwin.cli.output")
+# The switch tree as a graph: only `Topology.graph`'s users (topology.conf, the SLURM adapter) need it.
+GRAPH = ("networkx",)
 
 # Runs the CLI as the `gputwin` script does, then prints the loaded modules' names as the process ends.
 PROBE = """
@@ -80,6 +82,25 @@ def test_a_vc_table_simulate_builds_no_api_model(as_json: bool, vc_table: tuple[
     assert code == 0 and "gputwin.sim.engine" in modules and "gputwin.api.helios" in modules
     assert heavy(modules) == [] and heavy(modules, MODELS) == []
     assert (heavy(modules, TABLES) == []) == as_json
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "table"])
+def test_a_vc_table_simulate_builds_no_graph(as_json: bool, vc_table: tuple[Path, Path]) -> None:
+    """The Philly-shaped case places multi-node jobs by span (a job's 8 GPUs need two 4-GPU nodes
+    here) from the topology's parent maps: networkx is never imported."""
+    trace, cluster = vc_table
+    code, modules = loaded_after("simulate", "--trace", str(trace), "--cluster", str(cluster), "--gpus-per-node", "4",
+                                 *(["--json"] if as_json else []))  # fmt: skip
+    assert code == 0 and "gputwin.core.topology" in modules and "gputwin.core.placement" in modules
+    assert heavy(modules, GRAPH) == []
+
+
+def test_a_yaml_simulate_builds_no_graph_either(small_trace: Path) -> None:
+    """A declared Topology (the demo cluster's YAML) is checked to be one tree without networkx too."""
+    code, modules = loaded_after("simulate", "--trace", str(small_trace), "--cluster", str(demo_cluster_path()),
+                                 "--json")  # fmt: skip
+    assert code == 0 and "gputwin.api.validate" in modules
+    assert heavy(modules, GRAPH) == []
 
 
 def test_a_yaml_simulate_under_json_draws_no_table(small_trace: Path) -> None:
