@@ -15,14 +15,20 @@ from gputwin.sim.metrics import job_metrics, log_metrics
 FIELDS = [f for f in FinishedJob._fields if f != "spec"]
 
 
-class KeepingRecorderMock(Recorder):
-    """The simulator's recorder that also keeps each final JobState (what the log replaces), to
-    compare with."""
+class KeepingListenerMock:
+    """The simulator's recorder, wrapped so it also keeps each final JobState (what the log
+    replaces), to compare with. A wrapper, not a subclass: the compiled build's Recorder cannot
+    be subclassed by an interpreted class."""
 
-    kept: list[JobState] = []
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.kept: list[JobState] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.recorder, name)
 
     def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None:
-        super().completed(ends, now)
+        self.recorder.completed(ends, now)
         self.kept.extend(state for state, _ in ends)
 
 
@@ -34,11 +40,10 @@ def _replay(sim_cluster, sim_jobs) -> tuple[FinishedLog, list[JobState]]:
         ("long", 0, 100, 6, {"task_type": "a"}), ("short", 10, 5, 2, {"task_type": "a"}),
         ("b1", 3, 7, 1, {"task_type": "b"}), ("b2", 3, 9, 2, {"task_type": "b"}),
     ])  # fmt: skip
-    KeepingRecorderMock.kept = []
     sim = Simulator(spec)
-    sim.recorder = sim.runtime.listener = KeepingRecorderMock(sim.scheduler.jobs, sim.busy)
+    sim.runtime.listener = listener = KeepingListenerMock(sim.recorder)
     out = sim.run(specs)
-    return out.finished, KeepingRecorderMock.kept
+    return out.finished, listener.kept
 
 
 def test_rows_hold_the_final_job_states_fields(sim_cluster, sim_jobs) -> None:

@@ -100,13 +100,16 @@ class Runtime:
         """Complete the runs that ended by `now`, then fire the wake-ups due by then."""
         ended = self.runs.ended(now)
         if ended:
-            jobs, complete, listener = self.scheduler.jobs, self.scheduler.complete, self.listener
+            # The scheduler, not its bound method: compiled, a typed local's method is a direct C
+            # call (a bound method goes through the generic call, its arguments boxed and parsed).
+            scheduler, listener = self.scheduler, self.listener
+            jobs = scheduler.jobs
             running = Phase.RUNNING
             done: list[tuple[JobState, float]] = []
             for job_id, end in ended:
                 state = jobs.get(job_id)
                 if state is not None and state.phase is running:
-                    done.append((complete(job_id, end), end))
+                    done.append((scheduler.complete(job_id, end), end))
                 else:  # told in the order the runs ended: the batch so far goes first
                     if done:
                         listener.completed(done, now)
@@ -134,9 +137,9 @@ class Runtime:
         of the first one left. A replay's arrivals come here, a batch per instant: the per-job
         lookups are made once per batch (the simulator submits every job of a trace this way), and
         the listener hears of the submits in one batch, cut before any decision a submit returned."""
-        submit, n, i, told = self.scheduler.submit, len(jobs), first, first
+        scheduler, n, i, told = self.scheduler, len(jobs), first, first  # (not its bound method: see `due`)
         while i < n and (spec := jobs[i]).submit <= now:
-            decision = submit(spec, spec.submit)  # = min(now, spec.submit), as in `submit`
+            decision = scheduler.submit(spec, spec.submit)  # = min(now, spec.submit), as in `submit`
             i += 1
             if decision is not EMPTY:
                 self.listener.submitted(jobs[told:i], now)

@@ -9,8 +9,8 @@ job resident). A Python int or float in a list costs 8 bytes of pointer plus, un
 * `Blob`: strings that do not repeat (job ids) as UTF-8 in one buffer (the repeated ones, users
   and names, are codes into a table: `gputwin.sim.finished.SpecColumns`).
 * `SortedRuns`: percentiles of millions of floats without a list of float objects: the values
-  are sorted in runs of `RUN` (one run's list at a time) kept as `array('d')`, and the k-th
-  smallest is found by bisection over the runs (the same value `sorted(values)[k]` gives).
+  are sorted in runs of `RUN` (one run's list at a time) kept as `array('d')` (the last one as
+  the list itself), and the k-th smallest is found by bisection over the runs (the same value `sorted(values)[k]` gives).
 """
 
 from __future__ import annotations
@@ -106,15 +106,22 @@ def _value(key: int) -> float:
 
 
 class SortedRuns(Sequence[float]):
-    """`values` read as if sorted (`runs[k]` the k-th smallest), held as sorted `array('d')` runs."""
+    """`values` read as if sorted (`runs[k]` the k-th smallest), held as sorted `array('d')` runs
+    (the last run as the list `sorted` made)."""
 
     def __init__(self, values: Iterable[float]) -> None:
         it = iter(values)
-        self.runs = []
-        while run := sorted(itertools.islice(it, RUN)):
+        self.runs: list[Sequence[float]] = []
+        run = sorted(itertools.islice(it, RUN))
+        while run:
+            ahead = list(itertools.islice(it, 1))
+            if not ahead:  # the last run (most often the only one) stays a list: packing would only copy it
+                self.runs.append(run)
+                break
             packed: array[float] = array("d")
             extend_floats(packed, run)  # not array("d", run): that parses each item as call arguments
             self.runs.append(packed)
+            run = sorted(itertools.chain(ahead, itertools.islice(it, RUN - 1)))
         self._n = sum(map(len, self.runs))
 
     def __len__(self) -> int:
@@ -156,11 +163,13 @@ class SortedRuns(Sequence[float]):
 def picked(column: Sequence[T], at: Sequence[int], chunk: int = 1 << 16) -> Iterator[T]:
     """`column[i]` for each i of `at`, in order. Read by `itemgetter` a chunk at a time: one C call
     per chunk (`map(column.__getitem__, at)` makes a method-wrapper call an item, ~5x the
-    instructions), and at most `chunk` values are held at once, whatever the log's length."""
-    parts = (at[lo : lo + chunk] for lo in range(0, len(at), chunk))
-    # (itemgetter of one item gives the item, not a tuple)
-    values = (itemgetter(*p)(column) if len(p) > 1 else (column[p[0]],) for p in parts)
-    return itertools.chain.from_iterable(values)
+    instructions), and at most `chunk` values are held at once, whatever the log's length. A
+    generator function, not a generator expression: mypyc compiles this module and would build
+    an expression's whole list."""
+    for lo in range(0, len(at), chunk):
+        p = at[lo : lo + chunk]
+        # (itemgetter of one item gives the item, not a tuple)
+        yield from itemgetter(*p)(column) if len(p) > 1 else (column[p[0]],)
 
 
 __all__ = ["RUN", "Blob", "SortedRuns", "picked", "widened"]

@@ -55,20 +55,21 @@ class Recorder:
         self.resizes = 0
 
     def started(self, starts: Sequence[Start], now: float) -> None:
-        jobs, change = self.jobs, self.busy.change
+        # The tracker, not its bound method: compiled, a typed local's method is a direct C call.
+        jobs, busy = self.jobs, self.busy
         for start in starts:
             job = jobs[start.job_id]  # a GPU share (gputwin.core.sharing) is busy by its fraction
-            change(start.partition, now, job.gpus if job.spec.gpu_milli == 1000 else job.spec.gpu_milli / 1000)
+            busy.change(start.partition, now, job.gpus if job.spec.gpu_milli == 1000 else job.spec.gpu_milli / 1000)
 
     def preempted(self, preempt: Preempt, now: float) -> None:
         job = self.jobs[preempt.job_id]
         self.busy.change(preempt.partition, now, -job.gpus if job.spec.gpu_milli == 1000 else -job.spec.gpu_milli / 1000)
 
     def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None:
-        change, done = self.busy.change, self._done
+        busy, done = self.busy, self._done
         for state, end in ends:
             milli = state.spec.gpu_milli
-            change(state.partition, end, -state.gpus if milli == 1000 else -milli / 1000)
+            busy.change(state.partition, end, -state.gpus if milli == 1000 else -milli / 1000)
             done.append(state)
         if len(done) >= _BATCH:
             self.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import accumulate, chain
 from operator import attrgetter
 from typing import NamedTuple, overload
 
@@ -44,15 +43,18 @@ class FinishedJob(NamedTuple):
         return self.spec.job_id
 
 
+# A spec's strings and integers SpecColumns keeps, in this order (module constants: mypyc compiles
+# this module, and a native class body holds only attribute declarations and defaults).
+_TEXT = ("task_type", "user", "name", "state", "model", "gpu_profile")
+_INTS = ("gpus", "priority", "num_nodes", "seq", "gpu_milli")
+_text_of, _ints_of = attrgetter(*_TEXT), attrgetter(*_INTS)
+
+
 class SpecColumns:
     """`JobSpec`s as columns (~45 bytes a job instead of ~300): for a streamed replay, whose specs
     would otherwise stay resident only because the log refers to them. Job ids are one UTF-8
     buffer; the other strings are codes into one table (a trace repeats its users, names and
     task types), the integers one or two bytes each until a value needs more (`widened`)."""
-
-    _TEXT = ("task_type", "user", "name", "state", "model", "gpu_profile")
-    _INTS = ("gpus", "priority", "num_nodes", "seq", "gpu_milli")
-    _text_of, _ints_of = attrgetter(*_TEXT), attrgetter(*_INTS)
 
     def __init__(self) -> None:
         self.job_ids = Blob()
@@ -60,14 +62,14 @@ class SpecColumns:
         self.strings: list[str] = []
         self._string_index: dict[str, int] = {}
         # Per field, in _TEXT's and _INTS's order: lists, so `append` indexes them (no name look-ups).
-        self.codes: list[array[int]] = [array("B") for _ in self._TEXT]
-        self.ints: list[array[int]] = [array("b") for _ in self._INTS]
+        self.codes: list[array[int]] = [array("B") for _ in _TEXT]
+        self.ints: list[array[int]] = [array("b") for _ in _INTS]
 
     def append(self, spec: JobSpec) -> None:
         self.job_ids.append(spec.job_id)
         self.durations.append(spec.duration)
         index, codes = self._string_index, self.codes
-        for c, text in enumerate(self._text_of(spec)):
+        for c, text in enumerate(_text_of(spec)):
             k = index.get(text)
             if k is None:
                 k = index[text] = len(self.strings)
@@ -77,7 +79,7 @@ class SpecColumns:
             except OverflowError:
                 codes[c] = widened(codes[c], k)
         ints = self.ints
-        for c, value in enumerate(self._ints_of(spec)):
+        for c, value in enumerate(_ints_of(spec)):
             try:
                 ints[c].append(value)
             except OverflowError:
@@ -100,34 +102,25 @@ class SpecColumns:
     submit: array[float]  # the log's own column, shared (set by FinishedLog)
 
 
-# The log's integer columns, narrow until a value needs more (`widened`): (name, first type code).
-_SMALL = (("part", "B"), ("gpus", "B"), ("preemptions", "B"), ("leaves", "B"), ("tiers", "B"))
-_SLOTS = (("nodes", "H"), ("slot_gpus", "B"), ("slot_end", "I"))
-_SMALL_OF_STATE = ("gpus", "preemptions", "leaves", "tiers")  # _SMALL's columns a JobState holds
-_FLOATS = ("duration", "predicted", "wait", "overhead", "attained")
-
-
 class FinishedLog(Sequence[FinishedJob]):
     """Finished jobs in completion order, one array per field (`append` takes the final state).
     `keep_specs`: refer to each job's `JobSpec` (free when the caller holds the trace anyway);
     else keep the spec's fields as columns and build it on demand (a streamed trace)."""
 
-    part: array[int]
-    gpus: array[int]
-    preemptions: array[int]
-    leaves: array[int]
-    tiers: array[int]
-    # Slots flattened: job i's are nodes/slot_gpus[slot_end[i-1]:slot_end[i]].
-    nodes: array[int]
-    slot_gpus: array[int]
-    slot_end: array[int]
-
     def __init__(self, keep_specs: bool = True) -> None:
         self.partitions: list[str] = []  # index -> name, in order of first completion
         self._index: dict[str, int] = {}
         self.specs: list[JobSpec] | SpecColumns = [] if keep_specs else SpecColumns()
-        for name, code in _SMALL + _SLOTS:
-            setattr(self, name, array(code))
+        # Integer columns start narrow (one byte, two for node indices) and widen when a value needs it.
+        self.part: array[int] = array("B")
+        self.gpus: array[int] = array("B")
+        self.preemptions: array[int] = array("B")
+        self.leaves: array[int] = array("B")
+        self.tiers: array[int] = array("B")
+        # Slots flattened: job i's are nodes/slot_gpus[slot_end[i-1]:slot_end[i]].
+        self.nodes: array[int] = array("H")
+        self.slot_gpus: array[int] = array("B")
+        self.slot_end: array[int] = array("I")
         self.submit, self.duration, self.predicted = array("d"), array("d"), array("d")
         self.first_start, self.end, self.wait = array("d"), array("d"), array("d")
         self.overhead, self.attained = array("d"), array("d")
@@ -135,43 +128,51 @@ class FinishedLog(Sequence[FinishedJob]):
             self.specs.submit = self.submit
 
     def append(self, job: JobState) -> None:
-        self.extend((job,))
+        self.extend([job])
 
-    def extend(self, jobs: Sequence[JobState]) -> None:
-        """Append the final states of `jobs`, a column at a time: one C-level call reads each job's
-        fields, `zip` turns the rows into columns and each column is packed in one call."""
+    def extend(self, jobs: list[JobState]) -> None:
+        """Append the final states of `jobs`, a column at a time: one pass reads a field of every
+        job and the column is packed in one call. (mypyc compiles this module: a pass reads the
+        compiled JobState's field directly; interpreted, each read is a specialized slot load.)"""
         if not jobs:
             return
-        # A comprehension, not an attrgetter: its reads of the slots are specialized bytecodes,
-        # attrgetter's are generic look-ups (~3x the instructions). In _SMALL_OF_STATE's, then
-        # _FLOATS' order; first_start/end are None for a job that never ran.
-        rows = [(j.partition, j.spec, j.gpus, j.preemptions, j.leaves, j.tiers, j.duration, j.predicted, j.wait,
-                 j.overhead, j.attained, j.first_start, j.end, j.slots) for j in jobs]  # fmt: skip
-        parts, specs, *small, first_start, end, slots = zip(*rows)
-        del rows
-        floats = small[len(_SMALL_OF_STATE) :]
         index = self._index
-        for name in dict.fromkeys(parts):
+        for name in dict.fromkeys([j.partition for j in jobs]):
             if name not in index:
                 index[name] = len(self.partitions)
                 self.partitions.append(name)
+        specs = [j.spec for j in jobs]
         self.specs.extend(specs)
-        self.part = extended(self.part, list(map(index.__getitem__, parts)))
-        for name, values in zip(_SMALL_OF_STATE, small):
-            setattr(self, name, extended(getattr(self, name), values))
+        self.part = extended(self.part, [index[j.partition] for j in jobs])
+        self.gpus = extended(self.gpus, [j.gpus for j in jobs])
+        self.preemptions = extended(self.preemptions, [j.preemptions for j in jobs])
+        self.leaves = extended(self.leaves, [j.leaves for j in jobs])
+        self.tiers = extended(self.tiers, [j.tiers for j in jobs])
         extend_floats(self.submit, [spec.submit for spec in specs])
-        for name, values in zip(_FLOATS, floats):
-            extend_floats(getattr(self, name), values)
-        for column, values in ((self.first_start, first_start), (self.end, end)):
-            extend_floats(column, [0.0 if v is None else v for v in values] if None in values else values)
-        self._extend_slots(slots)
+        extend_floats(self.duration, [j.duration for j in jobs])
+        extend_floats(self.predicted, [j.predicted for j in jobs])
+        extend_floats(self.wait, [j.wait for j in jobs])
+        extend_floats(self.overhead, [j.overhead for j in jobs])
+        extend_floats(self.attained, [j.attained for j in jobs])
+        # None for a job that never ran: kept as 0.0.
+        extend_floats(self.first_start, [0.0 if (t := j.first_start) is None else t for j in jobs])
+        extend_floats(self.end, [0.0 if (t := j.end) is None else t for j in jobs])
+        self._extend_slots(jobs)
 
-    def _extend_slots(self, slots: tuple[tuple[tuple[int, int], ...], ...]) -> None:
-        ends = list(accumulate(map(len, slots), initial=len(self.nodes)))[1:]
-        flat = list(chain.from_iterable(slots))
-        if flat:
-            nodes, gpus = zip(*flat)
-            self.nodes, self.slot_gpus = extended(self.nodes, nodes), extended(self.slot_gpus, gpus)
+    def _extend_slots(self, jobs: list[JobState]) -> None:
+        # A loop, not chain/accumulate/zip(*pairs) (an iterator per tuple): fewer instructions
+        # interpreted, and compiled it indexes the native tuples directly.
+        nodes: list[int] = []
+        gpus: list[int] = []
+        ends: list[int] = []
+        end = len(self.nodes)
+        for job in jobs:
+            for node, n in job.slots:
+                nodes.append(node)
+                gpus.append(n)
+            end += len(job.slots)
+            ends.append(end)
+        self.nodes, self.slot_gpus = extended(self.nodes, nodes), extended(self.slot_gpus, gpus)
         self.slot_end = extended(self.slot_end, ends)
 
     def __len__(self) -> int:
