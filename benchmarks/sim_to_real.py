@@ -21,8 +21,12 @@ not fitted to the comparison (`--startup-cost` overrides it; `avg_jct_gap_no_sta
 `room_latency_s` (`calibrate_room_latency`) is SLURM's delay from an end that made room to the
 next start, measured before the policies run and applied as the twin's forecasts apply
 `Snapshot.start_latency_s` (gputwin.twin.forecast): a job holds its GPUs that long before its run
-begins and starts that much later, so every start of a chain moves by it again
-(`--no-start-latency` leaves it out; `avg_jct_gap_no_latency` is the gap without it).
+begins and starts that much later, so every start of a chain moves by it again. SLURM schedules a
+batch job only on its next pass after the submission (the ~1 s background loop or the backfill
+cycle, never in the submit RPC): `calibrated_latency_s`, measured by `calibrate_startup`, so the
+replay puts each job in its queue that much after its submit (JCT still counts from the submit).
+`--no-start-latency` leaves both out; `avg_jct_gap_no_latency` is the gap without either,
+`avg_jct_gap_room_latency_only` the gap with the room latency alone.
 
 srtf in SLURM: SLURM preempts across partition PriorityTiers only, so a one-partition srtf policy
 becomes explicit priorities from the history estimate table (shortest first, filled here from the
@@ -57,6 +61,7 @@ from slurm_live import (
     cluster_state,
     managed_files_kept,
     read_env,
+    start_after_end,
     wait_finished,
 )
 
@@ -109,7 +114,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="per-job launch cost added to simulated run times; auto (default) measures it "
                              "first with 32 one-GPU jobs; 0 leaves it out")  # fmt: skip
     parser.add_argument("--no-start-latency", dest="start_latency", action="store_false",
-                        help="leave SLURM's measured start latency (room_latency_s) out of the simulated runs")
+                        help="leave SLURM's measured latencies (room_latency_s, calibrated_latency_s) out of the replay")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.nodes < 1 or args.span < 0:
@@ -180,23 +185,24 @@ def submit_all(trace: Sequence[TraceJob]) -> tuple[dict[str, TraceJob], dict[str
 # --- one policy, simulated ------------------------------------------------------------------------
 
 
-def replay(cluster: ClusterSpec, ids: dict[str, TraceJob], submitted: dict[str, float],
-           startup: float, latency: float = 0.0) -> tuple[dict[str, Timing], int]:  # fmt: skip
+def replay(cluster: ClusterSpec, ids: dict[str, TraceJob], submitted: dict[str, float], startup: float,
+           latency: float = 0.0, queued_after: float = 0.0) -> tuple[dict[str, Timing], int]:  # fmt: skip
     """The same jobs, submitted at the instants really achieved, through the simulator.
 
     `startup`: the measured launch/teardown cost (see `calibrate_startup`) each job holds its
     GPUs for beyond its sleep; `latency`: SLURM's measured start latency, held before the run and
-    added to the start (as the twin's forecasts model it). Documented inputs, never fitted here.
+    added to the start (as the twin's forecasts model it); `queued_after`: SLURM's measured delay
+    from a submission to the pass that first considers it. Documented inputs, never fitted here.
     """
     origin = min(submitted.values())
     specs = sorted(
-        (JobSpec(job_id, submitted[job_id] - origin, job.seconds + startup + latency, job.gpus, TASK,
+        (JobSpec(job_id, submitted[job_id] - origin + queued_after, job.seconds + startup + latency, job.gpus, TASK,
                  user="root", name=job.name, seq=job.index) for job_id, job in ids.items()),
         key=lambda spec: (spec.submit, spec.seq),
     )  # fmt: skip
     _, outcome = simulate(cluster, specs)
     timings = {
-        job.spec.job_id: Timing(job.spec.submit, (job.first_start or 0.0) + latency, job.end or 0.0)
+        job.spec.job_id: Timing(job.spec.submit - queued_after, (job.first_start or 0.0) + latency, job.end or 0.0)
         for job in outcome.finished
     }
     return timings, sum(job.preemptions for job in outcome.finished)
@@ -205,17 +211,18 @@ def replay(cluster: ClusterSpec, ids: dict[str, TraceJob], submitted: dict[str, 
 # --- statistics -----------------------------------------------------------------------------------
 
 
-Sims = tuple[dict[str, Timing], dict[str, Timing], dict[str, Timing]]
+Sims = tuple[dict[str, Timing], dict[str, Timing], dict[str, Timing], dict[str, Timing]]
 
 
 def compare(policy: str, ids: dict[str, TraceJob], real: dict[str, Timing], sims: Sims,
             preempted: tuple[int, int]) -> dict[str, Any]:  # fmt: skip
-    """Real vs simulated; `sims` = (with the measured startup cost and start latency, without
-    either, with the startup cost only)."""
-    sim, raw, no_latency = sims
+    """Real vs simulated; `sims` = (with the measured startup cost and both latencies, without any,
+    with the startup cost only, with the startup cost and the room latency only)."""
+    sim, raw, no_latency, room_only = sims
     jobs = sorted(set(real) & set(sim), key=lambda j: ids[j].index)
     jct_raw = mean([raw[j].end - raw[j].submit for j in jobs])
     jct_no_latency = mean([no_latency[j].end - no_latency[j].submit for j in jobs])
+    jct_room_only = mean([room_only[j].end - room_only[j].submit for j in jobs])
     jct_real, jct_sim = (
         mean([real[j].end - real[j].submit for j in jobs]),
         mean([sim[j].end - sim[j].submit for j in jobs]),
@@ -234,6 +241,7 @@ def compare(policy: str, ids: dict[str, TraceJob], real: dict[str, Timing], sims
         "avg_jct_gap": round((jct_real - jct_sim) / jct_sim, 4),
         "avg_jct_gap_no_startup": round((jct_real - jct_raw) / jct_raw, 4),
         "avg_jct_gap_no_latency": round((jct_real - jct_no_latency) / jct_no_latency, 4),
+        "avg_jct_gap_room_latency_only": round((jct_real - jct_room_only) / jct_room_only, 4),
         "avg_queue_real_s": round(q_real, 2),
         "avg_queue_sim_s": round(q_sim, 2),
         "avg_queue_gap": round((q_real - q_sim) / q_sim, 4) if q_sim else None,
@@ -242,9 +250,10 @@ def compare(policy: str, ids: dict[str, TraceJob], real: dict[str, Timing], sims
         "kendall_tau_b": round(kendall_tau_b(real_starts, sim_starts), 4),
         "launch_overhead_s": round(mean([real[j].end - real[j].start - ids[j].seconds for j in jobs]), 3),
         "start_lag_s": round(mean([(real[j].start - origin_real) - sim[j].start for j in jobs]), 2),
-        # Jobs the simulator starts on arrival: their real queueing delay is SLURM's own latency.
+        # Jobs the bare simulator starts on arrival: their real queueing delay is SLURM's own latency.
         "uncontended_start_latency_s": _rounded_mean([real[j].start - real[j].submit for j in jobs
-                                                      if sim[j].start - sim[j].submit < 1e-9]),
+                                                      if raw[j].start - raw[j].submit < 1e-9]),
+        **start_after_end({j: real[j] for j in jobs}),
         "preemptions_real": preempted[0],
         "preemptions_sim": preempted[1],
         "unmatched": len(ids) - len(jobs),
@@ -279,8 +288,8 @@ def calibrate_startup(samples: int = 32, seconds: int = 2) -> tuple[float, float
     start/end phases within a second differ: then the errors of sacct's whole-second stamps
     average out. Returns (scheduling latency: mean Start - Submit, launch and teardown: mean
     End - Start - 2). The launch cost is the startup cost the simulator adds to every job's run
-    time (a job holds its GPUs that much longer than its work under SLURM); the latency is
-    reported, not modelled (the core has no such parameter). Nothing is fitted to the comparison.
+    time (a job holds its GPUs that much longer than its work under SLURM); the latency is how
+    long after its submission a job reaches the replay's queue. Nothing is fitted to the comparison.
     Times come from slurmctld's log (ms) when it is readable, else from sacct (whole seconds,
     biased: starts fall on scheduler passes, so their truncation errors do not average out).
     """
@@ -306,7 +315,8 @@ def apply_policy(policy: str, trace: Sequence[TraceJob], nodes: int) -> ClusterS
 
 
 def run_policy(cluster: ClusterSpec, trace: Sequence[TraceJob], nodes: int, startup: float,
-               latency: float) -> dict[str, Any]:  # fmt: skip
+               latencies: tuple[float, float]) -> dict[str, Any]:  # fmt: skip
+    """One policy for real, then replayed; `latencies`: (room latency, submission latency)."""
     policy = cluster.partitions[0].policy.queue
     ids, submitted = submit_all(trace)
     try:
@@ -316,8 +326,11 @@ def run_policy(cluster: ClusterSpec, trace: Sequence[TraceJob], nodes: int, star
         run_command(["scancel", *ids])
         raise
     real, sacct, preempted_real, source = best_timings(list(ids))
-    sim, preempted_sim = replay(cluster, ids, submitted, startup, latency)
-    sims = (sim, replay(cluster, ids, submitted, 0.0)[0], replay(cluster, ids, submitted, startup)[0])
+    if real is not sacct:  # the log's ms: replay from when slurmctld took each job, as the real JCT counts
+        submitted = {job: real[job].submit for job in ids}  # (the client's clock is before sbatch ran)
+    sim, preempted_sim = replay(cluster, ids, submitted, startup, *latencies)
+    sims = (sim, replay(cluster, ids, submitted, 0.0)[0], replay(cluster, ids, submitted, startup)[0],
+            replay(cluster, ids, submitted, startup, latencies[0])[0])
     result = compare(policy, ids, real, sims, (preempted_real, preempted_sim))
     # The same figures from sacct's whole seconds, as a cross-check of the log's times.
     check = compare(policy, ids, sacct, sims, (preempted_real, preempted_sim))
@@ -337,8 +350,11 @@ def run_all(policies: Sequence[str], trace: Sequence[TraceJob], nodes: int, with
             room, _ = calibrate_room_latency(nodes)
             calibration = {"calibrated_latency_s": round(latency, 3), "calibrated_launch_s": round(launch, 3),
                            "room_latency_s": round(room, 3), "startup_cost_s": round(launch, 3)}  # fmt: skip
-        latency = calibration.get("room_latency_s", 0.0) if with_latency else 0.0  # not measured: 0
-        results.append(run_policy(cluster, trace, nodes, calibration["startup_cost_s"], latency))
+        room = calibration.get("room_latency_s", 0.0)  # not measured (--startup-cost given): 0
+        # The replay holds every start by `room` already: the submission adds only what is beyond it.
+        latencies = (room, max(0.0, calibration.get("calibrated_latency_s", 0.0) - room))
+        latencies = latencies if with_latency else (0.0, 0.0)
+        results.append(run_policy(cluster, trace, nodes, calibration["startup_cost_s"], latencies))
     return results, calibration
 
 

@@ -8,6 +8,7 @@ when it has every job, else from sacct's whole seconds (see docs/slurm-test-clus
 
 from __future__ import annotations
 
+import bisect
 import re
 import shutil
 import statistics
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -163,6 +164,30 @@ def calibrate_room_latency(nodes: int, options: Sequence[str] = (f"--comment=tas
         runs = sorted((timings[j] for j in ids if where.get(j) == node and j in timings), key=lambda t: t.start)
         gaps += [later.start - earlier.end for earlier, later in zip(runs, runs[1:]) if later.submit < earlier.end]
     return (max(0.0, statistics.median(gaps)) if gaps else 0.0), len(gaps)
+
+
+def start_after_end(timings: Mapping[str, Timing]) -> dict[str, float | int | None]:
+    """How soon SLURM started jobs that waited for room: per such job, its start minus the latest
+    end (of any job of the run) before it; p50, p90 and how many took over 0.1 s.
+
+    A job waited when it was submitted before that end. ~0.02 s is slurmctld scheduling on the
+    end itself (on slurmd's MESSAGE_EPILOG_COMPLETE); up to ~1 s is a start on a later pass: its
+    ~1 s background loop or a backfill cycle (a job behind a blocked one, or an end slurmd answered
+    with ESLURMD_KILL_JOB_ALREADY_COMPLETE, which only queues a pass; docs/slurm-test-cluster.md).
+    """
+    ends = sorted(t.end for t in timings.values())
+    gaps = []
+    for t in timings.values():
+        last = bisect.bisect_right(ends, t.start)
+        if last and t.submit < ends[last - 1]:
+            gaps.append(t.start - ends[last - 1])
+    if not gaps:
+        return {"start_after_end_jobs": 0, "start_after_end_p50_s": None, "start_after_end_p90_s": None,
+                "start_after_end_over_0_1_s": 0}  # fmt: skip
+    gaps.sort()
+    return {"start_after_end_jobs": len(gaps), "start_after_end_p50_s": round(statistics.median(gaps), 3),
+            "start_after_end_p90_s": round(gaps[min(len(gaps) - 1, int(0.9 * len(gaps)))], 3),
+            "start_after_end_over_0_1_s": sum(g > 0.1 for g in gaps)}  # fmt: skip
 
 
 def sbatch(args: Sequence[str]) -> str:

@@ -211,6 +211,13 @@ AccountingStorageTRES=$tres
 AccountingStorageEnforce=associations,limits,qos
 JobCompType=jobcomp/none
 MailProg=/bin/true
+# A no-op node epilog, as production sites have one (cleanup, health checks): with an Epilog, slurmd
+# always answers a job's end with MESSAGE_EPILOG_COMPLETE, on which slurmctld runs its scheduler at
+# once. Without one, slurmd takes a shortcut when the batch step has already exited
+# (ESLURMD_KILL_JOB_ALREADY_COMPLETE), and slurmctld then only queues a pass for its ~1 s
+# background loop or the next backfill cycle: the start after an end made room came 0.0 or up to
+# ~1 s later depending on that race (docs/slurm-test-cluster.md, "Start latency after an end").
+Epilog=/bin/true
 # Short timeouts: a test cluster should notice and recover within seconds.
 MinJobAge=30
 KillWait=5

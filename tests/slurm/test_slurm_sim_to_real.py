@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCHMARK = ROOT / "benchmarks" / "sim_to_real.py"
 FIELDS = {"policy", "jobs", "avg_jct_gap", "avg_queue_gap", "rank_correlation", "kendall_tau_b",
           "avg_jct_real_s", "avg_jct_sim_s", "avg_queue_real_s", "avg_queue_sim_s", "launch_overhead_s",
-          "preemptions_real", "preemptions_sim", "unmatched", "avg_jct_gap_no_latency"}  # fmt: skip
+          "preemptions_real", "preemptions_sim", "unmatched", "avg_jct_gap_no_latency",
+          "avg_jct_gap_room_latency_only", "start_after_end_jobs", "start_after_end_p50_s"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +73,28 @@ def test_the_start_latency_moves_every_start_of_a_chain(bench: ModuleType) -> No
     late, _ = bench.replay(cluster, ids, submitted, 0.0, 0.5)
     assert [(plain[j].start, plain[j].end) for j in ids] == [(0.0, 10.0), (10.0, 20.0), (20.0, 30.0)]
     assert [(late[j].start, late[j].end) for j in ids] == [(0.5, 10.5), (11.0, 21.0), (21.5, 31.5)]
+
+
+def test_the_submission_latency_delays_the_queue_not_the_submit(bench: ModuleType) -> None:
+    # The same chain with jobs reaching the queue 0.3 s after their submit: the first starts 0.3 s
+    # later, the others wait for room anyway; JCT still counts from the submit.
+    cluster = build_cluster({"l0": [8]})
+    ids = {f"j{i}": bench.TraceJob(i, 0.0, 8, 10) for i in range(3)}
+    late, _ = bench.replay(cluster, ids, dict.fromkeys(ids, 100.0), 0.0, 0.0, 0.3)
+    assert [late[j].submit for j in ids] == [0.0, 0.0, 0.0]
+    times = [t for j in ids for t in (late[j].start, late[j].end)]
+    assert times == pytest.approx([0.3, 10.3, 10.3, 20.3, 20.3, 30.3])
+
+
+def test_start_after_end_counts_only_jobs_that_waited(bench: ModuleType) -> None:
+    timing = bench.Timing
+    runs = {"a": timing(0.0, 0.1, 5.0), "b": timing(1.0, 5.02, 9.0),  # b waited for a: 0.02 s
+            "c": timing(2.0, 9.8, 12.0), "d": timing(10.0, 10.3, 11.0)}  # c waited 0.8 s; d did not wait
+    stats = bench.start_after_end(runs)
+    assert stats["start_after_end_jobs"] == 2 and stats["start_after_end_over_0_1_s"] == 1
+    assert stats["start_after_end_p50_s"] == pytest.approx(0.41)
+    assert stats["start_after_end_p90_s"] == pytest.approx(0.8)
+    assert bench.start_after_end({"a": timing(0.0, 0.1, 5.0)})["start_after_end_p50_s"] is None
 
 
 def test_tiny_run_on_the_live_cluster(slurm_cluster: Cluster) -> None:
