@@ -205,9 +205,9 @@ class Las:
 
     A job's level is the number of thresholds its attained GPU-seconds have passed; lower levels
     go first and each level is first-come first-served. Every cycle ranks running and queued jobs
-    together by (level, submit), so a running job yields when it
-    is demoted past a waiting job's level, and also to an earlier-submitted waiting job of its own
-    level that could not start before (one a later job overtook, e.g. one too big at the time).
+    together by (level, submit), so a running job yields when it is demoted past a waiting job's
+    level, and also to an earlier-submitted waiting job of its own level that could not start
+    before (one a later job overtook, e.g. one too big at the time).
     """
 
     name = "las"
