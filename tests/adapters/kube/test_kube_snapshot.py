@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from snapshot_clusters import declared
 
 from gputwin.adapters.kube.snapshot import KubeSnapshotError, build_snapshot, declared_cluster
 from gputwin.twin.forecast import forecast
@@ -42,9 +43,7 @@ spec: {queue: {policy: priority}, placement: {policy: first-fit}}
 
 
 def cluster() -> Any:
-    docs = list(yaml.safe_load_all(CLUSTER))
-    return declared_cluster(*([d for d in docs if d["kind"] == k] for k in
-                              ("SwitchTopology", "GPUPartition", "SchedulingPolicy")))  # fmt: skip
+    return declared(CLUSTER)
 
 
 def at(seconds: float) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
+from snapshot_clusters import declared
 
-from gputwin.adapters.kube.snapshot import build_snapshot, declared_cluster
+from gputwin.adapters.kube.snapshot import build_snapshot
 from gputwin.core.scheduler import Scheduler
 from gputwin.twin.forecast import forecast
 from gputwin.twin.seed import Held
@@ -37,9 +37,7 @@ spec: {topology: t, taskTypes: [infer], nodes: "n[0-0]"}
 
 
 def cluster() -> Any:
-    docs = list(yaml.safe_load_all(CLUSTER))
-    return declared_cluster(*([d for d in docs if d["kind"] == k] for k in
-                              ("SwitchTopology", "GPUPartition", "SchedulingPolicy")))  # fmt: skip
+    return declared(CLUSTER)
 
 
 def job(name: str, ask: str, phase: str = "Running") -> Obj:
