@@ -29,6 +29,7 @@ def start(job_id: str, seconds: float) -> Start:
         pytest.param([("b", 5.0), ("a", 5.0)], [], 5.0, [("b", 5.0), ("a", 5.0)], id="ties-in-start-order"),
         pytest.param([("a", 10.0), ("b", 5.0)], ["b"], 10.0, [("a", 10.0)], id="a-stopped-run-never-ends"),
         pytest.param([("a", 10.0)], [], 9.999, [], id="not-yet"),
+        pytest.param([("a", 5.0), ("b", 5.0)], ["a"], 5.0, [("b", 5.0)], id="a-stopped-run-beside-a-live-one"),
     ],
 )
 def test_virtual_runs_end_in_time_order_then_start_order(
@@ -50,6 +51,18 @@ def test_a_stopped_run_is_never_the_next_event_and_a_late_run_is_refused() -> No
     ((refused, error),) = runs.start_all([start("c", 200.0)], (), 0.0)
     assert refused.job_id == "c" and isinstance(error, StartRefused) and error.reason == "InvalidDuration"
     assert "t=100" in str(error) and "c" not in runs.running()
+
+
+def test_an_end_time_only_stopped_runs_share_is_dropped_and_every_end_is_counted_once() -> None:
+    runs = VirtualRuns()
+    runs.start_all([start("a", 5.0), start("b", 5.0), start("c", 8.0)], (), 0.0)
+    runs.stop("a"), runs.stop("b")
+    runs.start_all([start("a", 2.0)], (), 4.0)  # a runs again: its first end, at 5, is stale
+    assert runs.running() == {"a": 6.0, "c": 8.0}
+    assert runs.next_event() == 6.0 and runs.ended(6.0) == [("a", 6.0)]
+    assert runs.next_event() == 8.0  # the time 5.0 had only stopped runs: dropped
+    assert runs.ended(8.0) == [("c", 8.0)] and runs.next_event() is None
+    assert runs.popped == 4  # every end taken off the heap once, the stale ones included
 
 
 def cluster() -> ClusterSpec:

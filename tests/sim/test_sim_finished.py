@@ -88,6 +88,14 @@ def test_column_metrics_equal_the_row_metrics(sim_cluster, sim_jobs, partition) 
     assert [r.partition for r in rows] == ([partition] * len(rows) if partition else [r.partition for r in log])
 
 
+def test_positions_by_partition_are_the_same_as_lists_and_as_arrays(sim_cluster, sim_jobs) -> None:
+    log, _ = _replay(sim_cluster, sim_jobs)
+    listed, packed = log.by_partition(), log.by_partition(listed_up_to=0)
+    assert {name: list(at) for name, at in listed.items()} == {name: list(at) for name, at in packed.items()}
+    assert all(isinstance(at, list) for at in listed.values()) and not any(isinstance(at, list) for at in packed.values())
+    assert all(log_metrics(log, listed[name]) == log_metrics(log, packed[name]) for name in listed)
+
+
 @pytest.mark.parametrize("n", [0, 1, 2_000], ids=["none", "one", "2k"])
 def test_a_streamed_synthetic_replay_equals_the_listed_one(n) -> None:
     # A stream's specs are kept as columns and rebuilt: equal, field for field, to the list's.

@@ -3,7 +3,10 @@
 The simulator's event heap, as a backend: `gputwin simulate`, the emulator (`gputwin run`) and an
 operator with the simulated backend all run jobs here, so one trace gives one result in each.
 Ends at the same instant come out in the order their runs started (then adopted); a preempted
-run's end stays in the heap and is dropped when it surfaces (cheaper than removing it).
+run's end stays in the heap and is dropped when it surfaces (cheaper than removing it). The heap
+holds each distinct end time once, as a bare float, and a dict maps it to its runs: a float
+compares in a fraction of the instructions an (end, sequence, id) tuple takes, and a replay pushes
+and pops every run's end through ~log2(running) comparisons (issue 13: no slower than before).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ class VirtualRuns:
 
     def __init__(self, latest: float = float("inf"), latest_label: str = "") -> None:
         self.latest, self.latest_label = latest, latest_label or f"{latest:.0f} s since the epoch"
-        self._heap: list[tuple[float, int, str]] = []  # (end, sequence, job id)
+        self._heap: list[float] = []  # distinct end times
+        self._at: dict[float, list[tuple[int, str]]] = {}  # end -> (sequence, job id) of its runs, in start order
         self._live: dict[str, int] = {}  # job id -> sequence of its current run
         self._seq = 0
         self.popped = 0  # ends taken off the heap, stale ones included (the simulator's event count)
@@ -32,7 +36,7 @@ class VirtualRuns:
     def start_all(
         self, starts: Sequence[Start], node_names: Sequence[str], now: float
     ) -> list[tuple[Start, Exception]]:
-        heap, live, seq, latest = self._heap, self._live, self._seq, self.latest
+        live, seq, latest = self._live, self._seq, self.latest
         refused: list[tuple[Start, Exception]] = []
         for start in starts:
             end = now + start.run_seconds
@@ -41,40 +45,55 @@ class VirtualRuns:
                 continue
             seq += 1
             live[start.job_id] = seq
-            heapq.heappush(heap, (end, seq, start.job_id))
+            self._push(end, seq, start.job_id)
         self._seq = seq
         return refused
 
     def adopt(self, start: Start, node_names: Sequence[str], since: float) -> None:
         self._seq += 1
         self._live[start.job_id] = self._seq
-        heapq.heappush(self._heap, (since + start.run_seconds, self._seq, start.job_id))
+        self._push(since + start.run_seconds, self._seq, start.job_id)
+
+    def _push(self, end: float, seq: int, job_id: str) -> None:
+        runs = self._at.get(end)
+        if runs is None:
+            self._at[end] = [(seq, job_id)]
+            heapq.heappush(self._heap, end)
+        else:  # sequences only grow: the list stays in start order
+            runs.append((seq, job_id))
 
     def stop(self, job_id: str, grace: float | None = None) -> None:
         self._live.pop(job_id, None)  # a virtual run stops at once: no grace to give
 
     def ended(self, now: float) -> list[tuple[str, float]]:
-        heap, live, out = self._heap, self._live, []
-        popped = 0
-        while heap and heap[0][0] <= now:
-            end, seq, job_id = heapq.heappop(heap)
-            popped += 1
-            if live.get(job_id) == seq:
-                del live[job_id]
-                out.append((job_id, end))
-        self.popped += popped
+        heap, at, live = self._heap, self._at, self._live
+        out: list[tuple[str, float]] = []
+        while heap and heap[0] <= now:
+            end = heapq.heappop(heap)
+            runs = at.pop(end)
+            self.popped += len(runs)
+            for seq, job_id in runs:
+                if live.get(job_id) == seq:
+                    del live[job_id]
+                    out.append((job_id, end))
         return out
 
     def next_event(self) -> float | None:
-        heap, live = self._heap, self._live
-        while heap and live.get(heap[0][2]) != heap[0][1]:
-            heapq.heappop(heap)  # a stopped run's end: drop it so it is never the next event
-            self.popped += 1
-        return heap[0][0] if heap else None
+        heap, at, live = self._heap, self._at, self._live
+        while heap:
+            runs = at[heap[0]]
+            for seq, job_id in runs:
+                if live.get(job_id) == seq:
+                    return heap[0]
+            # Only stopped runs end then: drop the time so it is never the next event.
+            del at[heapq.heappop(heap)]
+            self.popped += len(runs)
+        return None
 
     def running(self) -> dict[str, float]:
         """Job id -> when its run ends (for tests and diagnostics)."""
-        return {job_id: end for end, seq, job_id in self._heap if self._live.get(job_id) == seq}
+        live = self._live
+        return {job_id: end for end, runs in self._at.items() for seq, job_id in runs if live.get(job_id) == seq}
 
 
 def _too_late(start: Start, latest: str) -> StartRefused:

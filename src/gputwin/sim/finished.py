@@ -17,7 +17,7 @@ from typing import NamedTuple, overload
 
 from gputwin.core.model import JobSpec
 from gputwin.core.state import JobState
-from gputwin.sim.columns import Blob, extend_floats, extended, widened
+from gputwin.sim.columns import RUN, Blob, extend_floats, extended, widened
 
 
 class FinishedJob(NamedTuple):
@@ -203,12 +203,18 @@ class FinishedLog(Sequence[FinishedJob]):
             self.tiers[i], self.overhead[i], self.attained[i],
         )  # fmt: skip
 
-    def by_partition(self) -> dict[str, Sequence[int]]:
+    def by_partition(self, listed_up_to: int = RUN) -> dict[str, Sequence[int]]:
         """Each partition's jobs' positions (in order of first completion; a range when every job
-        ran in one). One pass over the codes for all partitions: a pass per partition costs
-        partitions x jobs (mix1 has 11)."""
+        ran in one): lists for a log of up to `listed_up_to` jobs, else arrays. One pass over the
+        codes for all partitions: a pass per partition costs partitions x jobs (mix1 has 11)."""
         if len(self.partitions) <= 1:
             return {name: range(len(self)) for name in self.partitions}
+        if len(self) <= listed_up_to:  # lists: an array's `append` parses each item as call arguments
+            listed: list[list[int]] = [[] for _ in self.partitions]
+            for i, k in enumerate(self.part):
+                listed[k].append(i)
+            return dict(zip(self.partitions, listed))
+        # A long log: 4 bytes a position, not a list's ~36.
         found: list[array[int]] = [array("I" if len(self) < 2**32 else "q") for _ in self.partitions]
         for i, k in enumerate(self.part):
             found[k].append(i)

@@ -35,7 +35,7 @@ from gputwin.core.model import JobSpec
 from gputwin.core.quota import TenantUsage
 from gputwin.core.state import PartitionState
 from gputwin.sim.evaluation import JobMetrics, PartitionMetrics, Summary, TenantMetrics
-from gputwin.sim.columns import SortedRuns, picked
+from gputwin.sim.columns import RUN, SortedRuns, picked
 from gputwin.sim.finished import FinishedJob, FinishedLog
 
 T = TypeVar("T")
@@ -250,25 +250,37 @@ def log_metrics(log: FinishedLog, at: Sequence[int]) -> JobMetrics:
     n = len(at)
     if not n:
         return JobMetrics()
+    pick = _Pick(at, len(log))
     # Sorted runs of unboxed floats (gputwin.sim.columns), one column at a time: a sorted list
     # would hold 32 bytes a job of float objects at the run's peak.
-    jct = SortedRuns(map(operator.sub, _at(log.end, at), _at(log.submit, at)))
+    jct = SortedRuns(map(operator.sub, pick(log.end), pick(log.submit)))
     avg_jct, p50, p95, p99 = jct.total() / n, percentile(jct, 50), percentile(jct, 95), percentile(jct, 99)
     del jct
-    queue = SortedRuns(_at(log.wait, at))
+    queue = SortedRuns(pick(log.wait))
     return JobMetrics(
         jobs=n, avg_jct=round(avg_jct, 3), avg_queue=round(queue.total() / n, 3), p50_jct=round(p50, 3),
         p95_jct=round(p95, 3), p99_jct=round(p99, 3), p99_queue=round(percentile(queue, 99), 3),
-        preemptions=sum(_at(log.preemptions, at)),
-        avg_overhead=round(math.fsum(_at(log.overhead, at)) / n, 5),
+        preemptions=sum(pick(log.preemptions)), avg_overhead=round(math.fsum(pick(log.overhead)) / n, 5),
     )  # fmt: skip
 
 
-def _at(column: Sequence[T], at: Sequence[int]) -> Iterable[T]:
-    """`column`'s values at positions `at`: every position as the column itself, else `picked`."""
-    if isinstance(at, range) and at == range(len(column)):
-        return column
-    return picked(column, at)
+class _Pick:
+    """A column's values at positions `at` (of a log of `size` jobs): every position as the column
+    itself; up to a sorted run's worth as one tuple, by an `itemgetter` made once for all the
+    columns read (one C call a column, where a generator resumes once a value and a getter made
+    per column boxes every position again); more than that by `picked`, a chunk at a time."""
+
+    def __init__(self, at: Sequence[int], size: int) -> None:
+        self.at = at
+        self.every = isinstance(at, range) and at == range(size)
+        self.getter = operator.itemgetter(*at) if not self.every and 1 < len(at) <= RUN else None
+
+    def __call__(self, column: Sequence[T]) -> Iterable[T]:
+        if self.every:
+            return column
+        if self.getter is not None:
+            return self.getter(column)  # type: ignore[no-any-return]
+        return picked(column, self.at)
 
 
 def tenant_metrics(
