@@ -146,12 +146,31 @@ def test_intervals_are_ordered_and_cover_about_four_in_five(
     assert 0.6 <= coverage <= 0.95, coverage
 
 
-def test_no_model_yet_answers_like_the_history(philly) -> None:  # type: ignore[no-untyped-def]
-    _, jobs = philly
+def _geo(*runs: float) -> float:
+    return math.expm1(sum(math.log1p(r) for r in runs) / len(runs))
+
+
+@pytest.mark.parametrize(
+    "finished, expected",
+    [
+        # (GPUs, seconds) runs of user u's job n, then a 1-GPU n is predicted.
+        pytest.param([], math.nan, id="nothing-finished-unknown"),  # the partition's qssf_prior decides
+        pytest.param([(1, 100.0)], 100.0, id="one-run"),
+        # HistoryEstimator would answer the arithmetic 505 s: the one long run dominates it.
+        pytest.param([(1, 10.0), (1, 1000.0)], _geo(10.0, 1000.0), id="geometric-not-arithmetic"),
+        # n at 4 GPUs is another (user, name) group: the user's group (both runs) answers instead.
+        pytest.param([(4, 1000.0)], 1000.0, id="other-size-falls-back-to-the-user"),
+        pytest.param([(4, 1000.0), (1, 10.0)], 10.0, id="own-size-first"),
+    ],
+)
+def test_no_model_yet_answers_the_groups_geometric_mean(finished: list[tuple[int, float]],
+                                                          expected: float) -> None:  # fmt: skip
     estimator = LearnedEstimator(SMALL)
-    assert math.isnan(estimator.predict(jobs[0]))  # UNKNOWN: the partition's qssf_prior decides
-    estimator.observe(jobs[0], 100.0)
-    assert estimator.predict(dataclasses.replace(jobs[1], user=jobs[0].user, job_id="x")) == 100.0
+    for i, (gpus, run) in enumerate(finished):
+        estimator.observe(JobSpec(f"h{i}", 0.0, run, gpus, "t", "u", "n"), run)
+    got = estimator.predict(JobSpec("x", 1.0, 5.0, 1, "t", "u", "n"))
+    assert estimator.fits == 0
+    assert (math.isnan(got) and math.isnan(expected)) or got == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(
@@ -174,6 +193,20 @@ def test_no_model_yet_answers_like_the_history(philly) -> None:  # type: ignore[
             "name_mean_log",
             math.log1p(99.0),
             id="same-user-and-name",
+        ),
+        pytest.param(
+            [("u", "n1", 99.0)],
+            JobSpec("a", 0.0, 5.0, 2, "t", "u", "n1"),
+            "name_count_log",
+            0.0,
+            id="same-name-other-gpus-is-another-group",
+        ),
+        pytest.param(
+            [("u", "n1", 99.0)],
+            JobSpec("a", 0.0, 5.0, 1, "t", "u", "n1", gpu_milli=500),
+            "name_mean_log",
+            math.nan,
+            id="same-name-other-share-is-another-group",
         ),
         pytest.param(
             [("u", "train-1", 99.0)],
@@ -324,3 +357,27 @@ def test_the_residual_ring_holds_the_last_residuals(chunks: list[list[float]], s
     every = [v for chunk in chunks for v in chunk]
     kept = [] if estimator._residuals is None else estimator._residuals[: estimator._residual_count].tolist()
     assert sorted(kept) == sorted(every[len(every) - min(size, len(every)) :])
+
+
+@pytest.mark.parametrize(
+    "config, fits",
+    [
+        # Default: refit once a day of simulated time has passed, however few jobs finished in it
+        # (Alibaba's 6,203 pods over 149 days: refits every 5,000 jobs gave one fit for the whole trace).
+        pytest.param(LearnedConfig(min_train=50, rounds=5), [1, 1, 2], id="daily-by-default"),
+        pytest.param(LearnedConfig(min_train=50, rounds=5, retrain_seconds=0.0), [1, 1, 1], id="off"),
+        pytest.param(LearnedConfig(min_train=50, rounds=5, retrain_jobs=10), [1, 2, 3], id="by-jobs"),
+    ],
+)
+def test_refits_after_a_day_or_after_retrain_jobs(config: LearnedConfig, fits: list[int]) -> None:
+    estimator = LearnedEstimator(config)
+    rng = random.Random(3)
+    made, seen = 0, []
+    for at in (3600.0, 3600.0 + 43_200.0, 3600.0 + 86_400.0):
+        for _ in range(60 if made == 0 else 10):  # finished before `at`
+            run = rng.choice((10.0, 1000.0))
+            estimator.observe(JobSpec(f"h{made}", at - 3000.0, run, 1, "t", "u", f"n{run:.0f}"), run)
+            made += 1
+        estimator.predict(JobSpec(f"p{at}", at, 5.0, 1, "t", "u", "n10"))
+        seen.append(estimator.fits)
+    assert seen == fits
