@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from gputwin.core.policies import Key
 from gputwin.core.state import JobState, PartitionState
 
 
@@ -33,6 +34,36 @@ def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float
     return shadow, extra
 
 
+def may_start(part: PartitionState, window: list[tuple[Key, int]], head: JobState, now: float) -> bool:
+    """Would any job of `window` pass the first two tests of `gputwin.core.cycle`'s backfill walk
+    (enough GPUs free; ends before the head's shadow time or fits in its spare GPUs) before the walk
+    starts anything? Asked per GPU count of the least work left: `now + work` grows with `work`, so
+    that job passes if any of its count does. The least works are kept (`PartitionState.window`)
+    while the window is the same: on a busy queue most cycles find the same window and none of it
+    able to start, and walking it each time was half of a forecast's compiled replay (issue 15).
+    Whole GPUs only (a share's test differs)."""
+    memo = part.window
+    if memo is None or memo[0] != window:  # the same entries are the same jobs: orders are unique
+        least: dict[int, float] = {}
+        queued = part.queued
+        for _, order in window:
+            job = queued[order]
+            work = least.get(job.gpus)
+            if work is None or job.work_left < work:
+                least[job.gpus] = job.work_left
+        memo = part.window = (window, sorted(least.items()))
+    free = part.ledger.free_gpus
+    shadow, extra = -1.0, 0
+    for gpus, work in memo[1]:
+        if gpus > free:
+            return False  # neither this count nor any larger one fits
+        if shadow < 0.0:
+            shadow, extra = reservation(part, head, now)
+        if not (now + work > shadow and gpus > extra):
+            return True
+    return False
+
+
 def ending(jobs: Iterable[JobState]) -> list[tuple[float, int, int]]:
     """Running jobs as `PartitionState.ends` holds them, sorted: for a partition that keeps none."""
     return sorted([(job.seg_end, job.gpus, job.order) for job in jobs])
@@ -49,4 +80,4 @@ def _first_enough(ends: Iterable[tuple[float, int, int]], free: int, need: int) 
     return float("inf"), 0
 
 
-__all__ = ["ending", "reservation"]
+__all__ = ["ending", "may_start", "reservation"]
