@@ -17,7 +17,7 @@ from gputwin.core.options import SchedulerOptions
 from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
-from gputwin.core.reservation import may_start, reservation
+from gputwin.core.reservation import first_candidate, reservation
 from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end, queued_then, release
 from gputwin.core.topology import Span, Topology
 
@@ -163,13 +163,13 @@ class Cycle:
         ledger, shares = part.ledger, part.shares is not None and part.shares.has_room()
         if not (ledger.free_gpus or shares) or not part.spec.policy.backfill:
             return  # nothing can start (the common case on a busy cluster): skip the reservation too
-        shadow, extra = -1.0, 0  # the reservation is worked out once a job could start now
         # Entries copied (commits dequeue), jobs looked up as the walk reaches them (it stops early).
         queued, window = part.queued, part.order[1:1 + self.options.backfill_depth]
-        if not shares and not may_start(part, window, head, now):
-            return  # no job of the window passes the walk's GPU and time tests: it would start none
-        for _, order in window:
-            job = queued[order]
+        # Where the first job that could start is (jobs before it pass no test: nothing happens
+        # there), and the reservation (worked out once a job could start now; shadow -1: not yet).
+        first, shadow, extra = first_candidate(part, window, head, now) if not shares else (0, -1.0, 0)
+        for i in range(first, len(window)):
+            job = queued[window[i][1]]
             if job.gpus > ledger.free_gpus and not (shares and job.spec.gpu_milli < 1000):
                 if not (ledger.free_gpus or shares):
                     return  # every later job needs a GPU too

@@ -34,34 +34,45 @@ def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float
     return shadow, extra
 
 
-def may_start(part: PartitionState, window: list[tuple[Key, int]], head: JobState, now: float) -> bool:
-    """Would any job of `window` pass the first two tests of `gputwin.core.cycle`'s backfill walk
-    (enough GPUs free; ends before the head's shadow time or fits in its spare GPUs) before the walk
-    starts anything? Asked per GPU count of the least work left: `now + work` grows with `work`, so
-    that job passes if any of its count does. The least works are kept (`PartitionState.window`)
-    while the window is the same: on a busy queue most cycles find the same window and none of it
-    able to start, and walking it each time was half of a forecast's compiled replay (issue 15).
-    Whole GPUs only (a share's test differs)."""
-    memo = part.window
-    if memo is None or memo[0] != window:  # the same entries are the same jobs: orders are unique
-        least: dict[int, float] = {}
-        queued = part.queued
-        for _, order in window:
-            job = queued[order]
-            work = least.get(job.gpus)
-            if work is None or job.work_left < work:
-                least[job.gpus] = job.work_left
-        memo = part.window = (window, sorted(least.items()))
+def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: JobState, now: float
+                    ) -> tuple[int, float, int]:  # fmt: skip
+    """Where in `window` the first job is that passes the first two tests of `gputwin.core.cycle`'s
+    backfill walk (enough GPUs free; ends by the head's shadow time or fits in its spare GPUs), as
+    the walk starts (len(window): none), and the reservation (shadow, extra) if it was needed
+    (shadow -1.0: not). Whole GPUs only (a share's test differs).
+
+    A window in which no job passes leaves, per GPU count, the least work left among its jobs
+    (`PartitionState.window`): while the window is the same, a later cycle asks that job of each
+    count only (`now + work` grows with `work`: it passes if any of its count does). On a busy
+    queue most cycles find the window of the last and none of it able to start: walking it each
+    time was half of a forecast's compiled replay (issue 15)."""
     free = part.ledger.free_gpus
     shadow, extra = -1.0, 0
-    for gpus, work in memo[1]:
-        if gpus > free:
-            return False  # neither this count nor any larger one fits
-        if shadow < 0.0:
-            shadow, extra = reservation(part, head, now)
-        if not (now + work > shadow and gpus > extra):
-            return True
-    return False
+    memo = part.window
+    if memo is not None and memo[0] == window:  # the same entries are the same jobs: orders are unique
+        for gpus, work in memo[1]:
+            if gpus > free:
+                break  # neither this count nor any larger one fits
+            if shadow < 0.0:
+                shadow, extra = reservation(part, head, now)
+            if not (now + work > shadow and gpus > extra):
+                return 0, shadow, extra  # one of them passes: the walk finds which
+        return len(window), shadow, extra
+    least: dict[int, float] = {}
+    queued = part.queued
+    for i in range(len(window)):
+        job = queued[window[i][1]]
+        gpus, work = job.gpus, job.work_left
+        if gpus <= free:
+            if shadow < 0.0:
+                shadow, extra = reservation(part, head, now)
+            if not (now + work > shadow and gpus > extra):
+                return i, shadow, extra
+        known = least.get(gpus)
+        if known is None or work < known:
+            least[gpus] = work
+    part.window = (window, sorted(least.items()))
+    return len(window), shadow, extra
 
 
 def ending(jobs: Iterable[JobState]) -> list[tuple[float, int, int]]:
@@ -80,4 +91,4 @@ def _first_enough(ends: Iterable[tuple[float, int, int]], free: int, need: int) 
     return float("inf"), 0
 
 
-__all__ = ["ending", "may_start", "reservation"]
+__all__ = ["ending", "first_candidate", "reservation"]

@@ -191,8 +191,9 @@ def replay_sample(task: _Task, sample: int) -> Sample:
     lag = task.latency
     pending = [JobSpec(job_id, submit, seconds + lag, *rest)
                for (job_id, submit, rest), seconds in zip(task.pending, drawn)]  # fmt: skip
-    seeded = task.held.seed(Scheduler(task.cluster, task.options, task.points), durations, pending)
-    watch = seeded.run(task.until, starts_only=True)
+    scheduler = Scheduler(task.cluster, task.options, task.points)
+    seeded = task.held.seed(scheduler, durations, pending, starts_only=True)  # starts and ends are all it needs
+    watch = seeded.run(task.until)
     starts = [watch.starts.get(j.job_id, INF) + lag for j in pending]
     ends = [watch.ends.get(j.job_id, INF) for j in pending]
     return starts, ends, watch.rejects, seeded.left_out
