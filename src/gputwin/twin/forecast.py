@@ -22,6 +22,7 @@ survive, and which would cost more than the replays of a small forecast anyway.
 
 from __future__ import annotations
 
+import gc
 import math
 import multiprocessing
 import time
@@ -166,15 +167,22 @@ def replays(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, *, samples: in
     workers = max(1, min(workers, samples))
     task = _task(cluster, snap, the_plan, options, seed, snap.taken_at + horizon)
     shares = [tuple(range(w, samples, workers)) for w in range(workers)]
-    if workers == 1:
-        results = [[replay_sample(task, i) for i in shares[0]]]
-    else:
-        _FORKED[:] = [task]
-        try:
+    # The replays allocate many small acyclic objects that reference counting frees; the cyclic
+    # collector would only rescan them (and the long-lived task), so it pauses, as `simulate`'s
+    # does (forked workers inherit the pause).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if workers == 1:
+            results = [[replay_sample(task, i) for i in shares[0]]]
+        else:
+            _FORKED[:] = [task]
             with multiprocessing.get_context("fork").Pool(workers) as pool:
                 results = pool.map(_run_forked, shares)
-        finally:
-            _FORKED.clear()
+    finally:
+        _FORKED.clear()
+        if enabled:
+            gc.enable()
     by_sample = sorted(zip((i for share in shares for i in share), (r for res in results for r in res)))
     return [run for _, run in by_sample], workers
 
