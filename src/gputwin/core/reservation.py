@@ -8,13 +8,10 @@ sorting every running job each time (that sort was a quarter of a compiled backf
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import Iterable
 
 from gputwin.core.policies import Key
 from gputwin.core.state import JobState, PartitionState
-
-_ORDER = itemgetter(1)  # a queue entry's order: (key, order)
 
 
 def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float, int]:
@@ -62,9 +59,9 @@ def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: J
                 return 0, shadow, extra  # one of them passes: the walk finds which
         return len(window), shadow, extra
     least: dict[int, float] = {}
-    # The jobs looked up at C level (map of the dict's own lookup over the entries' orders): a
-    # compiled loop would unbox each order and box it again for the dict.
-    for i, job in enumerate(map(part.queued.__getitem__, map(_ORDER, window))):
+    queued = part.queued
+    for i in range(len(window)):
+        job = queued[window[i][1]]
         gpus, work = job.gpus, job.work_left
         if gpus <= free:
             if shadow < 0.0:
