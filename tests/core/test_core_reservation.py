@@ -110,7 +110,8 @@ def _first(part: PartitionState, head: JobState, now: float, depth: int) -> int:
     """The first job of the window that passes the backfill walk's GPU and time tests (`Cycle._backfill`)."""
     free, (shadow, extra) = part.ledger.free_gpus, reservation(part, head, now)
     window = [part.queued[order] for _, order in part.order[1:1 + depth]]
-    passing = (i for i, j in enumerate(window) if j.gpus <= free and not (now + j.work_left > shadow and j.gpus > extra))
+    passing = (i for i, j in enumerate(window)
+               if j.gpus <= free and not (now + j.work_left > shadow and j.gpus > extra))  # fmt: skip
     return next(passing, len(window))
 
 
@@ -121,8 +122,8 @@ RUNS = st.lists(st.tuples(st.sampled_from(["submit", "submit", "cycle", "complet
 
 @settings(max_examples=80, deadline=None)
 @given(RUNS, st.sampled_from([2, 256]))
-def test_first_candidate_is_the_first_job_of_the_window_to_pass_the_walks_tests(steps: list[tuple[str, int]],
-                                                                               depth: int) -> None:  # fmt: skip
+def test_first_candidate_is_the_windows_first_job_to_pass_the_walks_tests(steps: list[tuple[str, int]],
+                                                                         depth: int) -> None:  # fmt: skip
     sched = _scheduler(True, False)
     part = sched.partitions["p"]
     asked = 0
@@ -145,7 +146,8 @@ def test_first_candidate_is_the_first_job_of_the_window_to_pass_the_walks_tests(
     (2, (150.0,), 2),  # 2 GPUs free, but the new job too ends after the head's shadow time
     (2, (150.0, 10.0), 2),  # the second new one ends in time: the window changed, and its least work
 ])  # fmt: skip
-def test_first_candidate_follows_a_changed_window(free_after: int, runs: tuple[float, ...], expected: int) -> None:
+def test_first_candidate_follows_a_changed_window(free_after: int, runs: tuple[float, ...],
+                                                  expected: int) -> None:  # fmt: skip
     """A 16-GPU node: one job runs until t = 100 leaving `free_after` GPUs, the head wants all 16
     (its shadow time: 100), 1-GPU jobs queue behind it; asked first, then again once more came."""
     sched = Scheduler(build_cluster({"l0": [16]}, PolicySpec(queue="fifo", backfill=True)))
@@ -157,7 +159,7 @@ def test_first_candidate_follows_a_changed_window(free_after: int, runs: tuple[f
     head = part.head()
     assert head is not None and head.job_id == "head"
     assert first_candidate(part, part.order[1:], head, 1.0)[0] == 1  # w0 ends at 151, after the shadow (100)
-    assert first_candidate(part, part.order[1:], head, 1.0)[0] == 1  # asked again: the kept least work says so
+    assert first_candidate(part, part.order[1:], head, 1.0)[0] == 1  # again: the kept least works
     for i, run in enumerate(runs):
         sched.submit(JobSpec(f"w{i + 1}", 2.0, run, 1, "t"), 2.0)
     assert first_candidate(part, part.order[1:], head, 2.0)[0] == expected

@@ -41,8 +41,8 @@ def _seeded(policy: PolicySpec, starts_only: bool) -> Seeded:
     cluster = default_cluster(snap, policy)
     rng = random.Random(5)
     durations = [rng.uniform(600.0, 3000.0) for _ in snap.running]
-    pending = [JobSpec(j.job_id, j.submit, rng.uniform(60.0, 4000.0), j.gpus, "p", j.user, priority=j.priority)
-               for j in snap.pending]  # fmt: skip
+    pending = [JobSpec(j.job_id, j.submit, rng.uniform(60.0, 4000.0), j.gpus, "p", j.user,
+                       priority=j.priority) for j in snap.pending]  # fmt: skip
     held = Held(cluster, snap, snap.running)
     return held.seed(Scheduler(cluster), durations, pending, starts_only=starts_only)
 
@@ -52,8 +52,7 @@ def _seeded(policy: PolicySpec, starts_only: bool) -> Seeded:
     (PolicySpec(queue="fifo"), True),
     (PolicySpec(queue="srtf"), False),  # preemptive: replayed to the end
 ])  # fmt: skip
-def test_a_starts_only_replay_sees_what_the_full_one_sees_of_the_pending_jobs(policy: PolicySpec,
-                                                                           stops_early: bool) -> None:  # fmt: skip
+def test_a_starts_only_replay_sees_what_the_full_one_sees(policy: PolicySpec, stops_early: bool) -> None:
     full, cut = _seeded(policy, False), _seeded(policy, True)
     whole, short = full.run(1e9), cut.run(1e9)
     ids = [j.job_id for j in full.pending]

@@ -200,7 +200,8 @@ def replay_sample(task: _Task, sample: int) -> Sample:
     pending = [JobSpec(job_id, submit, seconds + lag, *rest)
                for (job_id, submit, rest), seconds in zip(task.pending, drawn)]  # fmt: skip
     scheduler = Scheduler(task.cluster, task.options, task.points)
-    seeded = task.held.seed(scheduler, durations, pending, starts_only=True)  # starts and ends are all it needs
+    # Its pending jobs' starts and ends are all a forecast needs: the replay may stop once all started.
+    seeded = task.held.seed(scheduler, durations, pending, starts_only=True)
     watch = seeded.run(task.until)
     starts = [watch.starts.get(j.job_id, INF) + lag for j in pending]
     ends = [watch.ends.get(j.job_id, INF) for j in pending]

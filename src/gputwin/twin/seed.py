@@ -100,7 +100,10 @@ class Seeded:
         # rejected): the two hold as many entries as there are jobs only once all are settled.
         watch, count = self.watch, len(self.pending)
         starts, rejects = watch.starts, watch.rejects
-        while len(starts) + len(rejects) < count and (when := replay.next_event()) is not None and when <= until:
+        while len(starts) + len(rejects) < count:
+            when = replay.next_event()
+            if when is None or when > until:
+                break
             replay.step(clock.advance_to(when))
         return watch
 
