@@ -1,7 +1,8 @@
 """Forecasts from a snapshot: N seeded replays of the present, per-job start quantiles, drain times.
 
 Each sample draws every unknown run time (`gputwin.twin.sampling`), seeds the runtime with the
-snapshot (`gputwin.twin.seed`) and replays it on a virtual clock up to the horizon. Over the
+snapshot (`gputwin.twin.seed`) and replays it on a virtual clock up to the horizon (or, when no
+partition preempts, until every pending job has started: their ends are known then). Over the
 samples, per pending job: its start at p50 and p90 and its end (None: not within the horizon in
 that share of samples), and per partition the time until its current queue drains - every job
 pending now has started - at p50 and p90. Quantiles are nearest-rank over all samples (a sample in

@@ -5,7 +5,8 @@ clock moves: marks the snapshot's out-of-service nodes (`Scheduler.set_out_of_se
 every running job on the GPUs it holds since its start (as the operator adopts runs after a
 restart: its run ends `duration` after its start, so what is left is the draw minus the elapsed
 time), and queues the pending jobs in the snapshot's queue order (their waits count from their
-own submit times). The clock starts at `taken_at` and runs to the horizon.
+own submit times). The clock starts at `taken_at` and runs to the horizon (a forecast's replay,
+made `starts_only`, stops once every pending job has started, if no partition preempts).
 
 A snapshot's partition is matched to the cluster's partition of the same name. A running job that
 no partition can hold where it runs (live partitions may overlap, the core's may not) is adopted
