@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from gputwin.core.policies import Key
-from gputwin.core.state import JobState, PartitionState
+from gputwin.core.state import JobState, PartitionState, Window
 
 
 def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float, int]:
@@ -41,16 +41,17 @@ def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: J
     the walk starts (len(window): none), and the reservation (shadow, extra) if it was needed
     (shadow -1.0: not). Whole GPUs only (a share's test differs).
 
-    A window in which no job passes leaves, per GPU count, the least work left among its jobs
-    (`PartitionState.window`): while the window is the same, a later cycle asks that job of each
-    count only (`now + work` grows with `work`: it passes if any of its count does). On a busy
-    queue most cycles find the window of the last and none of it able to start: walking it each
-    time was half of a forecast's compiled replay (issue 15)."""
+    The window's jobs are kept as (GPUs, work left) pairs with, per GPU count, the least work left
+    (`PartitionState.window`): while the window is the same, a cycle asks that job of each count
+    only (`now + work` grows with `work`: it passes if any of its count does); a changed window
+    reuses the pairs of the entries it still holds (`_pairs`). On a busy queue most cycles find the
+    window of the last and none of it able to start: walking it each time was half of a forecast's
+    compiled replay (issue 15)."""
     free = part.ledger.free_gpus
     shadow, extra = -1.0, 0
     memo = part.window
     if memo is not None and memo[0] == window:  # the same entries are the same jobs: orders are unique
-        for gpus, work in memo[1]:
+        for gpus, work in memo[2]:
             if gpus > free:
                 break  # neither this count nor any larger one fits
             if shadow < 0.0:
@@ -58,21 +59,45 @@ def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: J
             if not (now + work > shadow and gpus > extra):
                 return 0, shadow, extra  # one of them passes: the walk finds which
         return len(window), shadow, extra
+    pairs = _pairs(part, window, memo)
     least: dict[int, float] = {}
-    queued = part.queued
-    for i in range(len(window)):
-        job = queued[window[i][1]]
-        gpus, work = job.gpus, job.work_left
-        if gpus <= free:
+    first = len(window)
+    for i in range(len(pairs)):
+        gpus, work = pairs[i]
+        if first == len(window) and gpus <= free:
             if shadow < 0.0:
                 shadow, extra = reservation(part, head, now)
             if not (now + work > shadow and gpus > extra):
-                return i, shadow, extra
+                first = i
         known = least.get(gpus)
         if known is None or work < known:
             least[gpus] = work
-    part.window = (window, sorted(least.items()))
-    return len(window), shadow, extra
+    part.window = (window, pairs, sorted(least.items()))
+    return first, shadow, extra
+
+
+LOOK_AHEAD = 8  # entries gone from the kept window that `_pairs` steps over at one place
+
+
+def _pairs(part: PartitionState, window: list[tuple[Key, int]], memo: Window | None) -> list[tuple[int, float]]:
+    """(GPUs, work left) of each job of `window`: an entry the kept window also holds (the very
+    tuple: the same job, whose GPUs and work do not change while it waits) at or a few places after
+    where the last match left off gives its pair; any other is looked up. A head that started, a
+    backfilled job or an arrival changes a window in one place or a few: most of it is reused."""
+    old, kept = (memo[0], memo[1]) if memo is not None else ([], [])
+    queued, out = part.queued, []
+    j, count = 0, len(old)
+    for entry in window:
+        k, stop = j, min(count, j + LOOK_AHEAD)
+        while k < stop and old[k] is not entry:
+            k += 1
+        if k < stop:
+            out.append(kept[k])
+            j = k + 1
+        else:
+            job = queued[entry[1]]
+            out.append((job.gpus, job.work_left))
+    return out
 
 
 def ending(jobs: Iterable[JobState]) -> list[tuple[float, int, int]]:
