@@ -41,10 +41,10 @@ def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: J
     the walk starts (len(window): none), and the reservation (shadow, extra) if it was needed
     (shadow -1.0: not). Whole GPUs only (a share's test differs).
 
-    The window's jobs are kept as (GPUs, work left) pairs with, per GPU count, the least work left
+    The window's jobs are kept as (order, GPUs, work left) with, per GPU count, the least work left
     (`PartitionState.window`): while the window is the same, a cycle asks that job of each count
     only (`now + work` grows with `work`: it passes if any of its count does); a changed window
-    reuses the pairs of the entries it still holds (`_pairs`). On a busy queue most cycles find the
+    reuses those of the entries it still holds (`_jobs`). On a busy queue most cycles find the
     window of the last and none of it able to start: walking it each time was half of a forecast's
     compiled replay (issue 15)."""
     free = part.ledger.free_gpus
@@ -59,11 +59,11 @@ def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: J
             if not (now + work > shadow and gpus > extra):
                 return 0, shadow, extra  # one of them passes: the walk finds which
         return len(window), shadow, extra
-    pairs = _pairs(part, window, memo)
+    jobs = _jobs(part, window, memo)
     least: dict[int, float] = {}
     first = len(window)
-    for i in range(len(pairs)):
-        gpus, work = pairs[i]
+    for i in range(len(jobs)):
+        _, gpus, work = jobs[i]
         if first == len(window) and gpus <= free:
             if shadow < 0.0:
                 shadow, extra = reservation(part, head, now)
@@ -72,31 +72,33 @@ def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: J
         known = least.get(gpus)
         if known is None or work < known:
             least[gpus] = work
-    part.window = (window, pairs, sorted(least.items()))
+    part.window = (window, jobs, sorted(least.items()))
     return first, shadow, extra
 
 
-LOOK_AHEAD = 8  # entries gone from the kept window that `_pairs` steps over at one place
+LOOK_AHEAD = 8  # entries gone from the kept window that `_jobs` steps over at one place
 
 
-def _pairs(part: PartitionState, window: list[tuple[Key, int]], memo: Window | None) -> list[tuple[int, float]]:
-    """(GPUs, work left) of each job of `window`: an entry the kept window also holds (the very
-    tuple: the same job, whose GPUs and work do not change while it waits) at or a few places after
-    where the last match left off gives its pair; any other is looked up. A head that started, a
-    backfilled job or an arrival changes a window in one place or a few: most of it is reused."""
-    old, kept = (memo[0], memo[1]) if memo is not None else ([], [])
+def _jobs(part: PartitionState, window: list[tuple[Key, int]], memo: Window | None
+          ) -> list[tuple[int, int, float]]:  # fmt: skip
+    """(order, GPUs, work left) of each job of `window`: an entry whose order the kept window also
+    holds (the same job: orders are unique, and a waiting job's GPUs and work do not change) at or
+    a few places after where the last match left off is taken from it; any other is looked up. A
+    head that started, a backfilled job or an arrival changes a window in one place or a few: most
+    of it is reused. Orders are compared, not the entries' tuples: compiled, those are unboxed."""
+    kept = memo[1] if memo is not None else []
     queued, out = part.queued, []
-    j, count = 0, len(old)
-    for entry in window:
+    j, count = 0, len(kept)
+    for _, order in window:
         k, stop = j, min(count, j + LOOK_AHEAD)
-        while k < stop and old[k] is not entry:
+        while k < stop and kept[k][0] != order:
             k += 1
         if k < stop:
             out.append(kept[k])
             j = k + 1
         else:
-            job = queued[entry[1]]
-            out.append((job.gpus, job.work_left))
+            job = queued[order]
+            out.append((order, job.gpus, job.work_left))
     return out
 
 

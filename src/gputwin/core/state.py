@@ -92,10 +92,10 @@ class JobState:
         return now - self.queued_since
 
 
-# A backfill window's entries, their jobs' (GPUs, work left) in the same order, and per GPU count
-# (ascending) the least work left among them: while the entries are the same, a cycle that finds
-# no job of the window able to start need not walk it (`gputwin.core.reservation`).
-Window = tuple[list[tuple[Key, int]], list[tuple[int, float]], list[tuple[int, float]]]
+# A backfill window's entries, their jobs' (order, GPUs, work left) in the same order, and per GPU
+# count (ascending) the least work left among them: while the entries are the same, a cycle that
+# finds no job of the window able to start need not walk it (`gputwin.core.reservation`).
+Window = tuple[list[tuple[Key, int]], list[tuple[int, int, float]], list[tuple[int, float]]]
 
 
 @dataclass(eq=False)
