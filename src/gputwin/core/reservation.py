@@ -51,29 +51,32 @@ def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: J
     shadow, extra = -1.0, 0
     memo = part.window
     if memo is not None and memo[0] == window:  # the same entries are the same jobs: orders are unique
+        jobs = memo[1]
         for gpus, work in memo[2]:
             if gpus > free:
-                break  # neither this count nor any larger one fits
+                return len(window), shadow, extra  # neither this count nor any larger one fits
             if shadow < 0.0:
                 shadow, extra = reservation(part, head, now)
             if not (now + work > shadow and gpus > extra):
-                return 0, shadow, extra  # one of them passes: the walk finds which
-        return len(window), shadow, extra
-    jobs = _jobs(part, window, memo)
-    least: dict[int, float] = {}
-    first = len(window)
+                break  # one of them passes: which is the first, below
+        else:
+            return len(window), shadow, extra
+    else:
+        jobs = _jobs(part, window, memo)
+        least: dict[int, float] = {}
+        for _, gpus, work in jobs:
+            known = least.get(gpus)
+            if known is None or work < known:
+                least[gpus] = work
+        part.window = (window, jobs, sorted(least.items()))
     for i in range(len(jobs)):
         _, gpus, work = jobs[i]
-        if first == len(window) and gpus <= free:
+        if gpus <= free:
             if shadow < 0.0:
                 shadow, extra = reservation(part, head, now)
             if not (now + work > shadow and gpus > extra):
-                first = i
-        known = least.get(gpus)
-        if known is None or work < known:
-            least[gpus] = work
-    part.window = (window, jobs, sorted(least.items()))
-    return first, shadow, extra
+                return i, shadow, extra
+    return len(window), shadow, extra
 
 
 LOOK_AHEAD = 8  # entries gone from the kept window that `_jobs` steps over at one place
