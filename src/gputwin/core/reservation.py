@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from gputwin.core.policies import Key
-from gputwin.core.state import JobState, PartitionState, Window
+from gputwin.core.state import JobState, PartitionState
 
 
 def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float, int]:
@@ -41,68 +41,38 @@ def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: J
     the walk starts (len(window): none), and the reservation (shadow, extra) if it was needed
     (shadow -1.0: not). Whole GPUs only (a share's test differs).
 
-    The window's jobs are kept as (order, GPUs, work left) with, per GPU count, the least work left
-    (`PartitionState.window`): while the window is the same, a cycle asks that job of each count
-    only (`now + work` grows with `work`: it passes if any of its count does); a changed window
-    reuses those of the entries it still holds (`_jobs`). On a busy queue most cycles find the
-    window of the last and none of it able to start: walking it each time was half of a forecast's
-    compiled replay (issue 15)."""
+    A window in which no job passes leaves, per GPU count, the least work left among its jobs
+    (`PartitionState.window`): while the window is the same, a later cycle asks that job of each
+    count only (`now + work` grows with `work`: it passes if any of its count does). On a busy
+    queue most cycles find the window of the last and none of it able to start: walking it each
+    time was half of a forecast's compiled replay (issue 15)."""
     free = part.ledger.free_gpus
     shadow, extra = -1.0, 0
     memo = part.window
     if memo is not None and memo[0] == window:  # the same entries are the same jobs: orders are unique
-        jobs = memo[1]
-        for gpus, work in memo[2]:
+        for gpus, work in memo[1]:
             if gpus > free:
-                return len(window), shadow, extra  # neither this count nor any larger one fits
+                break  # neither this count nor any larger one fits
             if shadow < 0.0:
                 shadow, extra = reservation(part, head, now)
             if not (now + work > shadow and gpus > extra):
-                break  # one of them passes: which is the first, below
-        else:
-            return len(window), shadow, extra
-    else:
-        jobs = _jobs(part, window, memo)
-        least: dict[int, float] = {}
-        for _, gpus, work in jobs:
-            known = least.get(gpus)
-            if known is None or work < known:
-                least[gpus] = work
-        part.window = (window, jobs, sorted(least.items()))
-    for i in range(len(jobs)):
-        _, gpus, work = jobs[i]
+                return 0, shadow, extra  # one of them passes: the walk finds which
+        return len(window), shadow, extra
+    least: dict[int, float] = {}
+    queued = part.queued
+    for i in range(len(window)):
+        job = queued[window[i][1]]
+        gpus, work = job.gpus, job.work_left
         if gpus <= free:
             if shadow < 0.0:
                 shadow, extra = reservation(part, head, now)
             if not (now + work > shadow and gpus > extra):
                 return i, shadow, extra
+        known = least.get(gpus)
+        if known is None or work < known:
+            least[gpus] = work
+    part.window = (window, sorted(least.items()))
     return len(window), shadow, extra
-
-
-LOOK_AHEAD = 8  # entries gone from the kept window that `_jobs` steps over at one place
-
-
-def _jobs(part: PartitionState, window: list[tuple[Key, int]], memo: Window | None
-          ) -> list[tuple[int, int, float]]:  # fmt: skip
-    """(order, GPUs, work left) of each job of `window`: an entry whose order the kept window also
-    holds (the same job: orders are unique, and a waiting job's GPUs and work do not change) at or
-    a few places after where the last match left off is taken from it; any other is looked up. A
-    head that started, a backfilled job or an arrival changes a window in one place or a few: most
-    of it is reused. Orders are compared, not the entries' tuples: compiled, those are unboxed."""
-    kept = memo[1] if memo is not None else []
-    queued, out = part.queued, []
-    j, count = 0, len(kept)
-    for _, order in window:
-        k, stop = j, min(count, j + LOOK_AHEAD)
-        while k < stop and kept[k][0] != order:
-            k += 1
-        if k < stop:
-            out.append(kept[k])
-            j = k + 1
-        else:
-            job = queued[order]
-            out.append((order, job.gpus, job.work_left))
-    return out
 
 
 def ending(jobs: Iterable[JobState]) -> list[tuple[float, int, int]]:

@@ -92,12 +92,6 @@ class JobState:
         return now - self.queued_since
 
 
-# A backfill window's entries, their jobs' (order, GPUs, work left) in the same order, and per GPU
-# count (ascending) the least work left among them: while the entries are the same, a cycle that
-# finds no job of the window able to start need not walk it (`gputwin.core.reservation`).
-Window = tuple[list[tuple[Key, int]], list[tuple[int, int, float]], list[tuple[int, float]]]
-
-
 @dataclass(eq=False)
 class PartitionState:
     """One partition's queue, running set and GPU ledger, and the plugins that drive them."""
@@ -128,9 +122,10 @@ class PartitionState:
     # with bisect (`add_end`, `drop_end`): a partition runs at most a few thousand jobs, and
     # C-level insort beats a SortedList's Python-level bookkeeping (+7 % instructions on mix1).
     ends: list[tuple[float, int, int]] | None = field(init=False, default=None)
-    # The backfill window (the queue's entries after the head) as its last walk saw it: `Window`,
-    # kept by `gputwin.core.reservation.first_candidate`.
-    window: Window | None = field(init=False, default=None)
+    # The backfill window (the queue's entries after the head) its last walk saw, and per GPU count
+    # the least work left among its jobs, GPU counts ascending (`gputwin.core.cycle`'s backfill):
+    # while the window is the same, a cycle that finds none of them able to start skips its walk.
+    window: tuple[list[tuple[Key, int]], list[tuple[int, float]]] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         # Set either way: a compiled (mypyc) instance has no class-level default to fall back on.
