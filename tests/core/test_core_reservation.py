@@ -5,19 +5,22 @@ the head's need is met; ends are drawn from a few values so that ties - where th
 ending together decides the GPUs to spare - are common. Then the running set a backfilling
 partition keeps sorted by end (`PartitionState.ends`) against the one re-derived from its running
 jobs, through random submits, starts, ends, aborted starts, cancels and quota reclaims; a partition
-that does not backfill keeps none."""
+that does not backfill keeps none. `first_candidate` (where may the backfill walk start?) against
+the walk's own first two tests, asked of the window from scratch, at every step of such a run: the
+least works it keeps for a window must not outlive whatever changed the window in between."""
 
 from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from cluster_builders import build_cluster
 from gputwin.core.model import JobSpec, PolicySpec, QuotaSpec
-from gputwin.core.reservation import _first_enough, ending
+from gputwin.core.reservation import _first_enough, ending, first_candidate, reservation
 from gputwin.core.scheduler import Scheduler
-from gputwin.core.state import JobState, Phase
+from gputwin.core.state import JobState, PartitionState, Phase
 
 
 def _job(i: int, end: float, gpus: int) -> JobState:
@@ -101,3 +104,62 @@ def test_a_partition_without_backfill_keeps_no_ends() -> None:
     sched.run_cycle(4.0)
     part = sched.partitions["p"]
     assert part.running and part.ends is None
+
+
+def _first(part: PartitionState, head: JobState, now: float, depth: int) -> int:
+    """The first job of the window that passes the backfill walk's GPU and time tests (`Cycle._backfill`)."""
+    free, (shadow, extra) = part.ledger.free_gpus, reservation(part, head, now)
+    window = [part.queued[order] for _, order in part.order[1:1 + depth]]
+    passing = (i for i, j in enumerate(window)
+               if j.gpus <= free and not (now + j.work_left > shadow and j.gpus > extra))  # fmt: skip
+    return next(passing, len(window))
+
+
+# Few run times, on whole seconds: a job ending exactly at the head's shadow time is common.
+RUNS = st.lists(st.tuples(st.sampled_from(["submit", "submit", "cycle", "complete", "abort", "cancel"]),
+                          st.integers(0, 10_000)), max_size=80)  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
+@given(RUNS, st.sampled_from([2, 256]))
+def test_first_candidate_is_the_windows_first_job_to_pass_the_walks_tests(steps: list[tuple[str, int]],
+                                                                         depth: int) -> None:  # fmt: skip
+    sched = _scheduler(True, False)
+    part = sched.partitions["p"]
+    asked = 0
+    for t, (kind, n) in enumerate(steps):
+        _step(sched, kind, n, float(t))
+        head = part.head()
+        if head is not None:
+            now = float(t) + 0.5 * (n % 3)
+            first, shadow, extra = first_candidate(part, part.order[1:1 + depth], head, now)
+            expected = _first(part, head, now, depth)
+            # A kept window says only "none" or "one of them": the walk then starts at the beginning.
+            assert first == expected or first == 0 and expected < len(part.order[1:1 + depth])
+            assert shadow < 0.0 or (shadow, extra) == reservation(part, head, now)
+            asked += 1
+    assert asked or not any(kind == "submit" for kind, _ in steps)
+
+
+@pytest.mark.parametrize(("free_after", "runs", "expected"), [
+    (0, (10.0, 10.0), 3),  # no GPU free: nothing fits, however short (none: the window's length)
+    (2, (150.0,), 2),  # 2 GPUs free, but the new job too ends after the head's shadow time
+    (2, (150.0, 10.0), 2),  # the second new one ends in time: the window changed, and its least work
+])  # fmt: skip
+def test_first_candidate_follows_a_changed_window(free_after: int, runs: tuple[float, ...],
+                                                  expected: int) -> None:  # fmt: skip
+    """A 16-GPU node: one job runs until t = 100 leaving `free_after` GPUs, the head wants all 16
+    (its shadow time: 100), 1-GPU jobs queue behind it; asked first, then again once more came."""
+    sched = Scheduler(build_cluster({"l0": [16]}, PolicySpec(queue="fifo", backfill=True)))
+    part = sched.partitions["p"]
+    sched.submit(JobSpec("r", 0.0, 100.0, 16 - free_after, "t"), 0.0)
+    sched.run_cycle(0.0)
+    sched.submit(JobSpec("head", 1.0, 10.0, 16, "t"), 1.0)
+    sched.submit(JobSpec("w0", 1.0, 150.0, 1, "t"), 1.0)
+    head = part.head()
+    assert head is not None and head.job_id == "head"
+    assert first_candidate(part, part.order[1:], head, 1.0)[0] == 1  # w0 ends at 151, after the shadow (100)
+    assert first_candidate(part, part.order[1:], head, 1.0)[0] == 1  # again: the kept least works
+    for i, run in enumerate(runs):
+        sched.submit(JobSpec(f"w{i + 1}", 2.0, run, 1, "t"), 2.0)
+    assert first_candidate(part, part.order[1:], head, 2.0)[0] == expected

@@ -17,7 +17,7 @@ from gputwin.core.options import SchedulerOptions
 from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
-from gputwin.core.reservation import reservation
+from gputwin.core.reservation import first_candidate, reservation
 from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end, queued_then, release
 from gputwin.core.topology import Span, Topology
 
@@ -159,16 +159,17 @@ class Cycle:
 
     def _backfill(self, part: PartitionState, head: JobState, now: float, out: DecisionBuilder) -> None:
         """EASY backfill (if asked for): a later job may start now only if it cannot delay the head's reservation."""
-        ledger = part.ledger
         # A share may still go onto an open shared GPU when no whole GPU is free (it takes none).
-        shares = part.shares is not None and part.shares.has_room()
+        ledger, shares = part.ledger, part.shares is not None and part.shares.has_room()
         if not (ledger.free_gpus or shares) or not part.spec.policy.backfill:
             return  # nothing can start (the common case on a busy cluster): skip the reservation too
-        shadow, extra = -1.0, 0  # the reservation is worked out once a job could start now
-        queued = part.queued
         # Entries copied (commits dequeue), jobs looked up as the walk reaches them (it stops early).
-        for _, order in part.order[1:1 + self.options.backfill_depth]:
-            job = queued[order]
+        queued, window = part.queued, part.order[1:1 + self.options.backfill_depth]
+        # Where the first job that could start is (jobs before it pass no test: nothing happens
+        # there), and the reservation (worked out once a job could start now; shadow -1: not yet).
+        first, shadow, extra = first_candidate(part, window, head, now) if not shares else (0, -1.0, 0)
+        for i in range(first, len(window)):
+            job = queued[window[i][1]]
             if job.gpus > ledger.free_gpus and not (shares and job.spec.gpu_milli < 1000):
                 if not (ledger.free_gpus or shares):
                     return  # every later job needs a GPU too
@@ -177,8 +178,7 @@ class Cycle:
                 shadow, extra = reservation(part, head, now)
             if now + job.work_left > shadow and job.gpus > extra:
                 continue  # cannot end in time even without overhead, nor fit beside the head
-            quota = part.quota
-            if quota is not None and not _unborrowed(quota, job):
+            if (quota := part.quota) is not None and not _unborrowed(quota, job):
                 continue  # backfill never borrows: a guarantee may be about to reclaim those GPUs
             slots = self._place(part, job, now, out)
             if slots is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from gputwin.core.policies import Key
 from gputwin.core.state import JobState, PartitionState
 
 
@@ -33,6 +34,47 @@ def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float
     return shadow, extra
 
 
+def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: JobState, now: float
+                    ) -> tuple[int, float, int]:  # fmt: skip
+    """Where in `window` the first job is that passes the first two tests of `gputwin.core.cycle`'s
+    backfill walk (enough GPUs free; ends by the head's shadow time or fits in its spare GPUs), as
+    the walk starts (len(window): none), and the reservation (shadow, extra) if it was needed
+    (shadow -1.0: not). Whole GPUs only (a share's test differs).
+
+    A window in which no job passes leaves, per GPU count, the least work left among its jobs
+    (`PartitionState.window`): while the window is the same, a later cycle asks that job of each
+    count only (`now + work` grows with `work`: it passes if any of its count does). On a busy
+    queue most cycles find the window of the last and none of it able to start: walking it each
+    time was half of a forecast's compiled replay (issue 15)."""
+    free = part.ledger.free_gpus
+    shadow, extra = -1.0, 0
+    memo = part.window
+    if memo is not None and memo[0] == window:  # the same entries are the same jobs: orders are unique
+        for gpus, work in memo[1]:
+            if gpus > free:
+                break  # neither this count nor any larger one fits
+            if shadow < 0.0:
+                shadow, extra = reservation(part, head, now)
+            if not (now + work > shadow and gpus > extra):
+                return 0, shadow, extra  # one of them passes: the walk finds which
+        return len(window), shadow, extra
+    least: dict[int, float] = {}
+    queued = part.queued
+    for i in range(len(window)):
+        job = queued[window[i][1]]
+        gpus, work = job.gpus, job.work_left
+        if gpus <= free:
+            if shadow < 0.0:
+                shadow, extra = reservation(part, head, now)
+            if not (now + work > shadow and gpus > extra):
+                return i, shadow, extra
+        known = least.get(gpus)
+        if known is None or work < known:
+            least[gpus] = work
+    part.window = (window, sorted(least.items()))
+    return len(window), shadow, extra
+
+
 def ending(jobs: Iterable[JobState]) -> list[tuple[float, int, int]]:
     """Running jobs as `PartitionState.ends` holds them, sorted: for a partition that keeps none."""
     return sorted([(job.seg_end, job.gpus, job.order) for job in jobs])
@@ -49,4 +91,4 @@ def _first_enough(ends: Iterable[tuple[float, int, int]], free: int, need: int) 
     return float("inf"), 0
 
 
-__all__ = ["ending", "reservation"]
+__all__ = ["ending", "first_candidate", "reservation"]

@@ -122,10 +122,15 @@ class PartitionState:
     # with bisect (`add_end`, `drop_end`): a partition runs at most a few thousand jobs, and
     # C-level insort beats a SortedList's Python-level bookkeeping (+7 % instructions on mix1).
     ends: list[tuple[float, int, int]] | None = field(init=False, default=None)
+    # The backfill window (the queue's entries after the head) its last walk saw, and per GPU count
+    # the least work left among its jobs, GPU counts ascending (`gputwin.core.cycle`'s backfill):
+    # while the window is the same, a cycle that finds none of them able to start skips its walk.
+    window: tuple[list[tuple[Key, int]], list[tuple[int, float]]] | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         # Set either way: a compiled (mypyc) instance has no class-level default to fall back on.
         self.ends = [] if self.spec.policy.backfill and not self.policy.preemptive else None
+        self.window = None
 
     @property
     def name(self) -> str:

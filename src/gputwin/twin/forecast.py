@@ -1,7 +1,8 @@
 """Forecasts from a snapshot: N seeded replays of the present, per-job start quantiles, drain times.
 
 Each sample draws every unknown run time (`gputwin.twin.sampling`), seeds the runtime with the
-snapshot (`gputwin.twin.seed`) and replays it on a virtual clock up to the horizon. Over the
+snapshot (`gputwin.twin.seed`) and replays it on a virtual clock up to the horizon (or, when no
+partition preempts, until every pending job has started: their ends are known then). Over the
 samples, per pending job: its start at p50 and p90 and its end (None: not within the horizon in
 that share of samples), and per partition the time until its current queue drains - every job
 pending now has started - at p50 and p90. Quantiles are nearest-rank over all samples (a sample in
@@ -22,6 +23,7 @@ survive, and which would cost more than the replays of a small forecast anyway.
 
 from __future__ import annotations
 
+import gc
 import math
 import multiprocessing
 import time
@@ -166,15 +168,22 @@ def replays(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, *, samples: in
     workers = max(1, min(workers, samples))
     task = _task(cluster, snap, the_plan, options, seed, snap.taken_at + horizon)
     shares = [tuple(range(w, samples, workers)) for w in range(workers)]
-    if workers == 1:
-        results = [[replay_sample(task, i) for i in shares[0]]]
-    else:
-        _FORKED[:] = [task]
-        try:
+    # The replays allocate many small acyclic objects that reference counting frees; the cyclic
+    # collector would only rescan them (and the long-lived task), so it pauses, as `simulate`'s
+    # does (forked workers inherit the pause).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if workers == 1:
+            results = [[replay_sample(task, i) for i in shares[0]]]
+        else:
+            _FORKED[:] = [task]
             with multiprocessing.get_context("fork").Pool(workers) as pool:
                 results = pool.map(_run_forked, shares)
-        finally:
-            _FORKED.clear()
+    finally:
+        _FORKED.clear()
+        if enabled:
+            gc.enable()
     by_sample = sorted(zip((i for share in shares for i in share), (r for res in results for r in res)))
     return [run for _, run in by_sample], workers
 
@@ -191,7 +200,9 @@ def replay_sample(task: _Task, sample: int) -> Sample:
     lag = task.latency
     pending = [JobSpec(job_id, submit, seconds + lag, *rest)
                for (job_id, submit, rest), seconds in zip(task.pending, drawn)]  # fmt: skip
-    seeded = task.held.seed(Scheduler(task.cluster, task.options, task.points), durations, pending)
+    scheduler = Scheduler(task.cluster, task.options, task.points)
+    # Its pending jobs' starts and ends are all a forecast needs: the replay may stop once all started.
+    seeded = task.held.seed(scheduler, durations, pending, starts_only=True)
     watch = seeded.run(task.until)
     starts = [watch.starts.get(j.job_id, INF) + lag for j in pending]
     ends = [watch.ends.get(j.job_id, INF) for j in pending]

@@ -5,7 +5,8 @@ clock moves: marks the snapshot's out-of-service nodes (`Scheduler.set_out_of_se
 every running job on the GPUs it holds since its start (as the operator adopts runs after a
 restart: its run ends `duration` after its start, so what is left is the draw minus the elapsed
 time), and queues the pending jobs in the snapshot's queue order (their waits count from their
-own submit times). The clock starts at `taken_at` and runs to the horizon.
+own submit times). The clock starts at `taken_at` and runs to the horizon (a forecast's replay,
+made `starts_only`, stops once every pending job has started, if no partition preempts).
 
 A snapshot's partition is matched to the cluster's partition of the same name. A running job that
 no partition can hold where it runs (live partitions may overlap, the core's may not) is adopted
@@ -86,11 +87,34 @@ class Seeded:
     pending: list[JobSpec]
     now: float
     left_out: dict[str, str] = field(default_factory=dict)  # running job id -> why it is not held
+    # Stop once every pending job has started or been rejected (`Held.seed`'s `starts_only`).
+    starts_only: bool = False
 
     def run(self, until: float) -> Watch:
-        """Queue the pending jobs at `now` and replay until `until` (or nothing is left)."""
-        run_steps(Replay(self.runtime, self.pending), VirtualClock(self.now), until)
-        return self.watch
+        """Queue the pending jobs at `now` and replay until `until` (or nothing is left; made
+        `starts_only`: until every pending job has started or been rejected)."""
+        replay, clock = Replay(self.runtime, self.pending), VirtualClock(self.now)
+        if not self.starts_only:
+            run_steps(replay, clock, until)
+            return self.watch
+        # Each pending job adds its id to the starts or the rejects (a second one of an id is
+        # rejected): the two hold as many entries as there are jobs only once all are settled.
+        watch, count = self.watch, len(self.pending)
+        starts, rejects = watch.starts, watch.rejects
+        while len(starts) + len(rejects) < count:
+            when = replay.next_event()
+            if when is None or when > until:
+                break
+            replay.step(clock.advance_to(when))
+        return watch
+
+
+class StartsWatch(Watch):
+    """A `Watch` that takes each job's end from its start (start plus run) and ignores completions,
+    which report the same sum (`VirtualRuns`) as long as nothing preempts: a replay made
+    `starts_only` needs no completion told."""
+
+    def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None: ...
 
 
 def task_types(cluster: ClusterSpec) -> dict[str, str]:
@@ -125,15 +149,20 @@ class Held:
         index = {node.name: i for i, node in enumerate(cluster.topology.nodes)}  # `Topology.node_index`
         self.running = [_where(job, self.kinds, holders, index) for job in running]
 
-    def seed(self, scheduler: Scheduler, durations: Sequence[float], pending: Sequence[JobSpec]) -> Seeded:
+    def seed(self, scheduler: Scheduler, durations: Sequence[float], pending: Sequence[JobSpec], *,
+             starts_only: bool = False) -> Seeded:  # fmt: skip
         """The runtime at the snapshot with the running jobs' run times `durations` (in the order
-        given when made) and `pending` queued (see `seed`)."""
-        watch, runs = Watch(), VirtualRuns()
+        given when made) and `pending` queued (see `seed`). `starts_only`: its replay is wanted
+        only for the pending jobs' starts and ends; when no partition preempts, it then stops
+        once all have started (each end is its start plus its run: nothing can change it) and
+        tells no completion. The tail of ends was a good part of a forecast's replay."""
+        starts_only = starts_only and not any(p.policy.preemptive for p in scheduler.partitions.values())
+        watch, runs = StartsWatch() if starts_only else Watch(), VirtualRuns()
         runtime = Runtime(scheduler, runs, watch)
         scheduler.set_out_of_service(out.node for out in self.snap.out_of_service)
         now = self.now
         queue = [j if j.submit <= now else dataclasses.replace(j, submit=now) for j in pending]
-        seeded = Seeded(runtime, watch, queue, now)
+        seeded = Seeded(runtime, watch, queue, now, starts_only=starts_only)
         for where, duration in zip(self.running, durations):
             why = where.why or _adopt(scheduler, runs, where, duration)
             if why:
@@ -186,4 +215,4 @@ def _holders(cluster: ClusterSpec) -> dict[str, str]:
     return {node: p.name for p in cluster.partitions for node in p.nodes}
 
 
-__all__ = ["LIVE_POLICY", "Held", "Seeded", "Watch", "default_cluster", "seed", "task_types"]
+__all__ = ["LIVE_POLICY", "Held", "Seeded", "StartsWatch", "Watch", "default_cluster", "seed", "task_types"]
