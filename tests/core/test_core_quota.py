@@ -125,12 +125,14 @@ def test_preemptive_policy_ranks_guaranteed_demand_ahead_of_borrowed_work(cluste
 
 
 class _Running:
-    """A mock running job: what `reclaim` reads (its user, GPUs and start order)."""
+    """A mock running job: what `reclaim` reads (its user, GPUs, start order, and no stored tenant,
+    as a JobState made by hand has)."""
 
     def __init__(self, user: str, gpus: int, order: int) -> None:
         from gputwin.core.model import JobSpec
 
         self.spec, self.gpus, self.order = JobSpec(f"{user}{order}", 0, 1, gpus, "x", user=user), gpus, order
+        self.tenant = ""
 
 
 RECLAIM = [

@@ -16,6 +16,7 @@ Pure: no clock, every ordering deterministic.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from gputwin.core.model import QuotaSpec
@@ -157,7 +158,10 @@ class PartitionQuota:
         if not borrowers:
             return None
         owner_of = self.pool_of
-        candidates = sorted((j for j in running if owner_of(j) in borrowers), key=lambda j: -j.order)
+        # Read the stored tenant first: a reclaim scans every running job, and `pool_of`'s
+        # getattr is a generic attribute lookup even compiled. Orders are unique: no tie to break.
+        candidates = [j for j in running if (j.tenant or owner_of(j)) in borrowers]
+        candidates.sort(key=_order, reverse=True)
         victims: list[JobState] = []
         for job in candidates:
             if free_gpus >= gpus and _fits(self, used, tenant, gpus):
@@ -229,6 +233,9 @@ class PartitionQuota:
         """Every tenant's integrals up to `now`, by tenant name."""
         self.advance(now)
         return tuple(TenantUsage(t, self.partition, self.nominal[t], *self._areas[t]) for t in sorted(self._areas))
+
+
+_order = attrgetter("order")  # most recently queued first: a reclaim's candidates
 
 
 def _fits(quota: PartitionQuota, used: Mapping[str, int], tenant: str, gpus: int) -> bool:
