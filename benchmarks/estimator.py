@@ -24,6 +24,10 @@ Three parts (issue 14):
   with `history` and one with `learned`, each minus a run that only loads the trace and the cluster
   and imports numpy and LightGBM (as `instructions.py` counts a replay; valgrind runs ~50x slower).
 
+`--config JSON` (LearnedConfig fields, e.g. '{"max_rows": 3000, "rounds": 20}') builds the learned
+estimator on the two shared traces with them, in the accuracy part and in `--instructions`: a
+setting's cost and accuracy, measured the same way as the default's.
+
 Prints the load average before and after; `--json` prints one JSON object as the last line.
 """
 
@@ -59,6 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--instructions", action="store_true",
                         help="only the overhead, in callgrind instructions (needs valgrind)")
     parser.add_argument("--jobs", type=int, default=0, help="with --instructions: the trace's first N jobs (0: all)")
+    parser.add_argument("--config", type=json.loads, default=None, metavar="JSON",
+                        help="LearnedConfig fields of the learned estimator on the shared traces")
     parser.add_argument("--json", action="store_true", help="one JSON object as the last line")
     return parser.parse_args(argv)
 
@@ -79,13 +85,14 @@ def inputs(traces: Path, folder: Path) -> dict[str, tuple[Any, Any]]:
     }  # fmt: skip
 
 
-def accuracy(data: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
+def accuracy(data: dict[str, tuple[Any, Any]], overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     from gputwin.estimators.online import LearnedConfig
     from gputwin.sim.estimates import evaluate
 
     out = {}
     for name, (cluster, trace) in data.items():
         config = LearnedConfig(**SMALL_SITE[name]) if name in SMALL_SITE else None  # type: ignore[arg-type]
+        config = LearnedConfig(**overrides) if overrides and name not in SMALL_SITE else config
         scores = evaluate(cluster, trace.jobs, origin=trace.origin, config=config)
         out[name] = {
             "jobs": scores["history"].jobs,
@@ -146,7 +153,8 @@ def overhead(cluster: Any, jobs: Any, repeat: int) -> dict[str, float]:
 
 
 # The child `instructions` counts: load the inputs (and numpy, LightGBM), then replay QSSF once with
-# the estimator named (unless it is "-": load only) and print the average JCT.
+# the estimator named (unless it is "-": load only; with LearnedConfig fields in JSON, the learned
+# estimator built with them) and print the average JCT.
 CHILD = """
 import sys
 from pathlib import Path
@@ -154,20 +162,30 @@ from gputwin.adapters.traces import read_trace
 from gputwin.api.loader import load_cluster
 from gputwin.estimators.trees import lightgbm_module
 from gputwin.sim.run import Overrides, run_summary
-import numpy, gputwin.estimators.online
+import json, numpy, gputwin.estimators.online
 lightgbm_module()
-d, estimator, first = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+d, estimator, first, config = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
 cluster = load_cluster(d / "cluster.csv")
 trace = read_trace(d / "jobs.csv")
 jobs = trace.jobs[:first] if first else trace.jobs
 if estimator != "-":
+    if config:
+        from gputwin.estimators import factory
+        from gputwin.estimators.online import LearnedConfig
+        estimator = factory(estimator, jobs, origin=trace.origin, config=LearnedConfig(**config))
     summary, _ = run_summary(cluster, jobs, overrides=Overrides(queue="qssf"), estimator=estimator, origin=trace.origin)
     print(summary.avg_jct)
 """
 
 
-def instructions(trace_dir: Path, first: int) -> dict[str, Any]:
-    """callgrind's instruction counts of the QSSF replay with each estimator, the load-only run subtracted."""
+def child_argv(trace_dir: Path, estimator: str, first: int, config: dict[str, Any] | None) -> list[str]:
+    """The command line of one CHILD run (what `instructions` counts under callgrind)."""
+    return [sys.executable, "-c", CHILD, str(trace_dir), estimator, str(first), json.dumps(config or {})]
+
+
+def instructions(trace_dir: Path, first: int, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """callgrind's instruction counts of the QSSF replay with each estimator, the load-only run
+    subtracted; `config`: LearnedConfig fields the learned one is built with (default: its own)."""
     import re
     import shutil
     import subprocess
@@ -178,8 +196,8 @@ def instructions(trace_dir: Path, first: int) -> dict[str, Any]:
     jcts: dict[str, float] = {}
     for est in ("-", "history", "learned"):
         print(f"  callgrind: {'load only' if est == '-' else est} ...", file=sys.stderr, flush=True)
-        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", CHILD,
-               str(trace_dir), est, str(first)]  # fmt: skip
+        cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+               *child_argv(trace_dir, est, first, config if est == "learned" else None)]  # fmt: skip
         # A fixed string hash seed: dict and set layouts (and so the counts) repeat run to run.
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
@@ -190,7 +208,7 @@ def instructions(trace_dir: Path, first: int) -> dict[str, Any]:
         if est != "-":
             jcts[est] = float(done.stdout.strip().splitlines()[-1])
     base = counts.pop("-")
-    out: dict[str, Any] = {"jobs": first or None, "load_only": base}
+    out: dict[str, Any] = {"jobs": first or None, "load_only": base, "config": config or {}}
     for est, total in counts.items():
         out[est] = total - base
         out[f"{est}_avg_jct"] = jcts[est]
@@ -266,14 +284,14 @@ def main(argv: list[str] | None = None) -> None:
     load = [os.getloadavg()]
     print(f"{time.strftime('%Y-%m-%d %H:%M')} load {load[0][0]:.2f} {load[0][1]:.2f} {load[0][2]:.2f}")
     if args.instructions:
-        result: dict[str, Any] = {"instructions": instructions(args.traces / "philly_mix1", args.jobs)}
+        result: dict[str, Any] = {"instructions": instructions(args.traces / "philly_mix1", args.jobs, args.config)}
         _finish(result, load, args.json)
         return
     with tempfile.TemporaryDirectory() as folder:
         data = inputs(args.traces, Path(folder))
     result = {}
     if not args.skip_accuracy:
-        result["accuracy"] = accuracy(data)
+        result["accuracy"] = accuracy(data, args.config)
     cluster, trace = data["philly_mix1"]
     result["overhead"] = overhead(cluster, trace.jobs, args.repeat)
     result["training"] = training(trace.jobs, args.train_rows, args.peer)

@@ -26,3 +26,21 @@ def test_benchmark_smoke_run_prints_its_figures() -> None:
     assert set(result) == {"load", "overhead", "training"}
     assert result["overhead"]["history"] > 0 and result["overhead"]["learned"] > 0
     assert result["training"]["rows"] == 5000 and result["training"]["fit_s"] > 0
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared traces not found at {SHARED}")
+def test_instructions_child_builds_the_learned_estimator_with_config() -> None:
+    """`--config` reaches the replay `--instructions` counts: with a first fit out of reach, the first
+    3,000 jobs are answered by the running mean alone, and QSSF's JCT differs from the default's."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import estimator as bench
+    finally:
+        sys.path.pop(0)
+    jcts = {}
+    for name, config in (("default", None), ("no fit", {"min_train": 10**6})):
+        argv = bench.child_argv(SHARED / "philly_mix1", "learned", 3000, config)
+        proc = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        jcts[name] = float(proc.stdout.strip().splitlines()[-1])
+    assert jcts["default"] != jcts["no fit"], jcts
