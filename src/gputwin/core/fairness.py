@@ -197,8 +197,8 @@ class FairQueue:
     def ranked(self) -> list[tuple[float, str]]:
         """The tenants with a queued job as (key, tenant), sorted: lower keys go first."""
         if self._ranked is None or self._ranked_at != self.fairness.version:
-            key = self.fairness.key
-            self._ranked = sorted([(key(t), t) for t in self._queues])
+            fair = self.fairness  # its method called on it, not bound first: compiled, a native call
+            self._ranked = sorted([(fair.key(t), t) for t in self._queues])
             self._ranked_at = self.fairness.version
         return self._ranked
 
@@ -273,7 +273,7 @@ class FairQueue:
             ((tenant, queue),) = queues.items()
             if tenant in skip:
                 return []
-            return [order for _, order in (queue if len(queue) <= limit else queue.islice(0, limit))]
+            return [e[1] for e in (queue if len(queue) <= limit else queue[:limit])]
         ranked = self.ranked()
         out: list[int] = []
         i, n = 0, len(ranked)
@@ -285,9 +285,9 @@ class FairQueue:
             i, need = j, limit - len(out)
             if len(tenants) == 1:
                 queue = queues[tenants[0]]
-                out += [order for _, order in (queue if len(queue) <= need else queue.islice(0, need))]
+                out += [e[1] for e in (queue if len(queue) <= need else queue[:need])]
             elif tenants:
-                out += [order for _, order in islice(heapq.merge(*[queues[t] for t in tenants]), need)]
+                out += [e[1] for e in islice(heapq.merge(*[queues[t] for t in tenants]), need)]
         return out
 
     def _merged(self, skip: Collection[str]) -> Iterator[Entry]:
@@ -322,8 +322,8 @@ class FairQueue:
         tenant_of = self._tenant
         for _, tenants in list(self._groups(skip)):
             group = [_live(self._queues[t]) for t in tenants]
-            for _, order in group[0] if len(group) == 1 else heapq.merge(*group):
-                owner = tenant_of.get(order)  # None: no longer queued
+            for entry in group[0] if len(group) == 1 else heapq.merge(*group):  # indexed: compiled,
+                owner = tenant_of.get(order := entry[1])  # unpacking iterates; None: no longer queued
                 if order in seen or owner is None:
                     continue
                 if owner in skip:
@@ -336,7 +336,7 @@ class FairQueue:
 def _live(queue: SortedList[Entry], chunk: int = 16) -> Iterator[Entry]:
     """`queue`'s entries in order while it changes: read a chunk past the last one at a time
     (the walk starts and so removes entries it has read; entries added behind it are read)."""
-    entries = list(queue.islice(0, chunk))
+    entries = queue[:chunk]
     while entries:
         yield from entries
         chunk = min(chunk * 2, 4096)

@@ -43,6 +43,16 @@ class TenantUsage:
     entitled: float  # integral of min(D, N), D the GPUs its queued and running jobs ask for
 
 
+class _Areas:
+    """One tenant's running integrals (`TenantUsage`'s) and the instant they are up to: attributes,
+    not a list, so compiled they are unboxed floats (a list entry allocates a float per update)."""
+
+    __slots__ = ("used", "borrowed", "delivered", "entitled", "since")
+
+    def __init__(self) -> None:
+        self.used = self.borrowed = self.delivered = self.entitled = self.since = 0.0
+
+
 class PartitionQuota:
     """Guarantees, limits and usage of the tenants of one partition."""
 
@@ -80,8 +90,7 @@ class PartitionQuota:
         # keeps the cohorts' totals right whichever way it is set).
         self._queued: set[str] = set()
         self._now = 0.0  # the latest instant told: a change told late counts from here, as it always has
-        self._since = {t: 0.0 for t in self.nominal}  # each tenant's integrals are up to here
-        self._areas = {t: [0.0, 0.0, 0.0, 0.0] for t in self.nominal}  # used, borrowed, delivered, entitled
+        self._areas = {t: _Areas() for t in self.nominal}
 
     # --- reads ------------------------------------------------------------------------------------
 
@@ -190,7 +199,7 @@ class PartitionQuota:
         """`tenant` holds `used` more GPUs and asks for `demand` more from `now` on."""
         if now > self._now:
             self._now = now
-        if self._since[tenant] != self._now:  # a tenant often changes twice an instant (submit, start)
+        if self._areas[tenant].since != self._now:  # a tenant often changes twice an instant (submit, start)
             self._advance(tenant)
         held = self.used
         before = held[tenant]
@@ -218,21 +227,22 @@ class PartitionQuota:
     def _advance(self, tenant: str) -> None:
         """Integrate `tenant`'s usage and demand up to the latest instant told (unchanged since its
         own last change: one product per area where every change of any tenant used to add one)."""
-        span = self._now - self._since[tenant]
+        area = self._areas[tenant]
+        span = self._now - area.since
         if span > 0.0:
             u, n, d = self.used[tenant], self.nominal[tenant], self.demand[tenant]
-            area = self._areas[tenant]
-            area[0] += u * span
+            area.used += u * span
             if u > n:
-                area[1] += (u - n) * span
-            area[2] += (u if u < n else n) * span
-            area[3] += (d if d < n else n) * span
-            self._since[tenant] = self._now
+                area.borrowed += (u - n) * span
+            area.delivered += (u if u < n else n) * span
+            area.entitled += (d if d < n else n) * span
+            area.since = self._now
 
     def report(self, now: float) -> tuple[TenantUsage, ...]:
         """Every tenant's integrals up to `now`, by tenant name."""
         self.advance(now)
-        return tuple(TenantUsage(t, self.partition, self.nominal[t], *self._areas[t]) for t in sorted(self._areas))
+        return tuple(TenantUsage(t, self.partition, self.nominal[t], a.used, a.borrowed, a.delivered, a.entitled)
+                     for t, a in sorted(self._areas.items()))
 
 
 _order = attrgetter("order")  # most recently queued first: a reclaim's candidates
