@@ -163,3 +163,23 @@ def test_first_candidate_follows_a_changed_window(free_after: int, runs: tuple[f
     for i, run in enumerate(runs):
         sched.submit(JobSpec(f"w{i + 1}", 2.0, run, 1, "t"), 2.0)
     assert first_candidate(part, part.order[1:], head, 2.0)[0] == expected
+
+
+@pytest.mark.parametrize(("last_run", "expected"), [
+    (150.0, 2),  # the job that came into the window ends late too: none, from the kept bounds
+    (10.0, 1),  # it ends in time: the kept bounds say "may", and walking the window finds it
+])  # fmt: skip
+def test_first_candidate_keeps_lower_bounds_while_jobs_only_leave(last_run: float, expected: int) -> None:
+    """As above (2 GPUs free, the head's shadow at t = 100), a window of 2 behind the head: w0 and w1
+    end too late; w0 is cancelled and w2 moves into the window, nothing queued meanwhile."""
+    sched = Scheduler(build_cluster({"l0": [16]}, PolicySpec(queue="fifo", backfill=True)))
+    part = sched.partitions["p"]
+    sched.submit(JobSpec("r", 0.0, 100.0, 14, "t"), 0.0)
+    sched.run_cycle(0.0)
+    for job_id, run in (("head", 10.0), ("w0", 150.0), ("w1", 150.0), ("w2", last_run)):
+        sched.submit(JobSpec(job_id, 1.0, run, 16 if job_id == "head" else 1, "t"), 1.0)
+    head = part.head()
+    assert head is not None and first_candidate(part, part.order[1:3], head, 1.0)[0] == 2
+    sched.cancel("w0", 1.0)
+    assert first_candidate(part, part.order[1:3], head, 1.0)[0] == expected == _first(part, head, 1.0, 2)
+    assert part.window is not None and part.window[3] is False  # bounds (w0 left), not the window's own

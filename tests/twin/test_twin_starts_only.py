@@ -69,6 +69,6 @@ def test_a_forecast_is_the_same_with_its_replays_cut_short(monkeypatch: pytest.M
     cluster = default_cluster(snap)
     cut = dataclasses.replace(forecast(cluster, snap, samples=6, seed=2, workers=1), wall_seconds=0.0)
     seed = Held.seed
-    monkeypatch.setattr(Held, "seed", lambda self, *a, starts_only=False: seed(self, *a, starts_only=False))
+    monkeypatch.setattr(Held, "seed", lambda self, *a, starts_only=False, **kw: seed(self, *a, starts_only=False, **kw))
     full = dataclasses.replace(forecast(cluster, snap, samples=6, seed=2, workers=1), wall_seconds=0.0)
     assert cut == full and any(j.end_p50 is not None for j in cut.jobs)

@@ -7,7 +7,7 @@ its own accounting, so a driver that fails to carry one out must tell the core (
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 
@@ -45,8 +45,10 @@ class Reject:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
+    """One cycle's (or submit's) decisions. A NamedTuple, as `Start` is: a cycle that starts a job
+    builds one, and a frozen dataclass's interpreted __init__ cost ~7,500 instructions compiled."""
+
     starts: tuple[Start, ...] = ()
     preempts: tuple[Preempt, ...] = ()
     resizes: tuple[Resize, ...] = ()
@@ -55,15 +57,18 @@ class Decision:
     wakes: tuple[tuple[float, str], ...] = ()
 
 
-@dataclass
 class DecisionBuilder:
-    """Collects one cycle's decisions; `build()` freezes them."""
+    """Collects one cycle's decisions; `build()` freezes them.
 
-    starts: list[Start] = field(default_factory=list)
-    preempts: list[Preempt] = field(default_factory=list)
-    resizes: list[Resize] = field(default_factory=list)
-    rejects: list[Reject] = field(default_factory=list)
-    wakes: dict[str, float] = field(default_factory=dict)
+    A plain class, not a dataclass: every cycle makes one, and a dataclass's generated __init__
+    stays interpreted under mypyc (~3,800 instructions a cycle, 4 % of a forecast's replay)."""
+
+    def __init__(self) -> None:
+        self.starts: list[Start] = []
+        self.preempts: list[Preempt] = []
+        self.resizes: list[Resize] = []
+        self.rejects: list[Reject] = []
+        self.wakes: dict[str, float] = {}
 
     def wake(self, when: float | None, partition: str) -> None:
         """Ask for `partition` to be reconsidered at `when` (the earliest request wins)."""

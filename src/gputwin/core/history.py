@@ -38,12 +38,15 @@ def or_prior(predicted: float, prior: float) -> float:
     return prior if math.isnan(predicted) else predicted
 
 
-@dataclass(slots=True)
 class Mean:
-    """A running mean (count and average), updated in O(1)."""
+    """A running mean (count and average), updated in O(1). A plain class, not a dataclass: one is
+    made per group a job is the first of, and a dataclass's __init__ stays interpreted compiled."""
 
-    count: int = 0
-    mean: float = 0.0
+    __slots__ = ("count", "mean")
+
+    def __init__(self, count: int = 0, mean: float = 0.0) -> None:
+        self.count = count
+        self.mean = mean
 
     def add(self, value: float) -> None:
         self.count += 1

@@ -8,7 +8,10 @@ sorting every running job each time (that sort was a quarter of a compiled backf
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Iterable
+
+from sortedcontainers import SortedList
 
 from gputwin.core.policies import Key
 from gputwin.core.state import JobState, PartitionState
@@ -42,23 +45,31 @@ def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: J
     (shadow -1.0: not). Whole GPUs only (a share's test differs).
 
     A window in which no job passes leaves, per GPU count, the least work left among its jobs
-    (`PartitionState.window`): while the window is the same, a later cycle asks that job of each
-    count only (`now + work` grows with `work`: it passes if any of its count does). On a busy
-    queue most cycles find the window of the last and none of it able to start: walking it each
-    time was half of a forecast's compiled replay (issue 15)."""
+    (`PartitionState.window`): a later cycle asks that job of each count only (`now + work` grows
+    with `work`: it passes if any of its count does). On a busy queue most cycles find none able
+    to start: walking the window each time was half of a forecast's compiled replay (issue 15).
+    While the window is the same the least works are exact; while no job was queued since (a
+    SortedList queue then only lost entries: the window holds some of the kept one's and new ones
+    after them) they stay lower bounds, the new entries' added: "none passes" still holds then,
+    and only a "some may pass" walks the window again (rebuilding them after every start was
+    most of the backfill's cost)."""
     free = part.ledger.free_gpus
     shadow, extra = -1.0, 0
-    memo = part.window
-    if memo is not None and memo[0] == window:  # the same entries are the same jobs: orders are unique
-        for gpus, work in memo[1]:
+    kept = _kept_least(part, window)
+    if kept is not None:
+        least, exact = kept
+        for gpus, work in least:
             if gpus > free:
-                break  # neither this count nor any larger one fits
+                return len(window), shadow, extra  # neither this count nor any larger one fits
             if shadow < 0.0:
                 shadow, extra = reservation(part, head, now)
             if not (now + work > shadow and gpus > extra):
-                return 0, shadow, extra  # one of them passes: the walk finds which
-        return len(window), shadow, extra
-    least: dict[int, float] = {}
+                if exact:
+                    return 0, shadow, extra  # one of them passes: the walk finds which
+                break  # one of them may pass: walk, and know the window's own again
+        else:
+            return len(window), shadow, extra
+    least_of: dict[int, float] = {}
     queued = part.queued
     for i in range(len(window)):
         job = queued[window[i][1]]
@@ -68,11 +79,35 @@ def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: J
                 shadow, extra = reservation(part, head, now)
             if not (now + work > shadow and gpus > extra):
                 return i, shadow, extra
-        known = least.get(gpus)
+        known = least_of.get(gpus)
         if known is None or work < known:
-            least[gpus] = work
-    part.window = (window, sorted(least.items()))
+            least_of[gpus] = work
+    part.window = (window, sorted(least_of.items()), part.enqueued, True)
     return len(window), shadow, extra
+
+
+def _kept_least(part: PartitionState, window: list[tuple[Key, int]]) -> tuple[list[tuple[int, float]], bool] | None:
+    """The kept least works per GPU count that hold for `window` (see `first_candidate`), and
+    whether they are exact; None: none hold."""
+    memo = part.window
+    if memo is None:
+        return None
+    seen, least, enqueued, exact = memo
+    if seen == window:  # the same entries are the same jobs: orders are unique
+        return least, exact
+    if enqueued != part.enqueued or not seen or not isinstance(part.order, SortedList):
+        return None  # a FairQueue's order moves with its tenants' usage
+    new = bisect_right(window, seen[-1])  # entries after the kept window's last: they are new
+    merged = dict(least)
+    queued = part.queued
+    for i in range(new, len(window)):
+        job = queued[window[i][1]]
+        known = merged.get(job.gpus)
+        if known is None or job.work_left < known:
+            merged[job.gpus] = job.work_left
+    kept = (sorted(merged.items()), exact and new == len(seen))
+    part.window = (window, kept[0], enqueued, kept[1])
+    return kept
 
 
 def ending(jobs: Iterable[JobState]) -> list[tuple[float, int, int]]:

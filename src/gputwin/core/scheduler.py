@@ -17,7 +17,8 @@ usage and demand.
 from __future__ import annotations
 
 import zlib
-from typing import Iterable, Mapping
+from dataclasses import replace
+from typing import Iterable, Mapping, Sequence
 
 from gputwin.core.compat import HeliosQssf
 from gputwin.core.cycle import Cycle
@@ -70,6 +71,7 @@ class Scheduler(Cycle):
         self._fairness = [p.fair for p in self.partitions.values() if p.fair is not None]
         self._loops = {name: self._loop_of(part) for name, part in self.partitions.items()}
         self.saw_shares = False  # some job submitted asked for a GPU share (gputwin.core.sharing)
+        self._batch: dict[str, list[JobState]] | None = None  # jobs `submit_all` queues at its end
 
     def _partition(self, spec: PartitionSpec) -> PartitionState:
         nodes = [self.topology.node_index[n] for n in spec.nodes]
@@ -103,13 +105,15 @@ class Scheduler(Cycle):
         """The partition serving this job's task type (claim 2), or None."""
         return self.routes.get(spec.task_type, self.catch_all)
 
-    def submit(self, spec: JobSpec, now: float) -> Decision:
-        """Route, size and queue a new job. Rejections and resizes come back as a Decision."""
+    def submit(self, spec: JobSpec, now: float, duration: float | None = None) -> Decision:
+        """Route, size and queue a new job. Rejections and resizes come back as a Decision.
+        `duration`: its run time, if not `spec.duration` (see `submit_all`)."""
+        run = spec.duration if duration is None else duration
         name = self.routes.get(spec.task_type, self.catch_all)  # `route`, inlined: once per job
         if name is None:
             return Decision(rejects=(Reject(spec.job_id, f"no partition serves task type {spec.task_type!r}"),))
         part = self.partitions[name]
-        problem = _admission_problem(spec, part)
+        problem = _admission_problem(spec, run, part)
         if problem is None and part.quota is not None:
             problem = quota_problem(part.quota, spec.user, spec.gpus, spec.model)
         if problem is None and spec.model and part.models is not None:
@@ -125,22 +129,28 @@ class Scheduler(Cycle):
                 part.shares = Shares(part.ledger)
         if problem:
             return Decision(rejects=(Reject(spec.job_id, problem),))
-        gpus, duration = spec.gpus, spec.duration
+        gpus, length = spec.gpus, run
         if self._sizes:
             limit = part.spec.max_gpus_per_job or part.ledger.total_gpus
             models = part.models  # the sizing rule weighs run time at the speed the job would get
             speed = 1.0 if models is None else model_speed(spec.model, self.cluster.topology.speeds, models.nodes)
-            choice = part.sizer.size(spec, name, min(limit, part.ledger.total_gpus), self.history, speed)
-            gpus, duration = choice.gpus, choice.duration
-        predicted = self.estimator.predict(spec) if self._predicts else spec.duration
-        job = JobState(spec, name, gpus, duration, predicted)
+            asked = spec if duration is None else replace(spec, duration=run)
+            choice = part.sizer.size(asked, name, min(limit, part.ledger.total_gpus), self.history, speed)
+            gpus, length = choice.gpus, choice.duration
+        predicted = self.estimator.predict(spec) if self._predicts else run
+        job = JobState(spec, name, gpus, length, predicted)
         self.jobs[spec.job_id] = job
         self._order += 1  # `_next_order`, inlined on the per-job path
         if part.quota is not None:
             job.tenant = part.quota.tenant_of(job)
         elif part.fair is not None:
             job.tenant = part.fair.tenant_of(job)
-        part.enqueue(job, self._order, now)
+        batch = self._batch
+        if batch is not None and part.quota is None and part.fair is None:
+            job.order, job.queued_since = self._order, now  # queued by `submit_all`, at its end
+            batch.setdefault(name, []).append(job)
+        else:
+            part.enqueue(job, self._order, now)
         if part.quota is not None:
             part.quota.change(now, job.tenant, demand=gpus)
         self._dirty.add(name)
@@ -148,18 +158,43 @@ class Scheduler(Cycle):
             return Decision(resizes=(Resize(spec.job_id, spec.gpus, gpus),))
         return EMPTY
 
-    def adopt(self, spec: JobSpec, slots: Slots, started: float, share_slot: int = -1) -> JobState:
+    def submit_all(self, specs: Sequence[JobSpec], durations: Sequence[float]) -> list[tuple[int, Decision]]:
+        """`submit(spec, spec.submit, durations[i])` for each of `specs` in order; the decisions that
+        are not EMPTY, with their spec's index. Each partition without quotas or fairness takes its
+        jobs in one sorted insert at the end (`PartitionState.enqueue_all`): the same queue as one
+        insert each, for a fraction of the cost. A forecast's replays share one spec per job and
+        draw its run time per sample (`durations`): building a spec per job and sample cost more
+        than queueing it. What a completion teaches the estimator is still the spec's duration."""
+        batch: dict[str, list[JobState]] = {}
+        self._batch = batch
+        out: list[tuple[int, Decision]] = []
+        try:
+            for i in range(len(specs)):
+                spec = specs[i]
+                decision = self.submit(spec, spec.submit, durations[i])
+                if decision is not EMPTY:
+                    out.append((i, decision))
+        finally:
+            self._batch = None
+            for name, jobs in batch.items():
+                self.partitions[name].enqueue_all(jobs)
+        return out
+
+    def adopt(self, spec: JobSpec, slots: Slots, started: float, share_slot: int = -1,
+              duration: float | None = None) -> JobState:  # fmt: skip
         """Account a job that already runs in the outside world (a driver restarting).
 
         Its GPUs are taken from the ledger exactly as they were bound, so nothing is placed twice;
         the job then completes like any other. Raises ValueError if it cannot be adopted. A share's
-        `share_slot` >= 0 names the shared GPU it is on (`Shares.take`'s `slot`).
+        `share_slot` >= 0 names the shared GPU it is on (`Shares.take`'s `slot`); `duration` is its
+        whole run time, if not `spec.duration` (a forecast shares its specs: `submit_all`).
         """
         name = self.route(spec)
         if name is None or spec.job_id in self.jobs:
             raise ValueError(f"job {spec.job_id!r}: no partition serves it, or it is already known")
         part = self.partitions[name]
-        job = JobState(spec, name, spec.gpus, spec.duration, spec.duration)
+        run = spec.duration if duration is None else duration
+        job = JobState(spec, name, spec.gpus, run, run)
         if spec.gpu_milli != 1000 and (problem := share_problem(spec)) is not None:
             raise ValueError(f"job {spec.job_id!r}: {problem}")
         if spec.gpu_milli != 1000 and not part.policy.preemptive:  # a GPU share: gputwin.core.sharing
@@ -301,11 +336,11 @@ def _routes(partitions: Iterable[PartitionSpec]) -> tuple[dict[str, str], str | 
     return routes, catch_all
 
 
-def _admission_problem(spec: JobSpec, part: PartitionState) -> str | None:
+def _admission_problem(spec: JobSpec, duration: float, part: PartitionState) -> str | None:
     if spec.gpus < 1:
         return f"asks for {spec.gpus} GPUs; a GPU job needs at least 1"
-    if spec.duration < 0:
-        return f"has a negative duration ({spec.duration} s)"
+    if duration < 0:
+        return f"has a negative duration ({duration} s)"
     if spec.gpus > part.ledger.total_gpus:
         return f"asks for {spec.gpus} GPUs; partition {part.name!r} has {part.ledger.total_gpus}"
     limit = part.spec.max_gpus_per_job

@@ -15,6 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 from enum import Enum
+from operator import itemgetter
 from typing import Collection, Iterator
 
 from sortedcontainers import SortedList
@@ -27,6 +28,11 @@ from gputwin.core.policies import Key, QueuePolicy
 from gputwin.core.quota import PartitionQuota
 from gputwin.core.sharing import Shares
 from gputwin.core.sizing import Sizer
+
+
+_KEY = itemgetter(0)  # a queue entry's key
+# `PartitionState.window`: (entries, [(GPUs, least work)], `enqueued` then, exact).
+Window = tuple[list[tuple[Key, int]], list[tuple[int, float]], int, bool]
 
 
 class Phase(str, Enum):
@@ -122,15 +128,18 @@ class PartitionState:
     # with bisect (`add_end`, `drop_end`): a partition runs at most a few thousand jobs, and
     # C-level insort beats a SortedList's Python-level bookkeeping (+7 % instructions on mix1).
     ends: list[tuple[float, int, int]] | None = field(init=False, default=None)
-    # The backfill window (the queue's entries after the head) its last walk saw, and per GPU count
-    # the least work left among its jobs, GPU counts ascending (`gputwin.core.cycle`'s backfill):
-    # while the window is the same, a cycle that finds none of them able to start skips its walk.
-    window: tuple[list[tuple[Key, int]], list[tuple[int, float]]] | None = field(init=False, default=None)
+    # The backfill window (the queue's entries after the head) its last walk saw, per GPU count
+    # the least work left among its jobs (GPU counts ascending), `enqueued` then, and whether those
+    # are exact (False: lower bounds, jobs having left the window since): `gputwin.core.reservation`'s
+    # `first_candidate`, which skips the walk of a window where none of them can start.
+    window: Window | None = field(init=False, default=None)
+    enqueued: int = field(init=False, default=0)  # jobs queued so far (the window's test of "only left")
 
     def __post_init__(self) -> None:
         # Set either way: a compiled (mypyc) instance has no class-level default to fall back on.
         self.ends = [] if self.spec.policy.backfill and not self.policy.preemptive else None
         self.window = None
+        self.enqueued = 0
 
     @property
     def name(self) -> str:
@@ -143,6 +152,31 @@ class PartitionState:
         job.key = self.policy.key(job, now)
         self.queued[order] = job  # first: a FairQueue finds the entry's tenant from its job
         self.order.add((job.key, order))
+        self.enqueued += 1
+
+    def enqueue_all(self, jobs: list[JobState]) -> None:
+        """`enqueue(job, job.order, job.queued_since)` for each of `jobs` (orders set, ascending),
+        the queue sorted once (`Scheduler.submit_all`): a forecast queues 10,000 jobs at its first
+        instant, and one insert each into the SortedList was most of that. A FairQueue takes them
+        one by one. The queue's order is the same either way (its entries are unique)."""
+        order = self.order
+        if not isinstance(order, SortedList):
+            for job in jobs:
+                self.enqueue(job, job.order, job.queued_since)
+            return
+        entries = []
+        policy, queued = self.policy, self.queued
+        for job in jobs:
+            job.phase = Phase.QUEUED
+            job.key = key = policy.key(job, job.queued_since)
+            queued[job.order] = job
+            entries.append((key, job.order))
+        # Sorted by key alone first, which is stable: the orders are ascending already, so equal
+        # keys stay in order, as (key, order) sorts them. A key is a flat tuple of floats, far
+        # cheaper to compare than the entry; `update` then sorts a sorted list (one pass).
+        entries.sort(key=_KEY)
+        order.update(entries)
+        self.enqueued += len(entries)
 
     def dequeue(self, job: JobState) -> None:
         del self.queued[job.order]

@@ -149,6 +149,18 @@ class Runtime:
             self.listener.submitted(jobs[told:i], now)
         return i
 
+    def submit_all(self, jobs: Sequence[JobSpec], durations: Sequence[float], now: float) -> None:
+        """`submit_arrived(jobs, 0, now)` for jobs that all arrived by `now` (any order), with run
+        times `durations` instead of their specs' (`Scheduler.submit_all`: one sorted insert per
+        queue). The listener hears the same calls in the same order, once every job is queued."""
+        told = 0
+        for i, decision in self.scheduler.submit_all(jobs, durations):
+            self.listener.submitted(jobs[told:i + 1], now)
+            told = i + 1
+            self.apply(decision, now)
+        if told < len(jobs):
+            self.listener.submitted(jobs[told:], now)
+
     def adopt(
         self, spec: JobSpec, slots: tuple[tuple[int, int], ...], since: float, run_seconds: float | None = None
     ) -> JobState:

@@ -35,7 +35,8 @@ from operator import itemgetter
 from gputwin.core.history import UNKNOWN, Estimator, HistoryEstimator
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
-from gputwin.twin.sampling import DEFAULT_SIGMA, Draw, Plan, draw_all_pending, draw_running, plan, sample_rng
+from gputwin.twin.sampling import (DEFAULT_SIGMA, Bounds, Draw, Plan, draw_all_pending, draw_bounded, plan,
+                                   running_bounds, sample_rng)
 from gputwin.twin.seed import Held, task_types
 from gputwin.twin.snapshot import Snapshot
 
@@ -95,10 +96,6 @@ class Points:
         return None
 
 
-# A pending job's JobSpec fields but its run time: (id, submit, the fields after the duration).
-Template = tuple[str, float, tuple[int, str, str, str, str, int, int, int, str, int, str]]
-
-
 @dataclass(frozen=True, slots=True)
 class _Task:
     """One forecast's replays: what they share is worked out once (not once per sample)."""
@@ -110,23 +107,28 @@ class _Task:
     until: float
     held: Held  # where each running job is held
     points: Points  # the estimator's points the schedulers rank by
-    pending: tuple[Template, ...]  # in queue order; submit times at most the snapshot's
+    # In queue order, submit times at most the snapshot's; their durations are the points: each
+    # replay queues them for its own draws (`Held.seed`'s `run_times`), a spec per job and sample
+    # having cost more than queueing it (`JobSpec` is a frozen dataclass: its __init__ is Python).
+    pending: tuple[JobSpec, ...]
     draws: tuple[Draw, ...]  # theirs, in the same order
     latency: float  # the snapshot's start latency, seconds
+    running: tuple[tuple[Draw, Bounds], ...]  # the running jobs' draws, as far as worked out once
 
 
 def _task(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, options: SchedulerOptions, seed: int,
           until: float) -> _Task:  # fmt: skip
     kinds, now = task_types(cluster), snap.taken_at
-    pending = tuple((job.job_id, min(job.submit, now), (job.gpus, kinds.get(job.partition, job.partition), job.user,
-                     job.name, "PENDING", job.priority, job.num_nodes, i, job.model, job.gpu_milli,
-                     job.gpu_profile))
-                    for i, (job, _) in enumerate(the_plan.pending))  # fmt: skip
-    held = Held(cluster, snap, [run for run, _, _ in the_plan.running])
     latency = snap.start_latency_s
+    pending = tuple(JobSpec(job.job_id, min(job.submit, now), d.median + latency, job.gpus,
+                            kinds.get(job.partition, job.partition), job.user, job.name, "PENDING", job.priority,
+                            job.num_nodes, i, job.model, job.gpu_milli, job.gpu_profile)
+                    for i, (job, d) in enumerate(the_plan.pending))  # fmt: skip
+    held = Held(cluster, snap, [run for run, _, _ in the_plan.running])
     points = Points({job.job_id: d.median + latency for job, d in the_plan.pending})
+    running = tuple((d, running_bounds(d, elapsed)) for _, d, elapsed in the_plan.running)
     return _Task(cluster, the_plan, options, seed, until, held, points, pending, tuple(d for _, d in the_plan.pending),
-                 latency)  # fmt: skip
+                 latency, running)  # fmt: skip
 
 
 _FORKED: list[_Task] = []  # the task a forked worker inherits (set only around the pool's life)
@@ -195,14 +197,13 @@ def _run_forked(samples: tuple[int, ...]) -> list[Sample]:
 def replay_sample(task: _Task, sample: int) -> Sample:
     """One draw replayed: start and end (INF: not by the horizon) per pending job, in order."""
     rng = sample_rng(task.seed, sample)
-    durations = [draw_running(d, elapsed, rng) for _, d, elapsed in task.plan.running]
+    durations = [draw_bounded(d, bounds, rng) for d, bounds in task.running]
     drawn = draw_all_pending(task.draws, rng)
-    lag = task.latency
-    pending = [JobSpec(job_id, submit, seconds + lag, *rest)
-               for (job_id, submit, rest), seconds in zip(task.pending, drawn)]  # fmt: skip
+    lag, pending = task.latency, task.pending
     scheduler = Scheduler(task.cluster, task.options, task.points)
     # Its pending jobs' starts and ends are all a forecast needs: the replay may stop once all started.
-    seeded = task.held.seed(scheduler, durations, pending, starts_only=True)
+    seeded = task.held.seed(scheduler, durations, pending, starts_only=True,
+                            run_times=[seconds + lag for seconds in drawn] if lag else drawn)  # fmt: skip
     watch = seeded.run(task.until)
     starts = [watch.starts.get(j.job_id, INF) + lag for j in pending]
     ends = [watch.ends.get(j.job_id, INF) for j in pending]

@@ -27,6 +27,7 @@ DEFAULT_SIGMA = 0.5
 Z90 = NormalDist().inv_cdf(0.9)  # 1.2816: p90 / p50 = exp(sigma * Z90) for a log-normal
 MIN_SECONDS = 1.0  # no run is drawn shorter (a zero-length run would end before it starts)
 _UNIT = NormalDist()
+_TWOPI = 2.0 * math.pi  # `random.TWOPI`
 
 
 @runtime_checkable
@@ -109,31 +110,61 @@ def draw_pending(draw: Draw, rng: random.Random) -> float:
 
 def draw_all_pending(draws: Sequence[Draw], rng: random.Random) -> list[float]:
     """`draw_pending` for each of `draws` in order, the same numbers: written out in one loop, as
-    a forecast draws every pending job of every sample (two calls a job were most of the cost)."""
-    gauss, exp, out = rng.gauss, math.exp, []
+    a forecast draws every pending job of every sample (two calls a job were most of the cost).
+    `rng.gauss()` is inlined too (CPython's `random.gauss`, pair by pair, the generator left as
+    it leaves it): `0.0 + z * 1.0` is z (-0.0 becomes 0.0, which draws the same)."""
+    rand, exp, out = rng.random, math.exp, []
+    log, sqrt, cos, sin = math.log, math.sqrt, math.cos, math.sin
+    spare: float | None = rng.gauss_next  # type: ignore[attr-defined]  # `random.Random`'s own state
     for draw in draws:
-        z = gauss()
+        if spare is None:
+            x2pi = rand() * _TWOPI
+            g2rad = sqrt(-2.0 * log(1.0 - rand()))
+            z = cos(x2pi) * g2rad
+            spare = sin(x2pi) * g2rad
+        else:
+            z, spare = spare, None
         spread = draw.sigma if z >= 0 or draw.sigma_low is None else draw.sigma_low
         seconds = draw.median * exp(spread * z)
         limit = draw.limit
         out.append(max(min(seconds, limit), MIN_SECONDS))
+    rng.gauss_next = spare  # type: ignore[attr-defined]
     return out
 
 
-def draw_running(draw: Draw, elapsed: float, rng: random.Random) -> float:
-    """A total run time at least `elapsed` (and a second more), at most the limit."""
+# A running job's draw worked out as far as its elapsed time allows (`running_bounds`): the run
+# time if it needs no random number (else -1.0), the least it may be, and the range of the
+# uniform quantile it is drawn at (lowest, width).
+Bounds = tuple[float, float, float, float]
+
+
+def running_bounds(draw: Draw, elapsed: float) -> Bounds:
+    """What `draw_running` works out before it draws: once per forecast, not once per sample."""
     low = elapsed + MIN_SECONDS
     if low >= draw.limit:
-        return low  # at or past its limit: the cluster ends it any moment
+        return low, low, 0.0, 0.0  # at or past its limit: the cluster ends it any moment
     if draw.sigma <= 0 or draw.sigma_low == 0:
-        return min(max(draw.median, low), draw.limit)
+        return min(max(draw.median, low), draw.limit), low, 0.0, 0.0
     lo_u = _UNIT.cdf(draw.z_of(low))
     hi_u = 1.0 if math.isinf(draw.limit) else _UNIT.cdf(draw.z_of(draw.limit))
-    u = lo_u + (hi_u - lo_u) * rng.random()
+    return -1.0, low, lo_u, hi_u - lo_u
+
+
+def draw_bounded(draw: Draw, bounds: Bounds, rng: random.Random) -> float:
+    """`draw_running` from its `running_bounds`: the same number, the same random numbers used."""
+    fixed, low, lo_u, width = bounds
+    if fixed >= 0.0:
+        return fixed
+    u = lo_u + width * rng.random()
     if not 0.0 < u < 1.0:  # far out in a tail: the bound is the answer
         return low if u <= 0.0 else min(draw.limit, low * 2)
     return min(max(draw.at(_UNIT.inv_cdf(u)), low), draw.limit)
 
 
-__all__ = ["DEFAULT_SIGMA", "Draw", "IntervalEstimator", "Plan", "draw_all_pending", "draw_pending", "draw_running", "job_spec",
-           "plan", "sample_rng"]  # fmt: skip
+def draw_running(draw: Draw, elapsed: float, rng: random.Random) -> float:
+    """A total run time at least `elapsed` (and a second more), at most the limit."""
+    return draw_bounded(draw, running_bounds(draw, elapsed), rng)
+
+
+__all__ = ["DEFAULT_SIGMA", "Bounds", "Draw", "IntervalEstimator", "Plan", "draw_all_pending", "draw_bounded",
+           "draw_pending", "draw_running", "job_spec", "plan", "running_bounds", "sample_rng"]  # fmt: skip

@@ -89,11 +89,19 @@ class Seeded:
     left_out: dict[str, str] = field(default_factory=dict)  # running job id -> why it is not held
     # Stop once every pending job has started or been rejected (`Held.seed`'s `starts_only`).
     starts_only: bool = False
+    run_times: list[float] | None = None  # the pending jobs' run times (None: their specs')
 
     def run(self, until: float) -> Watch:
         """Queue the pending jobs at `now` and replay until `until` (or nothing is left; made
         `starts_only`: until every pending job has started or been rejected)."""
-        replay, clock = Replay(self.runtime, self.pending), VirtualClock(self.now)
+        runtime, now, pending = self.runtime, self.now, self.pending
+        replay, clock = Replay(runtime, ()), VirtualClock(now)
+        if pending and pending[0].submit <= until:
+            # The first instant, as a replay of `pending` steps it (each arrived by now), but
+            # queued in one batch (`Runtime.submit_all`): a sorted insert per job was most of it.
+            runtime.due(now)
+            runtime.submit_all(pending, self.run_times or [job.duration for job in pending], now)
+            runtime.cycle(now)
         if not self.starts_only:
             run_steps(replay, clock, until)
             return self.watch
@@ -150,9 +158,10 @@ class Held:
         self.running = [_where(job, self.kinds, holders, index) for job in running]
 
     def seed(self, scheduler: Scheduler, durations: Sequence[float], pending: Sequence[JobSpec], *,
-             starts_only: bool = False) -> Seeded:  # fmt: skip
+             starts_only: bool = False, run_times: list[float] | None = None) -> Seeded:  # fmt: skip
         """The runtime at the snapshot with the running jobs' run times `durations` (in the order
-        given when made) and `pending` queued (see `seed`). `starts_only`: its replay is wanted
+        given when made) and `pending` queued (see `seed`), run for `run_times` if given (else
+        their specs' durations: a forecast shares its specs across samples). `starts_only`: its replay is wanted
         only for the pending jobs' starts and ends; when no partition preempts, it then stops
         once all have started (each end is its start plus its run: nothing can change it) and
         tells no completion. The tail of ends was a good part of a forecast's replay."""
@@ -162,7 +171,7 @@ class Held:
         scheduler.set_out_of_service(out.node for out in self.snap.out_of_service)
         now = self.now
         queue = [j if j.submit <= now else dataclasses.replace(j, submit=now) for j in pending]
-        seeded = Seeded(runtime, watch, queue, now, starts_only=starts_only)
+        seeded = Seeded(runtime, watch, queue, now, starts_only=starts_only, run_times=run_times)
         for where, duration in zip(self.running, durations):
             why = where.why or _adopt(scheduler, runs, where, duration)
             if why:
@@ -180,7 +189,9 @@ class _Where:
     task_type: str = ""
     slots: tuple[tuple[int, int], ...] = ()
     why: str = ""
-    gpus: int = 0  # `job.gpus`, a sum over its slots
+    # Its spec, made once for every replay: each adopts it for its own draw (`Scheduler.adopt`'s
+    # `duration`; the spec's own is 0). A spec made per job and sample cost more than adopting it.
+    spec: JobSpec | None = None
 
 
 def _where(job: RunningJob, kinds: dict[str, str], holders: dict[str, str], index: dict[str, int]) -> _Where:
@@ -191,19 +202,20 @@ def _where(job: RunningJob, kinds: dict[str, str], holders: dict[str, str], inde
     missing = [node for node in nodes if node not in index]
     if missing:  # as the scheduler's own lookup would have said
         return _Where(job, why=f"its GPUs cannot be held in partition {partition} ({KeyError(missing[0])})")
-    return _Where(job, partition, kinds[partition], tuple((index[node], gpus) for node, gpus in job.slots), "",
-                  job.gpus)  # fmt: skip
+    task_type = kinds[partition]
+    spec = JobSpec(job.job_id, job.submit, 0.0, job.gpus, task_type, job.user, job.name, "RUNNING", 0, len(job.slots),
+                   model=job.model, gpu_milli=job.gpu_milli, gpu_profile=job.gpu_profile)  # fmt: skip
+    return _Where(job, partition, task_type, tuple((index[node], gpus) for node, gpus in job.slots), "", spec)
 
 
 def _adopt(scheduler: Scheduler, runs: VirtualRuns, where: _Where, duration: float) -> str:
     """Adopt one running job; '' when done, else why it could not be. What `Runtime.adopt` does,
     the backend being known to be `VirtualRuns`: its check against a runtime Protocol costs
     ~0.1 ms a job, a tenth of a replay's set-up at 2,600 running jobs."""
-    job = where.job
-    spec = JobSpec(job.job_id, job.submit, duration, where.gpus, where.task_type, job.user, job.name, "RUNNING", 0,
-                   len(job.slots), model=job.model, gpu_milli=job.gpu_milli, gpu_profile=job.gpu_profile)  # fmt: skip
+    job, spec = where.job, where.spec
+    assert spec is not None  # held (`why` empty)
     try:
-        state = scheduler.adopt(spec, where.slots, job.start, job.share_gpu)
+        state = scheduler.adopt(spec, where.slots, job.start, job.share_gpu, duration)
     except (KeyError, ValueError, OverAllocation) as exc:
         return f"its GPUs cannot be held in partition {where.partition} ({exc})"
     runs.adopt(Start(job.job_id, state.partition, where.slots, state.seg_end - job.start, state.overhead,
