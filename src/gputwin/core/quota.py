@@ -16,8 +16,7 @@ Pure: no clock, every ordering deterministic.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Reversible, Sequence
 
 from gputwin.core.model import QuotaSpec
 
@@ -153,10 +152,12 @@ class PartitionQuota:
         """Is every tenant with a queued job in `waiting`? (Demand above usage is queued GPUs.)"""
         return self._queued <= waiting
 
-    def reclaim(self, tenant: str, gpus: int, running: Iterable[JobState], free_gpus: int) -> list[JobState] | None:
+    def reclaim(self, tenant: str, gpus: int, running: Reversible[JobState], free_gpus: int) -> list[JobState] | None:
         """Borrowed work to preempt so a job within `tenant`'s guarantee fits (quota and free GPUs):
         running jobs of cohort members above their guarantee, most recently started first, each
-        only while its tenant still borrows. None if there is nothing to do or it would not suffice."""
+        only while its tenant still borrows. None if there is nothing to do or it would not suffice.
+        `running` is in start order, as a partition's `running` dict is (jobs enter it as they
+        start, and orders only grow): read from its end, a reclaim stops where it has enough."""
         cohort = self.cohort[tenant]
         if cohort is None or not self.within_guarantee(tenant, gpus):
             return None
@@ -164,22 +165,19 @@ class PartitionQuota:
         # Only members above their guarantee lose work, and none rises above it here: the others'
         # jobs are never candidates (no borrower: nothing to reclaim, no running job read).
         borrowers = {t for t in self.members[cohort] if t != tenant and used[t] > self.nominal[t]}
-        if not borrowers:
+        if not borrowers or (free_gpus >= gpus and _fits(self, used, tenant, gpus)):
             return None
-        owner_of = self.pool_of
-        # Read the stored tenant first: a reclaim scans every running job, and `pool_of`'s
-        # getattr is a generic attribute lookup even compiled. Orders are unique: no tie to break.
-        candidates = [j for j in running if (j.tenant or owner_of(j)) in borrowers]
-        candidates.sort(key=_order, reverse=True)
+        owner_of, nominal = self.pool_of, self.nominal
         victims: list[JobState] = []
-        for job in candidates:
-            if free_gpus >= gpus and _fits(self, used, tenant, gpus):
-                break
-            owner = owner_of(job)
-            if used[owner] > self.nominal[owner]:
+        for job in reversed(running):
+            # The stored tenant first: `pool_of`'s getattr is a generic attribute lookup compiled.
+            owner = job.tenant or owner_of(job)
+            if owner in borrowers and used[owner] > nominal[owner]:
                 victims.append(job)
                 used[owner] -= job.gpus
                 free_gpus += job.gpus
+                if free_gpus >= gpus and _fits(self, used, tenant, gpus):
+                    break
         if not (victims and free_gpus >= gpus and _fits(self, used, tenant, gpus)):
             return None
         # Fill back, as Kueue does: spare each victim, last chosen first, whose work is not needed.
@@ -243,9 +241,6 @@ class PartitionQuota:
         self.advance(now)
         return tuple(TenantUsage(t, self.partition, self.nominal[t], a.used, a.borrowed, a.delivered, a.entitled)
                      for t, a in sorted(self._areas.items()))
-
-
-_order = attrgetter("order")  # most recently queued first: a reclaim's candidates
 
 
 def _fits(quota: PartitionQuota, used: Mapping[str, int], tenant: str, gpus: int) -> bool:
