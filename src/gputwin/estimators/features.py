@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -267,7 +266,10 @@ def _user_stats(group: _Recent | None) -> tuple[float, ...]:
     if group is None or not group.count or not group.runs:
         return (NAN, NAN, 0.0, NAN)
     runs = group.runs
-    return (sum(runs) / len(runs), statistics.median(runs), math.log1p(group.count), runs[-1])
+    ordered, n = sorted(runs), len(runs)
+    # statistics.median's own arithmetic (the same float), without its Python call layers.
+    median = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    return (sum(runs) / len(runs), median, math.log1p(group.count), runs[-1])
 
 
 def _group_stats(group: _Recent | None) -> tuple[float, float]:
