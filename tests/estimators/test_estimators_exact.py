@@ -62,15 +62,17 @@ class _Reference:
 
     def keys(self, job: JobSpec) -> list[tuple[object, ...]]:
         stem, shape = _DIGITS.sub("", job.name), (str(job.gpus), str(job.gpu_milli), job.model)
+        name = ("name", job.user, job.name, job.gpus, job.gpu_milli)
         return [("stem", job.user, stem), ("user", job.user), ("type", job.task_type), ("all",),
-                ("shape", job.user, *shape), ("name", job.user, job.name, job.gpus, job.gpu_milli)]  # fmt: skip
+                ("shape", job.user, *shape), name]  # fmt: skip
 
     def describe(self, jobs: Sequence[JobSpec]) -> list[float]:
         out: list[float] = []
         for job in jobs:
             stem, user, _, _, shape, name = (self.group(k) for k in self.keys(job))
             token = re.match(r"[A-Za-z]+", _DIGITS.sub("", job.name))
-            out += [self.code(0, job.user), self.code(1, job.task_type), self.code(2, token.group() if token else "")]
+            codes = (job.user, job.task_type, token.group() if token else "")
+            out += [self.code(column, value) for column, value in enumerate(codes)]
             day = (job.submit + self.origin) / 86400.0
             out += [math.log2(max(job.gpus, 1)), (day % 1.0) * 24.0, float(int(day) % 7)]
             runs = user.runs or []
@@ -110,7 +112,8 @@ class _Reference:
             if group.runs is not None:
                 group.runs = [*group.runs, value][-32:]
             if key[0] == "name":
-                group.recent = value if group.recent != group.recent else group.recent + 0.25 * (value - group.recent)
+                recent = group.recent
+                group.recent = value if recent != recent else recent + 0.25 * (value - recent)
 
 
 def _bits(values: Sequence[float]) -> bytes:

@@ -91,5 +91,6 @@ def _dataset(rows: Any, targets: Any, bins: Any) -> Any:
     import numpy as np
 
     lightgbm = lightgbm_module()
-    return lightgbm.Dataset(np.asarray(rows, dtype=np.float64), np.asarray(targets, dtype=np.float64),
-                            categorical_feature=list(CATEGORICAL), params={"verbose": -1}, reference=bins)  # fmt: skip
+    x, y = np.asarray(rows, dtype=np.float64), np.asarray(targets, dtype=np.float64)
+    return lightgbm.Dataset(x, y, categorical_feature=list(CATEGORICAL), params={"verbose": -1},
+                            reference=bins)  # fmt: skip
