@@ -24,6 +24,11 @@ Three parts (issue 14):
   with `history` and one with `learned`, each minus a run that only loads the trace and the cluster
   and imports numpy and LightGBM (as `instructions.py` counts a replay; valgrind runs ~50x slower).
 
+`--digest` (instead of the rest) prints a sha256 over every learned prediction (time, point, p10,
+p90, median, in trace order) of one QSSF replay of each shared trace, with the fits made: a change
+meant to leave the predictions as they are must leave these as they are (floats differ under
+valgrind, whose CPU lacks some of the host's vector instructions: compare runs of one kind).
+
 `--config JSON` (LearnedConfig fields, e.g. '{"max_rows": 3000, "rounds": 20}') builds the learned
 estimator on the two shared traces with them, in the accuracy part and in `--instructions`: a
 setting's cost and accuracy, measured the same way as the default's.
@@ -63,6 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--instructions", action="store_true",
                         help="only the overhead, in callgrind instructions (needs valgrind)")
     parser.add_argument("--jobs", type=int, default=0, help="with --instructions: the trace's first N jobs (0: all)")
+    parser.add_argument("--digest", action="store_true", help="only the sha256 of every learned prediction")
     parser.add_argument("--config", type=json.loads, default=None, metavar="JSON",
                         help="LearnedConfig fields of the learned estimator on the shared traces")
     parser.add_argument("--json", action="store_true", help="one JSON object as the last line")
@@ -219,6 +225,32 @@ def instructions(trace_dir: Path, first: int, config: dict[str, Any] | None = No
     return out
 
 
+def digest(data: dict[str, tuple[Any, Any]], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """sha256 of every learned prediction of one QSSF replay per shared trace (see the docstring)."""
+    import hashlib
+    import struct
+
+    from gputwin.estimators import factory
+    from gputwin.estimators.online import LearnedConfig
+    from gputwin.sim.run import Overrides, run_summary
+
+    out = {}
+    for name in ("philly_mix1", "alibaba_openb"):
+        cluster, trace = data[name]
+        made: list[Any] = []
+        build = factory("learned", trace.jobs, origin=trace.origin, record=True, config=LearnedConfig(**(overrides or {})))
+        summary, _ = run_summary(cluster, trace.jobs, overrides=Overrides(queue="qssf"), origin=trace.origin,
+                                 estimator=lambda: made.append(build()) or made[-1])  # fmt: skip
+        sha = hashlib.sha256()
+        for job in trace.jobs:
+            got = made[0].prediction(job.job_id)
+            if got is not None:
+                sha.update(struct.pack("5d", got.at, got.seconds, got.low, got.high, got.median))
+        out[name] = {"sha256": sha.hexdigest(), "fits": made[0].fits, "qssf_avg_jct": summary.avg_jct}
+        print(f"{name}: sha256 {out[name]['sha256']} ({made[0].fits} fits, QSSF JCT {summary.avg_jct:.3f} s)")
+    return out
+
+
 def training(jobs: Any, rows_wanted: int, peer: bool) -> dict[str, float]:
     import numpy as np
 
@@ -289,6 +321,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     with tempfile.TemporaryDirectory() as folder:
         data = inputs(args.traces, Path(folder))
+    if args.digest:
+        _finish({"digest": digest(data, args.config)}, load, args.json)
+        return
     result = {}
     if not args.skip_accuracy:
         result["accuracy"] = accuracy(data, args.config)
