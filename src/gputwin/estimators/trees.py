@@ -77,8 +77,10 @@ def boost(booster: Any, rows: Any, targets: Any, config: LearnedConfig, bins: An
     """A new Booster: `booster`'s trees and `config.warm_rounds` more fitted to the residuals of its
     predictions on `rows` (a warm refit; LightGBM's `init_model`). With `bins` (a Dataset that `fit`
     built) the rows are binned by its bin mappers: no bin finding. Not LightGBM's in-place
-    `Booster.update(train_set=...)`: resetting a booster's training data to a window of another
-    size corrupted its memory here (LightGBM 4.7: a crash on the Alibaba trace's fourth warm refit)."""
+    `Booster.update(train_set=...)`, which would spare the re-scoring of the window (LightGBM
+    predicts it with every tree for `init_model`): resetting a booster's training data corrupted its
+    memory here, on windows of the same size too (LightGBM 4.7: "Check failed:
+    (best_split_info.right_count) > (0)", then a crash in malloc, on both shared traces)."""
     lightgbm = lightgbm_module()
 
     settings = {**params(config), "min_data_in_leaf": min_leaf(len(targets))}
