@@ -68,3 +68,27 @@ def _first(trace: object, count: int) -> object:
     import dataclasses
 
     return dataclasses.replace(trace, jobs=trace.jobs[:count])  # type: ignore[attr-defined, type-var]
+
+
+def test_tie_noise_leaves_seed_0_and_unknowns_and_moves_others_by_about_a_percent() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import estimator as bench
+    finally:
+        sys.path.pop(0)
+    from gputwin.core.model import JobSpec
+
+    class Fixed:
+        def __init__(self, value: float) -> None:
+            self.value = value
+
+        def predict(self, job: JobSpec) -> float:
+            return self.value
+
+    jobs = [JobSpec(f"j{i}", 0.0, 1.0, 1, "t", "u", "n") for i in range(200)]
+    assert [bench._TieNoise(Fixed(100.0), 0).predict(j) for j in jobs] == [100.0] * 200
+    nan = bench._TieNoise(Fixed(float("nan")), 3).predict(jobs[0])
+    assert nan != nan
+    noisy = [bench._TieNoise(Fixed(100.0), 3).predict(j) for j in jobs]
+    assert noisy == [bench._TieNoise(Fixed(100.0), 3).predict(j) for j in jobs]  # seeded
+    assert len(set(noisy)) == 200 and all(95.0 < v < 105.0 for v in noisy)
