@@ -24,6 +24,16 @@ Three parts (issue 14):
   with `history` and one with `learned`, each minus a run that only loads the trace and the cluster
   and imports numpy and LightGBM (as `instructions.py` counts a replay; valgrind runs ~50x slower).
 
+`--digest` (instead of the rest) prints a sha256 over every learned prediction (time, point, p10,
+p90, median, in trace order) of one QSSF replay of each shared trace, with the fits made: a change
+meant to leave the predictions as they are must leave these as they are (floats differ under
+valgrind, whose CPU lacks some of the host's vector instructions: compare runs of one kind).
+
+`--tie-noise N` (instead of the rest) replays QSSF N times per shared trace with `history` and with
+`learned`: the plain replay, then N - 1 with each prediction times exp(0.01 z), z a standard normal
+seeded by sha256 of (seed, job id): it only breaks ties and near-ties, and moves the average JCT by
+far more than the issue's margins on the Alibaba trace (its mean, min and max are printed).
+
 `--config JSON` (LearnedConfig fields, e.g. '{"max_rows": 3000, "rounds": 20}') builds the learned
 estimator on the two shared traces with them, in the accuracy part and in `--instructions`: a
 setting's cost and accuracy, measured the same way as the default's.
@@ -63,6 +73,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--instructions", action="store_true",
                         help="only the overhead, in callgrind instructions (needs valgrind)")
     parser.add_argument("--jobs", type=int, default=0, help="with --instructions: the trace's first N jobs (0: all)")
+    parser.add_argument("--digest", action="store_true", help="only the sha256 of every learned prediction")
+    parser.add_argument("--tie-noise", type=int, default=0, metavar="N",
+                        help="only the QSSF JCT of N replays with tie noise (the first plain)")
     parser.add_argument("--config", type=json.loads, default=None, metavar="JSON",
                         help="LearnedConfig fields of the learned estimator on the shared traces")
     parser.add_argument("--json", action="store_true", help="one JSON object as the last line")
@@ -219,6 +232,74 @@ def instructions(trace_dir: Path, first: int, config: dict[str, Any] | None = No
     return out
 
 
+def digest(data: dict[str, tuple[Any, Any]], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """sha256 of every learned prediction of one QSSF replay per shared trace (see the docstring)."""
+    import hashlib
+    import struct
+
+    from gputwin.estimators import factory
+    from gputwin.estimators.online import LearnedConfig
+    from gputwin.sim.run import Overrides, run_summary
+
+    out = {}
+    for name in ("philly_mix1", "alibaba_openb"):
+        cluster, trace = data[name]
+        made: list[Any] = []
+        build = factory("learned", trace.jobs, origin=trace.origin, record=True, config=LearnedConfig(**(overrides or {})))
+        summary, _ = run_summary(cluster, trace.jobs, overrides=Overrides(queue="qssf"), origin=trace.origin,
+                                 estimator=lambda: made.append(build()) or made[-1])  # fmt: skip
+        sha = hashlib.sha256()
+        for job in trace.jobs:
+            got = made[0].prediction(job.job_id)
+            if got is not None:
+                sha.update(struct.pack("5d", got.at, got.seconds, got.low, got.high, got.median))
+        out[name] = {"sha256": sha.hexdigest(), "fits": made[0].fits, "qssf_avg_jct": summary.avg_jct}
+        print(f"{name}: sha256 {out[name]['sha256']} ({made[0].fits} fits, QSSF JCT {summary.avg_jct:.3f} s)")
+    return out
+
+
+class _TieNoise:
+    """An estimator's predictions times exp(0.01 z), z seeded per (seed, job id); seed 0: as they are."""
+
+    def __init__(self, inner: Any, seed: int) -> None:
+        self.inner, self.seed = inner, seed
+
+    def predict(self, job: Any) -> float:
+        value: float = self.inner.predict(job)
+        if self.seed == 0 or not value > 0:  # NaN (UNKNOWN) and 0 stay as they are
+            return value
+        import hashlib
+
+        bits = hashlib.sha256(f"{self.seed}:{job.job_id}".encode()).digest()
+        u1, u2 = (int.from_bytes(bits[:8], "big") + 0.5) / 2**64, int.from_bytes(bits[8:16], "big") / 2**64
+        return value * math.exp(0.01 * math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2))
+
+    def observe(self, job: Any, run_seconds: float) -> None:
+        self.inner.observe(job, run_seconds)
+
+
+def tie_noise(data: dict[str, tuple[Any, Any]], overrides: dict[str, Any] | None, replays: int) -> dict[str, Any]:
+    """QSSF average JCT of `replays` replays per shared trace and estimator (see the docstring)."""
+    from gputwin.estimators import factory
+    from gputwin.estimators.online import LearnedConfig
+    from gputwin.sim.run import Overrides, run_summary
+
+    out: dict[str, Any] = {}
+    for name in ("philly_mix1", "alibaba_openb"):
+        cluster, trace = data[name]
+        for est in ("history", "learned"):
+            config = LearnedConfig(**(overrides or {})) if est == "learned" else None
+            build = factory(est, trace.jobs, origin=trace.origin, config=config)
+            jcts = [run_summary(cluster, trace.jobs, overrides=Overrides(queue="qssf"), origin=trace.origin,
+                                estimator=lambda seed=seed: _TieNoise(build(), seed))[0].avg_jct  # fmt: skip
+                    for seed in range(replays)]  # fmt: skip
+            got = {"plain": jcts[0], "mean": sum(jcts) / len(jcts), "min": min(jcts), "max": max(jcts)}
+            out[f"{name}/{est}"] = {k: round(v, 3) for k, v in got.items()}
+            print(f"{name} {est}: QSSF JCT plain {jcts[0]:.1f} s, mean of {replays} {got['mean']:.1f} "
+                  f"({got['min']:.1f}-{got['max']:.1f})")  # fmt: skip
+    return out
+
+
 def training(jobs: Any, rows_wanted: int, peer: bool) -> dict[str, float]:
     import numpy as np
 
@@ -289,6 +370,12 @@ def main(argv: list[str] | None = None) -> None:
         return
     with tempfile.TemporaryDirectory() as folder:
         data = inputs(args.traces, Path(folder))
+    if args.tie_noise:
+        _finish({"tie_noise": tie_noise(data, args.config, args.tie_noise)}, load, args.json)
+        return
+    if args.digest:
+        _finish({"digest": digest(data, args.config)}, load, args.json)
+        return
     result = {}
     if not args.skip_accuracy:
         result["accuracy"] = accuracy(data, args.config)

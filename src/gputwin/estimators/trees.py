@@ -61,15 +61,38 @@ def min_leaf(rows: int) -> int:
 
 
 def fit(rows: Sequence[Sequence[float]] | Any, targets: Sequence[float] | Any, config: LearnedConfig) -> Any:
-    """A LightGBM Booster predicting log(1 + run seconds) from `rows` (lists, or a 2-D numpy array)."""
-    import numpy as np
-
+    """A LightGBM Booster predicting log(1 + run seconds) from `rows` (lists, or a 2-D numpy array);
+    its training Dataset stays attached (`booster.train_set`: the bins a warm refit may reuse)."""
     lightgbm = lightgbm_module()
 
-    data = lightgbm.Dataset(np.asarray(rows, dtype=np.float64), np.asarray(targets, dtype=np.float64),
-                            categorical_feature=list(CATEGORICAL), params={"verbose": -1})  # fmt: skip
+    data = _dataset(rows, targets, None)
     # keep_training_booster: the same trees without the text round trip train() otherwise makes.
     # A leaf needs 20 jobs, or a 20th of a small training set: a small site's first fit (100 jobs,
     # a dozen of them slow) could otherwise not split its rare long jobs off (see `min_leaf`).
     settings = {**params(config), "min_data_in_leaf": min_leaf(len(targets))}
     return lightgbm.train(settings, data, num_boost_round=config.rounds, keep_training_booster=True)
+
+
+def boost(booster: Any, rows: Any, targets: Any, config: LearnedConfig, bins: Any = None) -> Any:
+    """A new Booster: `booster`'s trees and `config.warm_rounds` more fitted to the residuals of its
+    predictions on `rows` (a warm refit; LightGBM's `init_model`). With `bins` (a Dataset that `fit`
+    built) the rows are binned by its bin mappers: no bin finding. Not LightGBM's in-place
+    `Booster.update(train_set=...)`, which would spare the re-scoring of the window (LightGBM
+    predicts it with every tree for `init_model`): resetting a booster's training data corrupted its
+    memory here, on windows of the same size too (LightGBM 4.7: "Check failed:
+    (best_split_info.right_count) > (0)", then a crash in malloc, on both shared traces)."""
+    lightgbm = lightgbm_module()
+
+    settings = {**params(config), "min_data_in_leaf": min_leaf(len(targets))}
+    data = _dataset(rows, targets, bins)
+    return lightgbm.train(settings, data, num_boost_round=config.warm_rounds, init_model=booster,
+                          keep_training_booster=True)  # fmt: skip
+
+
+def _dataset(rows: Any, targets: Any, bins: Any) -> Any:
+    import numpy as np
+
+    lightgbm = lightgbm_module()
+    x, y = np.asarray(rows, dtype=np.float64), np.asarray(targets, dtype=np.float64)
+    return lightgbm.Dataset(x, y, categorical_feature=list(CATEGORICAL), params={"verbose": -1},
+                            reference=bins)  # fmt: skip
