@@ -16,9 +16,10 @@ later. Its end is then exact, and every later start in a chain moves by the late
 real queue does. 0 replays today's instant starts.
 
 Large forecasts run their samples in `workers` processes (each takes every k-th sample; a sample's
-draws depend only on (seed, sample), so the result does not depend on the split). The processes are
-forked and inherit the task: nothing of it is pickled, which compiled (mypyc) frozen values do not
-survive, and which would cost more than the replays of a small forecast anyway.
+draws depend only on (seed, sample), so the result does not depend on the split): the parent itself
+and k - 1 forked ones. The forked processes inherit the task: nothing of it is pickled, which
+compiled (mypyc) frozen values do not survive, and which would cost more than the replays of a
+small forecast anyway.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import NamedTuple
 
 from gputwin.core.history import UNKNOWN, Estimator, HistoryEstimator
 from gputwin.core.model import ClusterSpec, JobSpec
@@ -45,9 +47,10 @@ PARALLEL_FROM = 50_000  # samples x pending jobs from which a second process pay
 INF = math.inf
 
 
-@dataclass(frozen=True, slots=True)
-class JobForecast:
-    """One pending job; times are on the snapshot's clock, None beyond the horizon."""
+class JobForecast(NamedTuple):
+    """One pending job; times are on the snapshot's clock, None beyond the horizon. A NamedTuple,
+    not a frozen dataclass: a forecast makes one per pending job, and a frozen dataclass's
+    __init__ (interpreted, a `setattr` per field) cost several times what the tuple does."""
 
     job_id: str
     partition: str
@@ -179,9 +182,13 @@ def replays(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, *, samples: in
         if workers == 1:
             results = [[replay_sample(task, i) for i in shares[0]]]
         else:
+            # The parent replays share 0 itself while k - 1 forked workers replay the rest: it
+            # would only wait for them otherwise, and one process fewer is one start-up fewer.
             _FORKED[:] = [task]
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
-                results = pool.map(_run_forked, shares)
+            with multiprocessing.get_context("fork").Pool(workers - 1) as pool:
+                others = pool.map_async(_run_forked, shares[1:])
+                own = [replay_sample(task, i) for i in shares[0]]
+                results = [own, *others.get()]
     finally:
         _FORKED.clear()
         if enabled:
