@@ -103,7 +103,7 @@ class Cycle:
                     out.wake(job.queued_since + wait, part.name)
                 self._backfill(part, job, now, out)
                 return
-            del queued[order.pop(0)[1]]  # type: ignore[union-attr]  # no fairness: a SortedList
+            del queued[order.pop(0)[1]]  # type: ignore[union-attr]  # no fairness: a SortedQueue
             ledger.allocate(slots)
             self._started(part, job, slots, now, out)
 

@@ -177,20 +177,22 @@ class FreeIndex:
             before = free[i]
             after = before + delta
             free[i] = after
+            # Only the bits that change are flipped (XOR): the node is in `_by_free[before]`, in
+            # `_avail` iff before > 0 and in `_idle` iff before is its capacity (delta is never 0).
+            # On a 250-node partition a bitset is a 9-digit int: each operation allocates one.
             bit = 1 << i
             by_free = self._by_free
             if before:
                 by_free[before] ^= bit
-            if after:
-                by_free[after] |= bit
-                self._avail |= bit
-                if after == self.capacity[i]:
-                    self._idle |= bit
-                else:
-                    self._idle &= ~bit
+                if not after:
+                    self._avail ^= bit
             else:
-                self._avail &= ~bit
-                self._idle &= ~bit
+                self._avail ^= bit  # after > 0
+            if after:
+                by_free[after] ^= bit
+            cap = self.capacity[i]
+            if before == cap or after == cap:
+                self._idle ^= bit
             self.free_gpus += delta
             self._leaf_free[self._leaf_of[i]] += delta
             self._shown[i] = after

@@ -18,8 +18,6 @@ from enum import Enum
 from operator import itemgetter
 from typing import Collection, Iterator
 
-from sortedcontainers import SortedList
-
 from gputwin.core.fairness import Fairness, FairQueue
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import JobSpec, PartitionSpec
@@ -28,6 +26,7 @@ from gputwin.core.policies import Key, QueuePolicy
 from gputwin.core.quota import PartitionQuota
 from gputwin.core.sharing import Shares
 from gputwin.core.sizing import Sizer
+from gputwin.core.sortedqueue import SortedQueue
 
 
 _KEY = itemgetter(0)  # a queue entry's key
@@ -112,7 +111,7 @@ class PartitionState:
     # O(k) rather than a pass over the whole queue. Keys of queued jobs never change.
     # Under fairness (`gputwin.core.fairness`) a FairQueue: read the same way, sorted by
     # (tenant key, key) then order, tenant keys being read when the queue is.
-    order: SortedList[tuple[Key, int]] | FairQueue = field(default_factory=SortedList)
+    order: SortedQueue | FairQueue = field(default_factory=SortedQueue)
     queued: dict[int, JobState] = field(default_factory=dict)  # order -> job
     running: dict[str, JobState] = field(default_factory=dict)
     quota: PartitionQuota | None = None  # tenants' quotas of its GPUs, if it declares any
@@ -160,7 +159,7 @@ class PartitionState:
         instant, and one insert each into the SortedList was most of that. A FairQueue takes them
         one by one. The queue's order is the same either way (its entries are unique)."""
         order = self.order
-        if not isinstance(order, SortedList):
+        if not isinstance(order, SortedQueue):
             for job in jobs:
                 self.enqueue(job, job.order, job.queued_since)
             return
@@ -184,7 +183,7 @@ class PartitionState:
 
     def head(self) -> JobState | None:
         """The queued job with the lowest key (ties: lowest order), or None."""
-        # Emptiness from the dict (a C-level len), not the SortedList (a Python-level __len__):
+        # Emptiness from the dict (a C-level len), not the queue (a method call, even compiled):
         # the strict loop asks for the head once or twice per job started.
         return self.queued[self.order[0][1]] if self.queued else None
 
