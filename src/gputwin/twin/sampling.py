@@ -17,7 +17,7 @@ import math
 import random
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Protocol, Sequence, runtime_checkable
+from typing import NamedTuple, Protocol, Sequence, runtime_checkable
 
 from gputwin.core.history import DEFAULT_PRIOR, Estimator, HistoryEstimator
 from gputwin.core.model import JobSpec
@@ -37,10 +37,11 @@ class IntervalEstimator(Protocol):
     def interval(self, job: JobSpec) -> tuple[float, float, float]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Draw:
+class Draw(NamedTuple):
     """A job's run time as a two-piece log-normal: median `median`, log-space spread `sigma` above
-    it and `sigma_low` below it (None: the same), cut at `limit`."""
+    it and `sigma_low` below it (None: the same), cut at `limit`. A NamedTuple, not a frozen
+    dataclass: a forecast makes one per job (12,600 at issue 15's size), and a frozen dataclass's
+    __init__ (a `setattr` per field, interpreted) cost several times what the tuple does."""
 
     median: float
     sigma: float

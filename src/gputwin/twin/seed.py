@@ -26,7 +26,7 @@ from gputwin.core.ledger import OverAllocation
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec, PolicySpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.core.state import JobState
-from gputwin.runtime.clock import Replay, VirtualClock, run_steps
+from gputwin.runtime.clock import Replay, VirtualClock, run_steps, run_until_settled
 from gputwin.runtime.loop import Runtime
 from gputwin.runtime.virtual import VirtualRuns
 from gputwin.twin.snapshot import RunningJob, Snapshot
@@ -107,14 +107,8 @@ class Seeded:
             return self.watch
         # Each pending job adds its id to the starts or the rejects (a second one of an id is
         # rejected): the two hold as many entries as there are jobs only once all are settled.
-        watch, count = self.watch, len(self.pending)
-        starts, rejects = watch.starts, watch.rejects
-        while len(starts) + len(rejects) < count:
-            when = replay.next_event()
-            if when is None or when > until:
-                break
-            replay.step(clock.advance_to(when))
-        return watch
+        run_until_settled(replay, clock, until, self.watch.starts, self.watch.rejects, len(pending))
+        return self.watch
 
 
 class StartsWatch(Watch):
