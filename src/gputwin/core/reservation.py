@@ -28,7 +28,7 @@ def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float
     if free >= head.gpus:
         shadow, extra = now, free - head.gpus
     elif part.running:
-        ends = part.ends if part.ends is not None else ending(part.running.values())
+        ends = part.ends.entries if part.ends is not None else ending(part.running.values())
         shadow, extra = _first_enough(ends, free, head.gpus)
     max_wait = getattr(part.placer, "max_wait", None)
     if max_wait is not None:

@@ -12,7 +12,7 @@ work it had not done, plus the checkpoint/restore cost.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from enum import Enum
 from operator import itemgetter
@@ -124,9 +124,9 @@ class PartitionState:
     # start order (`gputwin.core.reservation`): kept sorted here as jobs start and stop, only by a
     # partition that backfills (strict order with `backfill`); None elsewhere, which pays nothing.
     # An entry is (seg_end, gpus, order): none of them changes while the job runs. A plain list
-    # with bisect (`add_end`, `drop_end`): a partition runs at most a few thousand jobs, and
-    # C-level insort beats a SortedList's Python-level bookkeeping (+7 % instructions on mix1).
-    ends: list[tuple[float, int, int]] | None = field(init=False, default=None)
+    # with bisect (`Ends`): a partition runs at most a few thousand jobs, and C-level insort
+    # beats a SortedList's Python-level bookkeeping (+7 % instructions on mix1).
+    ends: Ends | None = field(init=False, default=None)
     # The backfill window (the queue's entries after the head) its last walk saw, per GPU count
     # the least work left among its jobs (GPU counts ascending), `enqueued` then, and whether those
     # are exact (False: lower bounds, jobs having left the window since): `gputwin.core.reservation`'s
@@ -136,7 +136,7 @@ class PartitionState:
 
     def __post_init__(self) -> None:
         # Set either way: a compiled (mypyc) instance has no class-level default to fall back on.
-        self.ends = [] if self.spec.policy.backfill and not self.policy.preemptive else None
+        self.ends = Ends() if self.spec.policy.backfill and not self.policy.preemptive else None
         self.window = None
         self.enqueued = 0
 
@@ -196,14 +196,40 @@ class PartitionState:
         return [self.queued[order] for _, order in entries]
 
 
-def add_end(ends: list[tuple[float, int, int]], job: JobState) -> None:
-    """`job` started: its entry into a partition's `ends`."""
-    insort(ends, (job.seg_end, job.gpus, job.order))
+class Ends:
+    """A partition's running jobs as (seg_end, gpus, order), sorted (`PartitionState.ends`), and
+    beside them their ends alone: a bisect finds a job's place among the floats, comparing
+    tuples only among equal ends (bisecting the tuples was ~10 % of a forecast's replay)."""
 
+    __slots__ = ("entries", "times")
 
-def drop_end(ends: list[tuple[float, int, int]], job: JobState) -> None:
-    """`job` stopped running: its entry out of a partition's `ends` (entries are unique)."""
-    del ends[bisect_left(ends, (job.seg_end, job.gpus, job.order))]
+    def __init__(self) -> None:
+        self.entries: list[tuple[float, int, int]] = []
+        self.times: list[float] = []
+
+    def __iter__(self) -> Iterator[tuple[float, int, int]]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def add(self, job: JobState) -> None:
+        """`job` started: its entry in."""
+        times, end = self.times, job.seg_end
+        i = bisect_right(times, end)
+        if i and times[i - 1] == end:  # a tie on the end: (gpus, order) place it among those
+            i = bisect_right(self.entries, (end, job.gpus, job.order), bisect_left(times, end, 0, i), i)
+        self.entries.insert(i, (end, job.gpus, job.order))
+        times.insert(i, end)
+
+    def drop(self, job: JobState) -> None:
+        """`job` stopped running: its entry out (entries are unique: orders are)."""
+        entries, order = self.entries, job.order
+        i = bisect_left(self.times, job.seg_end)
+        while entries[i][2] != order:  # past the other jobs that end at the same time
+            i += 1
+        del entries[i]
+        del self.times[i]
 
 
 def release(part: PartitionState, job: JobState, now: float) -> None:
