@@ -136,6 +136,21 @@ class TableEstimator:
         return None
 
 
+class Points:
+    """Each job's point by job id, frozen: a forecast's replays rank by its estimator's points and
+    learn nothing (`gputwin.twin.forecast`). Here, compiled: the scheduler asks it once per job
+    queued and tells it once per job ended, every replay (interpreted, ~4 % of a replay)."""
+
+    def __init__(self, points: dict[str, float]) -> None:
+        self.points = points
+
+    def predict(self, job: JobSpec) -> float:
+        return self.points.get(job.job_id, UNKNOWN)
+
+    def observe(self, job: JobSpec, run_seconds: float) -> None:
+        return None
+
+
 class JobHistory:
     """Run and wait statistics by (partition, task type, GPU count), for GPU sizing."""
 

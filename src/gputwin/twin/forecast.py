@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import NamedTuple
 
-from gputwin.core.history import UNKNOWN, Estimator, HistoryEstimator
+from gputwin.core.history import Estimator, HistoryEstimator, Points
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.twin.sampling import (DEFAULT_SIGMA, Bounds, Draw, Plan, draw_all_pending, draw_bounded, plan,
@@ -84,19 +84,6 @@ class Forecast:
     left_out: tuple[tuple[str, str], ...]  # running jobs the cluster could not hold, and why
     workers: int
     wall_seconds: float
-
-
-class Points:
-    """The estimator's point per job id, frozen: replays rank by it and learn nothing."""
-
-    def __init__(self, points: dict[str, float]) -> None:
-        self.points = points
-
-    def predict(self, job: JobSpec) -> float:
-        return self.points.get(job.job_id, UNKNOWN)
-
-    def observe(self, job: JobSpec, run_seconds: float) -> None:
-        return None
 
 
 @dataclass(frozen=True, slots=True)
