@@ -189,14 +189,14 @@ class Ledger(FreeIndex):
         None sends the caller to `_per_node`, which sums repeats and says what is wrong."""
         local, free, capacity = self._local, self._free, self.capacity
         out: list[tuple[int, int]] = []
-        seen = 0
+        seen: set[int] = set()  # not a bitset: on a 250-node partition each test and bit allocates
         for node, gpus in slots:
             i = local.get(node)
-            if i is None or gpus <= 0 or seen >> i & 1:
+            if i is None or gpus <= 0 or i in seen:
                 return None
             if (free[i] < gpus) if sign < 0 else (free[i] + gpus > capacity[i]):
                 return None
-            seen |= 1 << i
+            seen.add(i)
             out.append((i, gpus))
         return out
 

@@ -37,7 +37,8 @@ from typing import NamedTuple
 from gputwin.core.history import Estimator, HistoryEstimator, Points
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
-from gputwin.twin.sampling import (DEFAULT_SIGMA, Bounds, Draw, Plan, draw_all_pending, draw_bounded, plan,
+from gputwin.twin.draws import Columns, draw_columns
+from gputwin.twin.sampling import (DEFAULT_SIGMA, Bounds, Draw, Plan, draw_bounded, pending_columns, plan,
                                    running_bounds, sample_rng)
 from gputwin.twin.seed import Held, task_types
 from gputwin.twin.snapshot import Snapshot
@@ -101,7 +102,7 @@ class _Task:
     # replay queues them for its own draws (`Held.seed`'s `run_times`), a spec per job and sample
     # having cost more than queueing it (`JobSpec` is a frozen dataclass: its __init__ is Python).
     pending: tuple[JobSpec, ...]
-    draws: tuple[Draw, ...]  # theirs, in the same order
+    columns: Columns  # their draws' fields, in the same order (`sampling.pending_columns`)
     latency: float  # the snapshot's start latency, seconds
     running: tuple[tuple[Draw, Bounds], ...]  # the running jobs' draws, as far as worked out once
 
@@ -117,8 +118,8 @@ def _task(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, options: Schedul
     held = Held(cluster, snap, [run for run, _, _ in the_plan.running])
     points = Points({job.job_id: d.median + latency for job, d in the_plan.pending})
     running = tuple((d, running_bounds(d, elapsed)) for _, d, elapsed in the_plan.running)
-    return _Task(cluster, the_plan, options, seed, until, held, points, pending, tuple(d for _, d in the_plan.pending),
-                 latency, running)  # fmt: skip
+    return _Task(cluster, the_plan, options, seed, until, held, points, pending,
+                 pending_columns([d for _, d in the_plan.pending]), latency, running)  # fmt: skip
 
 
 _FORKED: list[_Task] = []  # the task a forked worker inherits (set only around the pool's life)
@@ -192,7 +193,7 @@ def replay_sample(task: _Task, sample: int) -> Sample:
     """One draw replayed: start and end (INF: not by the horizon) per pending job, in order."""
     rng = sample_rng(task.seed, sample)
     durations = [draw_bounded(d, bounds, rng) for d, bounds in task.running]
-    drawn = draw_all_pending(task.draws, rng)
+    drawn = draw_columns(task.columns, rng)
     lag, pending = task.latency, task.pending
     scheduler = Scheduler(task.cluster, task.options, task.points)
     # Its pending jobs' starts and ends are all a forecast needs: the replay may stop once all started.

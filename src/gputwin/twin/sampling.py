@@ -21,13 +21,12 @@ from typing import NamedTuple, Protocol, Sequence, runtime_checkable
 
 from gputwin.core.history import DEFAULT_PRIOR, Estimator, HistoryEstimator
 from gputwin.core.model import JobSpec
+from gputwin.twin.draws import MIN_SECONDS, Columns, draw_columns
 from gputwin.twin.snapshot import PendingJob, RunningJob, Snapshot
 
 DEFAULT_SIGMA = 0.5
 Z90 = NormalDist().inv_cdf(0.9)  # 1.2816: p90 / p50 = exp(sigma * Z90) for a log-normal
-MIN_SECONDS = 1.0  # no run is drawn shorter (a zero-length run would end before it starts)
 _UNIT = NormalDist()
-_TWOPI = 2.0 * math.pi  # `random.TWOPI`
 
 
 @runtime_checkable
@@ -132,27 +131,16 @@ def draw_pending(draw: Draw, rng: random.Random) -> float:
 
 
 def draw_all_pending(draws: Sequence[Draw], rng: random.Random) -> list[float]:
-    """`draw_pending` for each of `draws` in order, the same numbers: written out in one loop, as
-    a forecast draws every pending job of every sample (two calls a job were most of the cost).
-    `rng.gauss()` is inlined too (CPython's `random.gauss`, pair by pair, the generator left as
-    it leaves it): `0.0 + z * 1.0` is z (-0.0 becomes 0.0, which draws the same)."""
-    rand, exp, out = rng.random, math.exp, []
-    log, sqrt, cos, sin = math.log, math.sqrt, math.cos, math.sin
-    spare: float | None = rng.gauss_next  # type: ignore[attr-defined]  # `random.Random`'s own state
-    for draw in draws:
-        if spare is None:
-            x2pi = rand() * _TWOPI
-            g2rad = sqrt(-2.0 * log(1.0 - rand()))
-            z = cos(x2pi) * g2rad
-            spare = sin(x2pi) * g2rad
-        else:
-            z, spare = spare, None
-        spread = draw.sigma if z >= 0 or draw.sigma_low is None else draw.sigma_low
-        seconds = draw.median * exp(spread * z)
-        limit = draw.limit
-        out.append(max(min(seconds, limit), MIN_SECONDS))
-    rng.gauss_next = spare  # type: ignore[attr-defined]
-    return out
+    """`draw_pending` for each of `draws` in order, the same numbers, in one compiled loop
+    (`gputwin.twin.draws`): a forecast draws every pending job of every sample, and two calls a
+    job were most of the cost. A forecast works out the columns once (`pending_columns`)."""
+    return draw_columns(pending_columns(draws), rng)
+
+
+def pending_columns(draws: Sequence[Draw]) -> Columns:
+    """The draws' fields as `draw_columns` reads them: medians, spreads above and below, limits."""
+    return ([d.median for d in draws], [d.sigma for d in draws],
+            [d.sigma if d.sigma_low is None else d.sigma_low for d in draws], [d.limit for d in draws])  # fmt: skip
 
 
 # A running job's draw worked out as far as its elapsed time allows (`running_bounds`): the run
@@ -189,5 +177,6 @@ def draw_running(draw: Draw, elapsed: float, rng: random.Random) -> float:
     return draw_bounded(draw, running_bounds(draw, elapsed), rng)
 
 
-__all__ = ["DEFAULT_SIGMA", "Bounds", "Draw", "IntervalEstimator", "Plan", "draw_all_pending", "draw_bounded",
-           "draw_pending", "draw_running", "job_spec", "plan", "running_bounds", "sample_rng"]  # fmt: skip
+__all__ = ["DEFAULT_SIGMA", "MIN_SECONDS", "Bounds", "Draw", "IntervalEstimator", "Plan", "draw_all_pending",
+           "draw_bounded", "draw_pending", "draw_running", "job_spec", "pending_columns", "plan", "running_bounds",
+           "sample_rng"]  # fmt: skip
