@@ -1,4 +1,4 @@
-"""FairQueue (gputwin.core.fairness) read directly: its cached tenant ranking against keys worked
+"""FairQueue (gputwin.core.fairqueue) read directly: its cached tenant ranking against keys worked
 out afresh, and its lazy walk (the strict quota loop's read) against the plain queue order, while
 the walk removes what it reads as the loop's starts do. The "jobs" are a mock: order -> tenant."""
 
@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gputwin.core.fairness import Fairness, FairQueue
+from gputwin.core.fairness import Fairness
+from gputwin.core.fairqueue import FairQueue
 
 TENANTS = ("a", "b", "c", "d")
 

@@ -12,7 +12,8 @@ from typing import Callable
 
 from gputwin.core.compat import HeliosQssf
 from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
-from gputwin.core.fairness import Fairness, tenant_walk
+from gputwin.core.fairness import Fairness
+from gputwin.core.fairqueue import tenant_walk
 from gputwin.core.options import SchedulerOptions
 from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry

@@ -3,9 +3,8 @@
 A SchedulingPolicy's `fairness` orders tenants; the queue policy's key orders the jobs of one
 tenant (and of tenants whose fairness keys tie), and the job's order breaks ties, so a job's
 full key is `(tenant key, *policy key)` then its order. Tenant keys move with usage and time, so
-`FairQueue` keeps one sorted queue per tenant and merges them by tenant key when read (the
-project's loops read it like the one sorted queue they always read); `FairPolicy` prefixes a
-running job's key the same way for the preemptive loop.
+`gputwin.core.fairqueue` keeps one sorted queue per tenant and merges them by tenant key when
+read (the project's loops read it like the one sorted queue they always read).
 
 * `fairshare`: decayed usage over weight, U_t / w_t. U_t is the GPU-seconds t's jobs ran, each
   second weighed 2^(-age / half-life) (SLURM's PriorityDecayHalfLife). SLURM's classic factor is
@@ -19,24 +18,18 @@ Pure: time is always an argument (`at(now)` sets the instant keys are read at).
 
 from __future__ import annotations
 
-import heapq
 import math
-from itertools import islice
-from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Mapping, Sequence, overload
-
-from sortedcontainers import SortedList
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from gputwin.core.bounds import MAX_DURATION_SECONDS
 
 if TYPE_CHECKING:
-    from gputwin.core.policies import Key, QueuePolicy, RunningEntry
-    from gputwin.core.state import JobState, PartitionState
+    from gputwin.core.state import JobState
 
 FAIRNESS = ("none", "drf", "fairshare")
 DEFAULT_HALF_LIFE = 7 * 24 * 3600.0  # SLURM's PriorityDecayHalfLife default, 7-0
 MAX_WEIGHT = 1e6
 REBASE = 64 * math.log(2.0)  # fairshare's epoch moves every 64 half-lives: G stays below 2**64
-Entry = tuple["Key", int]
 
 
 def fairness_problem(mode: str, half_life: float, weights: Mapping[str, float]) -> str | None:
@@ -155,245 +148,3 @@ class Fairness:
                 key = self.usage(tenant, self.now) / weight
             self._keys[tenant] = key
         return key
-
-
-class FairQueue:
-    """A partition's queued (policy key, order) entries, one sorted list per tenant, read as one
-    queue sorted by (tenant key, *policy key) then order: the SortedList interface `PartitionState`
-    and the cycle use (add, remove, [0], [:k], iteration, len)."""
-
-    def __init__(self, fairness: Fairness, jobs: Mapping[int, JobState]) -> None:
-        self.fairness = fairness
-        self._jobs = jobs  # order -> queued job: an entry's tenant is its job's
-        self._queues: dict[str, SortedList[Entry]] = {}
-        self._tenant: dict[int, str] = {}
-        # The tenants with a queued job, (key, tenant) sorted: the cycle reads the queue several
-        # times an instant, and the ranking moves only with the keys (`version`) or that set.
-        self._ranked: list[tuple[float, str]] | None = None
-        self._ranked_at = -1
-
-    def add(self, entry: Entry) -> None:
-        job = self._jobs[entry[1]]
-        # The tenant the Scheduler stored on the job, else looked up (a job queued by hand).
-        tenant = getattr(job, "tenant", "") or self.fairness.tenant_of(job)
-        self._tenant[entry[1]] = tenant
-        queue = self._queues.get(tenant)
-        if queue is None:  # not setdefault: that would build a SortedList per entry added
-            queue = self._queues[tenant] = SortedList()
-            self._ranked = None
-        queue.add(entry)
-
-    def remove(self, entry: Entry) -> None:
-        tenant = self._tenant.pop(entry[1])
-        queue = self._queues[tenant]
-        queue.remove(entry)
-        if not queue:
-            del self._queues[tenant]
-            self._ranked = None
-
-    def __len__(self) -> int:
-        return len(self._tenant)
-
-    def ranked(self) -> list[tuple[float, str]]:
-        """The tenants with a queued job as (key, tenant), sorted: lower keys go first."""
-        if self._ranked is None or self._ranked_at != self.fairness.version:
-            fair = self.fairness  # its method called on it, not bound first: compiled, a native call
-            self._ranked = sorted([(fair.key(t), t) for t in self._queues])
-            self._ranked_at = self.fairness.version
-        return self._ranked
-
-    def _groups(self, skip: Collection[str] = ()) -> Iterator[tuple[float, list[str]]]:
-        """The ranking's tenants (less `skip`) grouped by key: tenant keys rarely tie."""
-        ranked = [r for r in self.ranked() if r[1] not in skip] if skip else self.ranked()
-        i, n = 0, len(ranked)
-        while i < n:
-            tenant_key, j = ranked[i][0], i + 1
-            while j < n and ranked[j][0] == tenant_key:
-                j += 1
-            yield tenant_key, [t for _, t in ranked[i:j]]
-            i = j
-
-    def _head(self) -> Entry:
-        ranked = self.ranked()
-        if not ranked:
-            raise IndexError("queue is empty")
-        # the lowest key's tenants (usually one), then their lowest head entry
-        tenant_key = ranked[0][0]
-        head = min(self._queues[t][0] for k, t in ranked if k == tenant_key)
-        return (tenant_key,) + head[0], head[1]
-
-    @overload
-    def __getitem__(self, index: int) -> Entry: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Entry]: ...
-    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
-        if isinstance(index, slice):
-            if not self._queues:
-                return []  # the common read: a cycle asks for the first few of an empty queue
-            if index.step or index.stop is None or index.stop < 0 or (index.start or 0) < 0:
-                return self._take((), None)[index]
-            return self._take((), index.stop)[index.start:]  # the cycle's usual read
-        if index == 0:
-            return self._head()  # the head: the cycle asks for it once per job started
-        return self._take((), None)[index]
-
-    def __iter__(self) -> Iterator[Entry]:
-        """Entries in (tenant key, *policy key, order) order: tenants by key, tied tenants merged."""
-        return self._merged(())  # lazily: the preemptive walk may stop early
-
-    def without(self, tenants: Collection[str]) -> list[Entry]:
-        """The entries of every tenant but `tenants`, in queue order (a walk that skips waiting
-        tenants' jobs would otherwise pass each of their jobs, which here come in blocks)."""
-        return self._take(tenants, None)
-
-    def _take(self, skip: Collection[str], limit: int | None) -> list[Entry]:
-        """The first `limit` (None: all) entries of all tenants but `skip` in queue order, as a
-        list: tenants by key, each tenant's queue sliced whole, tied tenants merged."""
-        out: list[Entry] = []
-        for tenant_key, tenants in self._groups(skip):
-            if limit is not None and len(out) >= limit:
-                break
-            need = None if limit is None else limit - len(out)
-            if len(tenants) == 1:
-                queue = self._queues[tenants[0]]
-                group: Iterable[Entry] = queue if need is None or need >= len(queue) else queue[:need]
-            else:
-                group = heapq.merge(*[self._queues[t] for t in tenants])
-                group = group if need is None else islice(group, need)
-            prefix = (tenant_key,)
-            out += [(prefix + policy_key, order) for policy_key, order in group]
-        return out
-
-    def _orders(self, skip: Collection[str], limit: int) -> list[int]:
-        """`_take`'s orders alone: the walk needs no (tenant key, *policy key) tuple per entry.
-        The ranking is grouped here, not by `_groups` (a cycle reads this once: a generator and
-        a list per group cost more than the usual read, one tenant's few jobs)."""
-        queues = self._queues
-        if len(queues) == 1:  # most reads: one tenant queued, so no ranking, no key to work out
-            ((tenant, queue),) = queues.items()
-            if tenant in skip:
-                return []
-            return [e[1] for e in (queue if len(queue) <= limit else queue[:limit])]
-        ranked = self.ranked()
-        out: list[int] = []
-        i, n = 0, len(ranked)
-        while i < n and len(out) < limit:
-            tenant_key, j = ranked[i][0], i + 1
-            while j < n and ranked[j][0] == tenant_key:
-                j += 1
-            tenants = [t for _, t in ranked[i:j] if t not in skip]
-            i, need = j, limit - len(out)
-            if len(tenants) == 1:
-                queue = queues[tenants[0]]
-                out += [e[1] for e in (queue if len(queue) <= need else queue[:need])]
-            elif tenants:
-                out += [e[1] for e in islice(heapq.merge(*[queues[t] for t in tenants]), need)]
-        return out
-
-    def _merged(self, skip: Collection[str]) -> Iterator[Entry]:
-        for tenant_key, tenants in list(self._groups(skip)):
-            prefix = (tenant_key,)
-            group: Sequence[Iterable[Entry]] = [self._queues[t] for t in tenants]
-            for policy_key, order in group[0] if len(group) == 1 else heapq.merge(*group):
-                yield prefix + policy_key, order
-
-    def walk(self, skip: set[str], first: int = 32) -> Iterator[tuple[str, int]]:
-        """(tenant, order) of the queued jobs in queue order, for a walk that starts and preempts
-        jobs meanwhile, as `gputwin.core.state.queued_then` reads them: the first `first` as read now,
-        then the rest as queued then (less those already read); a job of a tenant in `skip` (which
-        the caller may grow) is left out when reached. The rest is read lazily, a tenant at a
-        time, from its live queue: a walk usually stops or skips the tenant long before its end."""
-        if not self._queues:
-            return  # the common read: a cycle's second pass finds the queue empty
-        # Under fairshare the head leaves `skip` out already: the ranking cannot move within an
-        # instant, so reading a skipped tenant's block now or later makes no difference.
-        head = self._orders(skip if self.fairness.mode == "fairshare" else (), first)
-        tenant_of = self._tenant
-        for order in head:
-            tenant = tenant_of[order]
-            if tenant not in skip:
-                yield tenant, order
-        if len(head) < first:
-            return
-        yield from self._rest(skip, set(head))
-
-    def _rest(self, skip: set[str], seen: set[int]) -> Iterator[tuple[str, int]]:
-        """`walk`'s rest: the tenants as ranked now, each read from its live queue when reached."""
-        tenant_of = self._tenant
-        for _, tenants in list(self._groups(skip)):
-            group = [_live(self._queues[t]) for t in tenants]
-            for entry in group[0] if len(group) == 1 else heapq.merge(*group):  # indexed: compiled,
-                owner = tenant_of.get(order := entry[1])  # unpacking iterates; None: no longer queued
-                if order in seen or owner is None:
-                    continue
-                if owner in skip:
-                    if len(tenants) == 1:
-                        break  # the tenant waits: the rest of its block is skipped too
-                    continue
-                yield owner, order
-
-
-def _live(queue: SortedList[Entry], chunk: int = 16) -> Iterator[Entry]:
-    """`queue`'s entries in order while it changes: read a chunk past the last one at a time
-    (the walk starts and so removes entries it has read; entries added behind it are read)."""
-    entries = queue[:chunk]
-    while entries:
-        yield from entries
-        chunk = min(chunk * 2, 4096)
-        entries = list(islice(queue.irange(entries[-1], inclusive=(False, True)), chunk))
-
-
-class FairPolicy:
-    """A queue policy whose running jobs' keys lead with their tenant's fairness key (the
-    preemptive loop compares them with the FairQueue's entries). Queued keys stay the inner
-    policy's: the FairQueue adds the prefix when read."""
-
-    def __init__(self, inner: QueuePolicy, fairness: Fairness) -> None:
-        self.inner = inner
-        self.fairness = fairness
-        self.name = inner.name
-        self.preemptive = inner.preemptive
-        self.timed = inner.timed
-
-    def key(self, job: JobState, now: float) -> Key:
-        return self.inner.key(job, now)
-
-    def next_change(self, job: JobState, now: float) -> float | None:
-        return self.inner.next_change(job, now)
-
-    def running_entries(self, jobs: Iterable[JobState], now: float) -> list[RunningEntry]:
-        fair = self.fairness
-        fair.at(now)
-        return [((fair.key(fair.tenant_of(job)),) + key, order, job, change)
-                for key, order, job, change in self.inner.running_entries(jobs, now)]  # fmt: skip
-
-    def soonest_change(self, entries: Sequence[RunningEntry], now: float) -> float:
-        return self.inner.soonest_change(entries, now)
-
-
-def tenant_walk(part: PartitionState, tenant_of: Callable[[JobState], str], skip: set[str],
-                queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterator[tuple[str, JobState]]:  # fmt: skip
-    """(tenant, job) of `part`'s queued jobs in queue order for the strict quota loop: a FairQueue's
-    `walk` (waiting tenants' blocks left out), else `queued(part, skip)` (`state.queued_then`)."""
-    order = part.order
-    if isinstance(order, FairQueue):
-        jobs = part.queued
-        # fairshare: the ranking holds within the instant, so the first read is kept short (the
-        # loop reads ~3 jobs a cycle); drf re-ranks as jobs start: its first 32 are a snapshot.
-        first = 8 if order.fairness.mode == "fairshare" else 32
-        return ((tenant, jobs[o]) for tenant, o in order.walk(skip, first))
-    return ((tenant_of(job), job) for job in queued(part, skip))
-
-
-def fair_among(part: PartitionState, fairness: Fairness) -> None:
-    """Make `part` order its queue with `fairness` among its tenants: its quotas' accounts, or
-    each user where it declares no quotas. Call before anything is queued."""
-    assert not part.queued, "fairness is set up before any job is queued"
-    if part.quota is not None:
-        fairness.tenant_of = part.quota.tenant_of
-        # A tenant's per-model quotas (`tenant/model`) weigh what the tenant does.
-        weights = fairness.weights
-        weights.update({key: weights[t] for key, t in part.quota.owner.items() if key != t and t in weights})
-    part.fair = fairness
-    part.order = FairQueue(fairness, part.queued)
-    part.policy = FairPolicy(part.policy, fairness)

@@ -23,7 +23,8 @@ from typing import Iterable, Mapping, Sequence
 from gputwin.core.compat import HeliosQssf
 from gputwin.core.cycle import Cycle
 from gputwin.core.options import SchedulerOptions as SchedulerOptions
-from gputwin.core.fairness import Fairness, fair_among
+from gputwin.core.fairness import Fairness
+from gputwin.core.fairqueue import fair_among
 from gputwin.core.decision import EMPTY, Decision, Reject, Resize
 from gputwin.core.history import Estimator, HistoryEstimator, JobHistory
 from gputwin.core.ledger import Ledger

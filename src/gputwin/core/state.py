@@ -18,7 +18,8 @@ from enum import Enum
 from operator import itemgetter
 from typing import Collection, Iterator
 
-from gputwin.core.fairness import Fairness, FairQueue
+from gputwin.core.fairness import Fairness
+from gputwin.core.fairqueue import FairQueue
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import JobSpec, PartitionSpec
 from gputwin.core.placement import ModelPools, Placer
@@ -109,7 +110,7 @@ class PartitionState:
     # The queue is kept sorted by (key, order): the head is at [0] and the first k jobs in queue
     # order are a slice, so backfill, which looks at the first few hundred every cycle, costs
     # O(k) rather than a pass over the whole queue. Keys of queued jobs never change.
-    # Under fairness (`gputwin.core.fairness`) a FairQueue: read the same way, sorted by
+    # Under fairness (`gputwin.core.fairqueue`) a FairQueue: read the same way, sorted by
     # (tenant key, key) then order, tenant keys being read when the queue is.
     order: SortedQueue | FairQueue = field(default_factory=SortedQueue)
     queued: dict[int, JobState] = field(default_factory=dict)  # order -> job
