@@ -23,6 +23,7 @@ from setuptools.command.build_ext import build_ext
 
 COMPILED = sorted(glob("src/gputwin/core/*.py")) + [
     "src/gputwin/runtime/loop.py", "src/gputwin/runtime/virtual.py", "src/gputwin/runtime/clock.py",
+    "src/gputwin/runtime/watch.py",
     "src/gputwin/sim/engine.py", "src/gputwin/sim/metrics.py",
     # The finished-job log: compiled, it reads a compiled JobState's fields directly (issue 13).
     "src/gputwin/sim/finished.py", "src/gputwin/sim/columns.py",
