@@ -64,6 +64,38 @@ def test_each_job_gets_the_first_point_known(job: PendingJob, estimator: History
     assert draw == Draw(median, DEFAULT_SIGMA, job.time_limit or math.inf)
 
 
+class PerJob:
+    """The history estimator behind a wrapper: `plan` asks it job by job (its batch is for
+    `HistoryEstimator` itself only)."""
+
+    def __init__(self, inner: HistoryEstimator) -> None:
+        self.inner = inner
+
+    def predict(self, job: JobSpec) -> float:
+        return self.inner.predict(job)
+
+    def observe(self, job: JobSpec, run_seconds: float) -> None:
+        self.inner.observe(job, run_seconds)
+
+
+@pytest.mark.parametrize("learnt_before", [False, True])
+def test_the_history_estimators_batch_plans_what_asking_per_job_does(learnt_before: bool) -> None:
+    estimator = HistoryEstimator()
+    if learnt_before:
+        for i, (user, name, kind) in enumerate([("u", "train-1", "p"), ("v", "eval", "q"), ("u", "x", "p")]):
+            estimator.observe(JobSpec(f"h{i}", 0, 0, 1, kind, user, name), 100.0 * (i + 1))
+    pending = (PendingJob("a", "p", 0, 1, user="u", name="train-2"), PendingJob("b", "p", 0, 1, estimate=5.0),
+               PendingJob("c", "p", 0, 1, user="w", name="eval", time_limit=900.0), PendingJob("d", "p", 0, 1),
+               PendingJob("e", "p", 0, 1, user="v", name="eval", estimate=-3.0))  # fmt: skip
+    running = (RunningJob("r", "p", 0.0, 10.0, (("n1", 2),), user="u", name="y"),
+               RunningJob("s", "p", 0.0, 20.0, (("n1", 1),), time_limit=50.0, estimate=30.0))  # fmt: skip
+    want = plan(snap(*pending, running=running), PerJob(estimator))
+    assert plan(snap(*pending, running=running), estimator) == want
+    batch = estimator.predict_group([(j.user, j.name, j.partition) for j in pending])
+    one_by_one = [estimator.predict(JobSpec(j.job_id, 0, 0, 1, j.partition, j.user, j.name)) for j in pending]
+    assert list(map(repr, batch)) == list(map(repr, one_by_one))  # `UNKNOWN` is NaN: equal only as text
+
+
 def test_an_interval_estimator_sets_median_and_a_skewed_spread() -> None:
     (_, draw), = plan(snap(PendingJob("a", "p", 0, 1)), MockIntervalEstimator()).pending
     assert (draw.median, draw.sigma, draw.sigma_low) == pytest.approx((100.0, math.log(4) / 1.2815516,

@@ -19,7 +19,7 @@ from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
 from gputwin.core.reservation import first_candidate, reservation
-from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end, queued_then, release
+from gputwin.core.state import JobState, PartitionState, Phase, queued_then, release
 from gputwin.core.topology import Span, Topology
 
 _ONE_NODE = Span(1, 0)
@@ -104,7 +104,7 @@ class Cycle:
                     out.wake(job.queued_since + wait, part.name)
                 self._backfill(part, job, now, out)
                 return
-            del queued[order.pop(0)[1]]  # type: ignore[union-attr]  # no fairness: a SortedList
+            del queued[order.pop(0)[1]]  # type: ignore[union-attr]  # no fairness: a SortedQueue
             ledger.allocate(slots)
             self._started(part, job, slots, now, out)
 
@@ -368,7 +368,7 @@ class Cycle:
         job_id = job.spec.job_id
         part.running[job_id] = job
         if part.ends is not None:
-            add_end(part.ends, job)
+            part.ends.add(job)
         if part.quota is not None:
             part.quota.change(now, job.tenant, used=job.gpus)
         if part.fair is not None:
@@ -384,7 +384,7 @@ class Cycle:
         job.preemptions += 1
         del part.running[job.spec.job_id]
         if part.ends is not None:
-            drop_end(part.ends, job)
+            part.ends.drop(job)
         release(part, job, now)
         if part.quota is not None:
             part.quota.change(now, job.tenant, used=-job.gpus)

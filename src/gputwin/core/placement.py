@@ -37,17 +37,7 @@ class FirstFit:
     name = "first-fit"
 
     def place(self, ledger: Ledger, gpus: int, waited: float) -> Slots | None:
-        if ledger.free_gpus < gpus:
-            return None
-        slots: list[tuple[int, int]] = []
-        need = gpus
-        for node in ledger.avail_nodes():
-            take = min(ledger.free_of(node), need)
-            slots.append((node, take))
-            need -= take
-            if not need:
-                break
-        return tuple(slots)
+        return ledger.first_fit(gpus)
 
 
 class Consolidate:

@@ -11,9 +11,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Iterable
 
-from sortedcontainers import SortedList
-
 from gputwin.core.policies import Key
+from gputwin.core.sortedqueue import SortedQueue
 from gputwin.core.state import JobState, PartitionState
 
 
@@ -29,7 +28,7 @@ def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float
     if free >= head.gpus:
         shadow, extra = now, free - head.gpus
     elif part.running:
-        ends = part.ends if part.ends is not None else ending(part.running.values())
+        ends = part.ends.entries if part.ends is not None else ending(part.running.values())
         shadow, extra = _first_enough(ends, free, head.gpus)
     max_wait = getattr(part.placer, "max_wait", None)
     if max_wait is not None:
@@ -49,7 +48,7 @@ def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: J
     with `work`: it passes if any of its count does). On a busy queue most cycles find none able
     to start: walking the window each time was half of a forecast's compiled replay (issue 15).
     While the window is the same the least works are exact; while no job was queued since (a
-    SortedList queue then only lost entries: the window holds some of the kept one's and new ones
+    SortedQueue then only lost entries: the window holds some of the kept one's and new ones
     after them) they stay lower bounds, the new entries' added: "none passes" still holds then,
     and only a "some may pass" walks the window again (rebuilding them after every start was
     most of the backfill's cost)."""
@@ -95,7 +94,7 @@ def _kept_least(part: PartitionState, window: list[tuple[Key, int]]) -> tuple[li
     seen, least, enqueued, exact = memo
     if seen == window:  # the same entries are the same jobs: orders are unique
         return least, exact
-    if enqueued != part.enqueued or not seen or not isinstance(part.order, SortedList):
+    if enqueued != part.enqueued or not seen or not isinstance(part.order, SortedQueue):
         return None  # a FairQueue's order moves with its tenants' usage
     new = bisect_right(window, seen[-1])  # entries after the kept window's last: they are new
     merged = dict(least)

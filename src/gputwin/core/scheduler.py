@@ -35,7 +35,7 @@ from gputwin.core.policies import make_policy
 from gputwin.core.quota import PartitionQuota, TenantUsage, quota_problem
 from gputwin.core.sharing import Shares, share_problem, undeclared_profile
 from gputwin.core.sizing import model_speed
-from gputwin.core.state import JobState, PartitionState, Phase, add_end, drop_end, release
+from gputwin.core.state import JobState, PartitionState, Phase, release
 from gputwin.core.topology import Topology
 
 
@@ -215,7 +215,7 @@ class Scheduler(Cycle):
         job.generation = 1
         part.running[spec.job_id] = job
         if part.ends is not None:
-            add_end(part.ends, job)
+            part.ends.add(job)
         self.jobs[spec.job_id] = job
         if part.quota is not None:
             job.tenant = part.quota.tenant_of(job)
@@ -237,7 +237,7 @@ class Scheduler(Cycle):
         part = self.partitions[job.partition]
         del part.running[job_id]
         if part.ends is not None:
-            drop_end(part.ends, job)
+            part.ends.drop(job)
         if part.shares is not None and job.spec.gpu_milli < 1000:  # a GPU share: gputwin.core.sharing
             part.shares.give_back(job_id, now)
         else:
@@ -262,7 +262,7 @@ class Scheduler(Cycle):
         part = self.partitions[job.partition]
         del part.running[job_id]
         if part.ends is not None:
-            drop_end(part.ends, job)
+            part.ends.drop(job)
         release(part, job, now)
         if part.quota is not None:
             part.quota.change(now, job.tenant, used=-job.gpus)
@@ -284,7 +284,7 @@ class Scheduler(Cycle):
         if running:
             del part.running[job_id]
             if part.ends is not None:
-                drop_end(part.ends, job)
+                part.ends.drop(job)
             release(part, job, now)
             job.slots = ()
             if part.fair is not None:

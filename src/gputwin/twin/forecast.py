@@ -16,9 +16,10 @@ later. Its end is then exact, and every later start in a chain moves by the late
 real queue does. 0 replays today's instant starts.
 
 Large forecasts run their samples in `workers` processes (each takes every k-th sample; a sample's
-draws depend only on (seed, sample), so the result does not depend on the split). The processes are
-forked and inherit the task: nothing of it is pickled, which compiled (mypyc) frozen values do not
-survive, and which would cost more than the replays of a small forecast anyway.
+draws depend only on (seed, sample), so the result does not depend on the split): the parent itself
+and k - 1 forked ones. The forked processes inherit the task: nothing of it is pickled, which
+compiled (mypyc) frozen values do not survive, and which would cost more than the replays of a
+small forecast anyway.
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import NamedTuple
 
-from gputwin.core.history import UNKNOWN, Estimator, HistoryEstimator
+from gputwin.core.history import Estimator, HistoryEstimator, Points
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
-from gputwin.twin.sampling import (DEFAULT_SIGMA, Bounds, Draw, Plan, draw_all_pending, draw_bounded, plan,
+from gputwin.twin.draws import Columns, draw_columns
+from gputwin.twin.sampling import (DEFAULT_SIGMA, Bounds, Draw, Plan, draw_bounded, pending_columns, plan,
                                    running_bounds, sample_rng)
 from gputwin.twin.seed import Held, task_types
 from gputwin.twin.snapshot import Snapshot
@@ -45,9 +48,10 @@ PARALLEL_FROM = 50_000  # samples x pending jobs from which a second process pay
 INF = math.inf
 
 
-@dataclass(frozen=True, slots=True)
-class JobForecast:
-    """One pending job; times are on the snapshot's clock, None beyond the horizon."""
+class JobForecast(NamedTuple):
+    """One pending job; times are on the snapshot's clock, None beyond the horizon. A NamedTuple,
+    not a frozen dataclass: a forecast makes one per pending job, and a frozen dataclass's
+    __init__ (interpreted, a `setattr` per field) cost several times what the tuple does."""
 
     job_id: str
     partition: str
@@ -83,19 +87,6 @@ class Forecast:
     wall_seconds: float
 
 
-class Points:
-    """The estimator's point per job id, frozen: replays rank by it and learn nothing."""
-
-    def __init__(self, points: dict[str, float]) -> None:
-        self.points = points
-
-    def predict(self, job: JobSpec) -> float:
-        return self.points.get(job.job_id, UNKNOWN)
-
-    def observe(self, job: JobSpec, run_seconds: float) -> None:
-        return None
-
-
 @dataclass(frozen=True, slots=True)
 class _Task:
     """One forecast's replays: what they share is worked out once (not once per sample)."""
@@ -111,7 +102,7 @@ class _Task:
     # replay queues them for its own draws (`Held.seed`'s `run_times`), a spec per job and sample
     # having cost more than queueing it (`JobSpec` is a frozen dataclass: its __init__ is Python).
     pending: tuple[JobSpec, ...]
-    draws: tuple[Draw, ...]  # theirs, in the same order
+    columns: Columns  # their draws' fields, in the same order (`sampling.pending_columns`)
     latency: float  # the snapshot's start latency, seconds
     running: tuple[tuple[Draw, Bounds], ...]  # the running jobs' draws, as far as worked out once
 
@@ -127,8 +118,8 @@ def _task(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, options: Schedul
     held = Held(cluster, snap, [run for run, _, _ in the_plan.running])
     points = Points({job.job_id: d.median + latency for job, d in the_plan.pending})
     running = tuple((d, running_bounds(d, elapsed)) for _, d, elapsed in the_plan.running)
-    return _Task(cluster, the_plan, options, seed, until, held, points, pending, tuple(d for _, d in the_plan.pending),
-                 latency, running)  # fmt: skip
+    return _Task(cluster, the_plan, options, seed, until, held, points, pending,
+                 pending_columns([d for _, d in the_plan.pending]), latency, running)  # fmt: skip
 
 
 _FORKED: list[_Task] = []  # the task a forked worker inherits (set only around the pool's life)
@@ -179,9 +170,13 @@ def replays(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, *, samples: in
         if workers == 1:
             results = [[replay_sample(task, i) for i in shares[0]]]
         else:
+            # The parent replays share 0 itself while k - 1 forked workers replay the rest: it
+            # would only wait for them otherwise, and one process fewer is one start-up fewer.
             _FORKED[:] = [task]
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
-                results = pool.map(_run_forked, shares)
+            with multiprocessing.get_context("fork").Pool(workers - 1) as pool:
+                others = pool.map_async(_run_forked, shares[1:])
+                own = [replay_sample(task, i) for i in shares[0]]
+                results = [own, *others.get()]
     finally:
         _FORKED.clear()
         if enabled:
@@ -198,7 +193,7 @@ def replay_sample(task: _Task, sample: int) -> Sample:
     """One draw replayed: start and end (INF: not by the horizon) per pending job, in order."""
     rng = sample_rng(task.seed, sample)
     durations = [draw_bounded(d, bounds, rng) for d, bounds in task.running]
-    drawn = draw_all_pending(task.draws, rng)
+    drawn = draw_columns(task.columns, rng)
     lag, pending = task.latency, task.pending
     scheduler = Scheduler(task.cluster, task.options, task.points)
     # Its pending jobs' starts and ends are all a forecast needs: the replay may stop once all started.

@@ -17,17 +17,16 @@ import math
 import random
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Protocol, Sequence, runtime_checkable
+from typing import NamedTuple, Protocol, Sequence, runtime_checkable
 
-from gputwin.core.history import DEFAULT_PRIOR, Estimator
+from gputwin.core.history import DEFAULT_PRIOR, Estimator, HistoryEstimator
 from gputwin.core.model import JobSpec
+from gputwin.twin.draws import MIN_SECONDS, Columns, draw_columns
 from gputwin.twin.snapshot import PendingJob, RunningJob, Snapshot
 
 DEFAULT_SIGMA = 0.5
 Z90 = NormalDist().inv_cdf(0.9)  # 1.2816: p90 / p50 = exp(sigma * Z90) for a log-normal
-MIN_SECONDS = 1.0  # no run is drawn shorter (a zero-length run would end before it starts)
 _UNIT = NormalDist()
-_TWOPI = 2.0 * math.pi  # `random.TWOPI`
 
 
 @runtime_checkable
@@ -37,10 +36,11 @@ class IntervalEstimator(Protocol):
     def interval(self, job: JobSpec) -> tuple[float, float, float]: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Draw:
+class Draw(NamedTuple):
     """A job's run time as a two-piece log-normal: median `median`, log-space spread `sigma` above
-    it and `sigma_low` below it (None: the same), cut at `limit`."""
+    it and `sigma_low` below it (None: the same), cut at `limit`. A NamedTuple, not a frozen
+    dataclass: a forecast makes one per job (12,600 at issue 15's size), and a frozen dataclass's
+    __init__ (a `setattr` per field, interpreted) cost several times what the tuple does."""
 
     median: float
     sigma: float
@@ -75,12 +75,40 @@ def job_spec(job: RunningJob | PendingJob, duration: float, task_type: str, seq:
 
 def plan(snap: Snapshot, estimator: Estimator, sigma: float = DEFAULT_SIGMA) -> Plan:
     """Each job's draw, asking the estimator once per job (never once per sample)."""
+    if type(estimator) is HistoryEstimator:  # exactly: a subclass may predict otherwise
+        return _plan_history(snap, estimator, sigma)
     # Asked once: isinstance against a runtime-checkable Protocol costs ~80 us a call.
     interval = isinstance(estimator, IntervalEstimator)
     running = tuple(
         (run, _draw(run, estimator, sigma, interval), max(snap.taken_at - run.start, 0.0)) for run in snap.running
     )
     return Plan(running, tuple((job, _draw(job, estimator, sigma, interval)) for job in snap.pending))
+
+
+def _plan_history(snap: Snapshot, estimator: HistoryEstimator, sigma: float) -> Plan:
+    """`plan` for the history estimator: its predictions asked in one batch by (user, name, task
+    type), the fields it reads, not through a `JobSpec` made per job (most of a plan's cost). The
+    same draws: it has no interval, and the task type asked with is the partition, as `_draw`'s."""
+    jobs: list[RunningJob | PendingJob] = [*snap.running, *snap.pending]
+    predicted = iter(estimator.predict_group([(job.user, job.name, job.partition) for job in jobs
+                                              if job.estimate is None]))  # fmt: skip
+    draws = [_point_draw(job, job.estimate if job.estimate is not None else _found(next(predicted)), sigma)
+             for job in jobs]  # fmt: skip
+    now, count = snap.taken_at, len(snap.running)
+    running = tuple((run, d, max(now - run.start, 0.0)) for run, d in zip(snap.running, draws))
+    return Plan(running, tuple(zip(snap.pending, draws[count:])))
+
+
+def _found(predicted: float) -> float | None:
+    """A prediction as a point, None if it is none (`UNKNOWN`, not finite, not positive)."""
+    return predicted if math.isfinite(predicted) and predicted > 0 else None
+
+
+def _point_draw(job: RunningJob | PendingJob, point: float | None, sigma: float) -> Draw:
+    """`_draw`'s end from the point found so far (the snapshot's estimate or the prediction)."""
+    if point is None:
+        point = job.time_limit if job.time_limit is not None else DEFAULT_PRIOR
+    return Draw(max(point, MIN_SECONDS), sigma, job.time_limit if job.time_limit is not None else math.inf)
 
 
 def _draw(job: RunningJob | PendingJob, estimator: Estimator, sigma: float, interval: bool) -> Draw:
@@ -90,13 +118,7 @@ def _draw(job: RunningJob | PendingJob, estimator: Estimator, sigma: float, inte
         p10, p50, p90 = estimator.interval(spec)  # type: ignore[attr-defined]
         if 0 < p10 <= p50 <= p90 and math.isfinite(p90):
             return Draw(p50, math.log(p90 / p50) / Z90, limit, math.log(p50 / p10) / Z90)
-    point = job.estimate
-    if point is None:
-        predicted = estimator.predict(spec)
-        point = predicted if math.isfinite(predicted) and predicted > 0 else None
-    if point is None:
-        point = job.time_limit if job.time_limit is not None else DEFAULT_PRIOR
-    return Draw(max(point, MIN_SECONDS), sigma, limit)
+    return _point_draw(job, job.estimate if job.estimate is not None else _found(estimator.predict(spec)), sigma)
 
 
 def sample_rng(seed: int, sample: int) -> random.Random:
@@ -109,27 +131,16 @@ def draw_pending(draw: Draw, rng: random.Random) -> float:
 
 
 def draw_all_pending(draws: Sequence[Draw], rng: random.Random) -> list[float]:
-    """`draw_pending` for each of `draws` in order, the same numbers: written out in one loop, as
-    a forecast draws every pending job of every sample (two calls a job were most of the cost).
-    `rng.gauss()` is inlined too (CPython's `random.gauss`, pair by pair, the generator left as
-    it leaves it): `0.0 + z * 1.0` is z (-0.0 becomes 0.0, which draws the same)."""
-    rand, exp, out = rng.random, math.exp, []
-    log, sqrt, cos, sin = math.log, math.sqrt, math.cos, math.sin
-    spare: float | None = rng.gauss_next  # type: ignore[attr-defined]  # `random.Random`'s own state
-    for draw in draws:
-        if spare is None:
-            x2pi = rand() * _TWOPI
-            g2rad = sqrt(-2.0 * log(1.0 - rand()))
-            z = cos(x2pi) * g2rad
-            spare = sin(x2pi) * g2rad
-        else:
-            z, spare = spare, None
-        spread = draw.sigma if z >= 0 or draw.sigma_low is None else draw.sigma_low
-        seconds = draw.median * exp(spread * z)
-        limit = draw.limit
-        out.append(max(min(seconds, limit), MIN_SECONDS))
-    rng.gauss_next = spare  # type: ignore[attr-defined]
-    return out
+    """`draw_pending` for each of `draws` in order, the same numbers, in one compiled loop
+    (`gputwin.twin.draws`): a forecast draws every pending job of every sample, and two calls a
+    job were most of the cost. A forecast works out the columns once (`pending_columns`)."""
+    return draw_columns(pending_columns(draws), rng)
+
+
+def pending_columns(draws: Sequence[Draw]) -> Columns:
+    """The draws' fields as `draw_columns` reads them: medians, spreads above and below, limits."""
+    return ([d.median for d in draws], [d.sigma for d in draws],
+            [d.sigma if d.sigma_low is None else d.sigma_low for d in draws], [d.limit for d in draws])  # fmt: skip
 
 
 # A running job's draw worked out as far as its elapsed time allows (`running_bounds`): the run
@@ -166,5 +177,6 @@ def draw_running(draw: Draw, elapsed: float, rng: random.Random) -> float:
     return draw_bounded(draw, running_bounds(draw, elapsed), rng)
 
 
-__all__ = ["DEFAULT_SIGMA", "Bounds", "Draw", "IntervalEstimator", "Plan", "draw_all_pending", "draw_bounded",
-           "draw_pending", "draw_running", "job_spec", "plan", "running_bounds", "sample_rng"]  # fmt: skip
+__all__ = ["DEFAULT_SIGMA", "MIN_SECONDS", "Bounds", "Draw", "IntervalEstimator", "Plan", "draw_all_pending",
+           "draw_bounded", "draw_pending", "draw_running", "job_spec", "pending_columns", "plan", "running_bounds",
+           "sample_rng"]  # fmt: skip

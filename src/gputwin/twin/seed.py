@@ -21,14 +21,14 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gputwin.core.decision import Preempt, Reject, Resize, Start
+from gputwin.core.decision import Start
 from gputwin.core.ledger import OverAllocation
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec, PolicySpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
-from gputwin.core.state import JobState
-from gputwin.runtime.clock import Replay, VirtualClock, run_steps
+from gputwin.runtime.clock import Replay, VirtualClock, run_steps, run_until_settled
 from gputwin.runtime.loop import Runtime
 from gputwin.runtime.virtual import VirtualRuns
+from gputwin.runtime.watch import StartsWatch, Watch
 from gputwin.twin.snapshot import RunningJob, Snapshot
 
 LIVE_POLICY = PolicySpec(queue="priority", placement="first-fit", backfill=True)
@@ -46,36 +46,6 @@ def default_cluster(snap: Snapshot, policy: PolicySpec = LIVE_POLICY) -> Cluster
         if nodes:
             parts.append(PartitionSpec(part.name, nodes, (part.name,), policy))
     return ClusterSpec(snap.topology, tuple(parts))
-
-
-class Watch:
-    """What one replay saw: each job's first start and latest known end, and rejections.
-
-    A `Transitions` listener written out in full, not a subclass of `Quiet`: the compiled runtime's
-    classes cannot be subclassed by interpreted ones."""
-
-    def __init__(self) -> None:
-        self.starts: dict[str, float] = {}
-        self.ends: dict[str, float] = {}
-        self.rejects: dict[str, str] = {}
-
-    def started(self, starts: Sequence[Start], now: float) -> None:
-        for start in starts:
-            self.starts.setdefault(start.job_id, now)
-            self.ends[start.job_id] = now + start.run_seconds
-
-    def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None:
-        for state, end in ends:
-            self.ends[state.job_id] = end
-
-    def rejected(self, reject: Reject, now: float) -> None:
-        self.rejects[reject.job_id] = reject.reason
-
-    def submitted(self, specs: Sequence[JobSpec], now: float) -> None: ...
-    def start_failed(self, start: Start, error: Exception, now: float) -> None: ...
-    def preempted(self, preempt: Preempt, now: float) -> None: ...
-    def ended_elsewhere(self, job_id: str, end: float, now: float) -> None: ...
-    def resized(self, resize: Resize, now: float) -> None: ...
 
 
 @dataclass
@@ -107,22 +77,8 @@ class Seeded:
             return self.watch
         # Each pending job adds its id to the starts or the rejects (a second one of an id is
         # rejected): the two hold as many entries as there are jobs only once all are settled.
-        watch, count = self.watch, len(self.pending)
-        starts, rejects = watch.starts, watch.rejects
-        while len(starts) + len(rejects) < count:
-            when = replay.next_event()
-            if when is None or when > until:
-                break
-            replay.step(clock.advance_to(when))
-        return watch
-
-
-class StartsWatch(Watch):
-    """A `Watch` that takes each job's end from its start (start plus run) and ignores completions,
-    which report the same sum (`VirtualRuns`) as long as nothing preempts: a replay made
-    `starts_only` needs no completion told."""
-
-    def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None: ...
+        run_until_settled(replay, clock, until, self.watch.starts, self.watch.rejects, len(pending))
+        return self.watch
 
 
 def task_types(cluster: ClusterSpec) -> dict[str, str]:

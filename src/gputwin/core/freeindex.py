@@ -1,0 +1,224 @@
+"""The free-GPU index of one partition's nodes, which placers walk (`Ledger`'s base; its writes,
+accounting and checks are in `gputwin.core.ledger`, split from it for length).
+
+Indexes are bitsets (Python ints, one bit per node of the partition, bit i = the partition's i-th
+node in topology order): `_by_free[f]` holds nodes with exactly f free GPUs, `_idle` nodes with
+every GPU free, `_avail` nodes with any. A bitset answers "lowest-index node in this set" and
+"the same, restricted to one leaf switch" (`& leaf mask`) in a few machine-word operations, which
+is what best fit with lowest-index tie-breaks needs on every placement. Callers see the topology's
+global node indexes, so placements mean the same thing everywhere. What placers see of a node
+(`_shown`, `_visible`) is its free GPUs less those out of service or held by others (`Ledger`).
+"""
+
+from __future__ import annotations
+
+from itertools import accumulate
+from typing import Iterator, Sequence
+
+from gputwin.core.topology import Topology
+
+
+def bits(mask: int) -> Iterator[int]:
+    """Set bit positions of `mask`, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+class FreeIndex:
+    """Free GPUs of one partition's nodes, indexed for placement (see the module)."""
+
+    def __init__(self, topology: Topology, nodes: Sequence[int]) -> None:
+        self.topology = topology
+        self.nodes: tuple[int, ...] = tuple(sorted(nodes))  # local index -> global index
+        self._local = {g: i for i, g in enumerate(self.nodes)}
+        self.capacity: list[int] = [topology.node_gpus[g] for g in self.nodes]
+        self._leaf_of: list[int] = [topology.node_leaf[g] for g in self.nodes]
+        self.total_gpus = sum(self.capacity)
+        self.max_node_gpus = max(self.capacity, default=0)
+        self._free: list[int] = list(self.capacity)
+        self._by_free: list[int] = [0] * (self.max_node_gpus + 1)
+        self._leaf_mask: dict[int, int] = {}
+        self._leaf_free: dict[int, int] = {}
+        for i, (cap, leaf) in enumerate(zip(self.capacity, self._leaf_of)):
+            self._by_free[cap] |= 1 << i
+            self._leaf_mask[leaf] = self._leaf_mask.get(leaf, 0) | 1 << i
+            self._leaf_free[leaf] = self._leaf_free.get(leaf, 0) + cap
+        self._by_free[0] = 0  # zero-GPU nodes are never candidates
+        self._idle = sum(1 << i for i, cap in enumerate(self.capacity) if cap)
+        self._avail = self._idle
+        self.free_gpus = self.total_gpus
+        self.leaves: tuple[int, ...] = tuple(sorted(self._leaf_mask))
+        # In leaf order, so a walk over it (`best_fit_leaf`) meets ties lowest leaf first.
+        self._leaf_free = {leaf: self._leaf_free[leaf] for leaf in self.leaves}
+        self._whole_prefix = list(accumulate(sorted(self.capacity, reverse=True)))
+        self._capacity_prefix = self._whole_prefix
+        self._prefixes: dict[frozenset[int], list[int]] = {}  # `pool`'s, one per GPU model's nodes
+        self._out = 0  # bitset of nodes out of service: their free GPUs are hidden from placers
+        self._external: list[int] = [0] * len(self.nodes)  # GPUs held by others, per local node
+        self._shown: list[int] = list(self.capacity)  # free GPUs placers see, per local node (`_visible`)
+        self.held_gpus = 0  # GPUs this ledger has allocated (to running jobs), on any node
+
+    # --- reads placers make -----------------------------------------------------------------------
+
+    def free_of(self, node: int) -> int:
+        """Free GPUs a placer may use on `node` (0 while it is out of service, less what others hold)."""
+        return self._visible(self._local[node])
+
+    def leaf_free(self, leaf: int) -> int:
+        return self._leaf_free[leaf]
+
+    def best_fit_node(self, gpus: int, leaf: int | None = None, exclude: int = 0) -> int | None:
+        """The node whose free GPUs are the smallest count >= `gpus` (lowest index on ties)."""
+        scope = ~exclude if leaf is None else self._leaf_mask[leaf] & ~exclude
+        by_free = self._by_free
+        for f in range(max(gpus, 1), self.max_node_gpus + 1):
+            mask = by_free[f] & scope
+            if mask:
+                return self.nodes[(mask & -mask).bit_length() - 1]
+        return None
+
+    def best_fit_leaf(self, gpus: int) -> int | None:
+        """The leaf whose free GPUs are the smallest count >= `gpus` (lowest index on ties), or None."""
+        best, least = None, 0
+        for leaf, free in self._leaf_free.items():
+            if free >= gpus and (best is None or free < least):
+                best, least = leaf, free
+        return best
+
+    def fill(self, gpus: int, leaf: int | None, max_nodes: int | None) -> tuple[tuple[int, int], ...] | None:
+        """`gpus` GPUs on one node if any holds them (best fit), else the whole free GPUs of the
+        fullest nodes, then the best-fitting node for the remainder; None if that needs more than
+        `max_nodes` nodes or the GPUs are not there. Within `leaf` if given.
+
+        One walk over the bitsets by local index, rather than `best_fit_node`, `fullest_first`,
+        `free_of` and `mask_of` calls and their generators: this runs for most jobs placed."""
+        scope = -1 if leaf is None else self._leaf_mask[leaf]
+        by_free, nodes, top = self._by_free, self.nodes, self.max_node_gpus
+        for f in range(max(gpus, 1), top + 1):
+            mask = by_free[f] & scope
+            if mask:  # fits on one node: that is the fewest, and the best fit
+                return ((nodes[(mask & -mask).bit_length() - 1], gpus),)
+        chosen: list[tuple[int, int]] = []
+        need, taken = gpus, 0
+        cap = -1 if max_nodes is None else max_nodes - 1
+        for f in range(min(top, need - 1), 0, -1):  # no node holds `gpus`: every free count is below it
+            mask = by_free[f] & scope
+            while mask:
+                if f >= need or len(chosen) == cap:  # the next node holds the rest, or no more nodes
+                    return self._with_best_fit(chosen, need, leaf, taken)
+                low = mask & -mask
+                chosen.append((nodes[low.bit_length() - 1], f))
+                need -= f
+                taken |= low
+                mask ^= low
+        return self._with_best_fit(chosen, need, leaf, taken)
+
+    def _with_best_fit(self, chosen: list[tuple[int, int]], need: int, leaf: int | None, taken: int
+                       ) -> tuple[tuple[int, int], ...] | None:  # fmt: skip
+        """`fill`'s end: the chosen nodes plus the best fit for the remainder among the others."""
+        last = self.best_fit_node(need, leaf, exclude=taken)
+        return None if last is None else (*chosen, (last, need))
+
+    def fullest_first(self, leaf: int | None = None) -> Iterator[int]:
+        """Nodes with free GPUs, most free first, then by index."""
+        scope = -1 if leaf is None else self._leaf_mask[leaf]
+        for f in range(self.max_node_gpus, 0, -1):
+            for i in bits(self._by_free[f] & scope):
+                yield self.nodes[i]
+
+    def idle_nodes(self, leaf: int | None = None) -> Iterator[int]:
+        """Nodes with every GPU free, by index."""
+        scope = -1 if leaf is None else self._leaf_mask[leaf]
+        return (self.nodes[i] for i in bits(self._idle & scope))
+
+    def idle_count(self) -> int:
+        return self._idle.bit_count()
+
+    def first_fit(self, gpus: int) -> tuple[tuple[int, int], ...] | None:
+        """`gpus` GPUs node by node in index order, each node's free GPUs it shows until enough
+        (None: not that many free). What `FirstFit` placed over `avail_nodes` and `free_of`, one
+        walk over the bitset without the generator and the two lookups per node."""
+        if self.free_gpus < gpus:
+            return None
+        avail, shown, nodes = self._avail, self._shown, self.nodes
+        slots: list[tuple[int, int]] = []
+        need = gpus
+        while avail:
+            low = avail & -avail
+            i = low.bit_length() - 1
+            free = shown[i]
+            take = free if free < need else need
+            slots.append((nodes[i], take))
+            need -= take
+            if not need:
+                break
+            avail ^= low
+        return tuple(slots)
+
+    def avail_nodes(self) -> Iterator[int]:
+        """Nodes with any free GPU, by index."""
+        return (self.nodes[i] for i in bits(self._avail))
+
+    def _visible(self, i: int) -> int:
+        """Free GPUs of local node i that placers see: none out of service, less what others hold."""
+        if self._out >> i & 1:
+            return 0
+        free = self._free[i] - self._external[i]
+        return free if free > 0 else 0
+
+    def _change(self, i: int, delta: int) -> None:
+        self.held_gpus -= delta
+        if not self._out and not self._external[i]:  # the common case: what placers see is the count
+            # `_index` inlined: this runs twice per job (start and end), and here neither count
+            # can be hidden, so the visible count is the free count.
+            free = self._free
+            before = free[i]
+            after = before + delta
+            free[i] = after
+            # Only the bits that change are flipped (XOR): the node is in `_by_free[before]`, in
+            # `_avail` iff before > 0 and in `_idle` iff before is its capacity (delta is never 0).
+            # On a 250-node partition a bitset is a 9-digit int: each operation allocates one.
+            bit = 1 << i
+            by_free = self._by_free
+            if before:
+                by_free[before] ^= bit
+                if not after:
+                    self._avail ^= bit
+            else:
+                self._avail ^= bit  # after > 0
+            if after:
+                by_free[after] ^= bit
+            cap = self.capacity[i]
+            if before == cap or after == cap:
+                self._idle ^= bit
+            self.free_gpus += delta
+            self._leaf_free[self._leaf_of[i]] += delta
+            self._shown[i] = after
+            return
+        before = self._visible(i)
+        self._free[i] += delta
+        after = self._visible(i)
+        if after != before:  # out of service, or others hold the difference: counted, not visible
+            self._index(i, before, after)
+
+    def _index(self, i: int, before: int, after: int) -> None:
+        """Move node i from `before` to `after` visible free GPUs in every index and total."""
+        delta = after - before
+        bit = 1 << i
+        by_free = self._by_free
+        if before:
+            by_free[before] ^= bit
+        if after:
+            by_free[after] |= bit
+            self._avail |= bit
+        else:
+            self._avail &= ~bit
+        if after == self.capacity[i] and after:
+            self._idle |= bit
+        else:
+            self._idle &= ~bit
+        self.free_gpus += delta
+        self._leaf_free[self._leaf_of[i]] += delta
+        self._shown[i] = after
