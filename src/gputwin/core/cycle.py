@@ -91,9 +91,8 @@ class Cycle:
                 return
 
     def _strict_plain(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
-        """`_strict` without GPU models, fairness or shares (most partitions): `_try_start` in one
-        path, the head popped, not searched for. A first share submitted later turns to `_strict`."""
-        if part.shares is not None:
+        """`_strict` without GPU models, fairness or shares (most partitions): `_try_start` in one path."""
+        if part.shares is not None:  # a first GPU share was submitted since: the general loop
             return self._strict(part, now, out)
         queued, order, ledger, placer = part.queued, part.order, part.ledger, part.placer
         while queued:
