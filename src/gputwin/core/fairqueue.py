@@ -248,15 +248,23 @@ class FairPolicy:
 def tenant_walk(part: PartitionState, tenant_of: Callable[[JobState], str], skip: set[str],
                 queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterator[tuple[str, JobState]]:  # fmt: skip
     """(tenant, job) of `part`'s queued jobs in queue order for the strict quota loop: a FairQueue's
-    `walk` (waiting tenants' blocks left out), else `queued(part, skip)` (`state.queued_then`)."""
+    `walk` (waiting tenants' blocks left out), else `queued(part, skip)` (`state.queued_then`).
+
+    A generator function, not a returned generator expression: compiled, mypyc built that
+    expression's items all at once, so the walk read the whole queue before the loop started a
+    job, and under drf (which re-ranks as jobs start) the compiled core ordered jobs otherwise
+    than the pure one (the drf-fifo golden of tests/sim/test_sim_fairness_golden.py)."""
     order = part.order
     if isinstance(order, FairQueue):
         jobs = part.queued
         # fairshare: the ranking holds within the instant, so the first read is kept short (the
         # loop reads ~3 jobs a cycle); drf re-ranks as jobs start: its first 32 are a snapshot.
         first = 8 if order.fairness.mode == "fairshare" else 32
-        return ((tenant, jobs[o]) for tenant, o in order.walk(skip, first))
-    return ((tenant_of(job), job) for job in queued(part, skip))
+        for tenant, o in order.walk(skip, first):
+            yield tenant, jobs[o]
+        return
+    for job in queued(part, skip):
+        yield tenant_of(job), job
 
 
 def fair_among(part: PartitionState, fairness: Fairness) -> None:
