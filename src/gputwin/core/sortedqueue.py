@@ -6,6 +6,7 @@ lists of at most `2 * LOAD` entries with each list's last entry beside them (bis
 list an entry belongs in), as SortedList keeps them. SortedList is pure Python: compiled, its
 calls were about a sixth of a forecast's replay (issue 15); here the core's own compiled code
 does them, and the head and the window are C-level list reads of the first list.
+`changes` counts every change, so a reader can tell "not changed since" without a copy to compare.
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ LOAD = 1000  # a list is split at twice this (SortedList's default load)
 class SortedQueue:
     """Entries in sorted order (see the module)."""
 
-    __slots__ = ("_lists", "_maxes", "_len")
+    __slots__ = ("_lists", "_maxes", "_len", "changes")
 
     def __init__(self, entries: Iterable[Entry] = ()) -> None:
         self._lists: list[list[Entry]] = []
         self._maxes: list[Entry] = []  # each list's last (largest) entry
         self._len = 0
+        # Entries added or taken out so far: unchanged, the queue holds the same entries (the
+        # backfill window's kept bounds hold without slicing the window again, `reservation`).
+        self.changes = 0
         self.update(entries)
 
     def __len__(self) -> int:
@@ -68,10 +72,19 @@ class SortedQueue:
             index -= len(entries)
         raise IndexError("SortedQueue index out of range")  # not reached: the length says so
 
+    def head_order(self) -> int:
+        """The first entry's order (IndexError if empty): the strict loop's head, without the
+        generic `[0]` (an int-or-slice argument, boxed, and a tuple to unpack)."""
+        return self._lists[0][0][1]
+
     def _slice(self, index: slice) -> list[Entry]:
         start, stop, step = index.indices(self._len)
         if step != 1:
             return list(self)[start:stop:step]
+        return self.between(start, stop)
+
+    def between(self, start: int, stop: int) -> list[Entry]:
+        """`self[start:stop]` for 0 <= start <= stop (backfill's window), called directly."""
         lists = self._lists
         if lists and stop <= len(lists[0]):  # the usual case: the head's list holds it all
             return lists[0][start:stop]
@@ -101,6 +114,7 @@ class SortedQueue:
             if len(lists[k]) > 2 * LOAD:
                 self._split(k)
         self._len += 1
+        self.changes += 1
 
     def update(self, entries: Iterable[Entry]) -> None:
         """Add every one of `entries`; a batch as large as a quarter of the queue is merged in
@@ -109,6 +123,7 @@ class SortedQueue:
         if not values:
             return
         if len(values) * 4 >= self._len:
+            self.changes += 1
             merged = values if not self._len else sorted([*self, *values])
             self._lists = [merged[i:i + LOAD] for i in range(0, len(merged), LOAD)]
             self._maxes = [chunk[-1] for chunk in self._lists]
@@ -161,8 +176,9 @@ class SortedQueue:
 
     def _drop(self, k: int, i: int) -> None:
         entries = self._lists[k]
-        del entries[i]
+        entries.pop(i)  # compiled, a direct list op; `del entries[i]` is the generic one
         self._len -= 1
+        self.changes += 1
         if not entries:
             del self._lists[k]
             del self._maxes[k]
