@@ -8,8 +8,7 @@ sorting every running job each time (that sort was a quarter of a compiled backf
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from typing import Iterable
+from typing import Any, Iterable
 
 from gputwin.core.sortedqueue import Entry, SortedQueue
 from gputwin.core.state import JobState, PartitionState
@@ -125,9 +124,12 @@ def _kept_least(part: PartitionState, window: list[Entry], changes: int
     if enqueued != part.enqueued or not seen or not isinstance(part.order, SortedQueue):
         return None  # a FairQueue's order moves with its tenants' usage
     # Entries after the kept window's last are new (`bisect_right(window, last)`): found from
-    # the end, as few came in (as many as left), mostly by identity, not by comparing keys.
-    last, new = seen[-1], len(window)
-    while new and window[new - 1] is not last and window[new - 1] > last:
+    # the end, as few came in (as many as left), mostly by identity, not by comparing keys. Read
+    # as objects: compiled, an entry read as a (Key, int) is unboxed, then boxed anew to compare.
+    items: list[Any] = window
+    olds: list[Any] = seen
+    last, new = olds[-1], len(items)
+    while new and items[new - 1] is not last and items[new - 1] > last:
         new -= 1
     merged = list(least)
     queued = part.queued

@@ -11,8 +11,8 @@ and pops every run's end through ~log2(running) comparisons (issue 13: no slower
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
+from heapq import heappop, heappush  # compiled, `heapq.heappush` is a module lookup per call
 
 from mypy_extensions import mypyc_attr
 
@@ -58,7 +58,7 @@ class VirtualRuns:
         runs = self._at.get(end)
         if runs is None:
             self._at[end] = [(seq, job_id)]
-            heapq.heappush(self._heap, end)
+            heappush(self._heap, end)
         else:  # sequences only grow: the list stays in start order
             runs.append((seq, job_id))
 
@@ -69,8 +69,9 @@ class VirtualRuns:
         heap, at, live = self._heap, self._at, self._live
         out: list[tuple[str, float]] = []
         while heap and heap[0] <= now:
-            end = heapq.heappop(heap)
-            runs = at.pop(end)
+            end = heappop(heap)
+            runs = at[end]
+            del at[end]  # not `at.pop(end)`: compiled, a generic method call
             self.popped += len(runs)
             for seq, job_id in runs:
                 if live.get(job_id) == seq:
@@ -86,7 +87,7 @@ class VirtualRuns:
                 if live.get(job_id) == seq:
                     return heap[0]
             # Only stopped runs end then: drop the time so it is never the next event.
-            del at[heapq.heappop(heap)]
+            del at[heappop(heap)]
             self.popped += len(runs)
         return None
 
