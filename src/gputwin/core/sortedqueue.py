@@ -117,10 +117,11 @@ class SortedQueue:
         self._len += 1
         self.changes += 1
 
-    def update(self, entries: Iterable[Entry]) -> None:
+    def update(self, entries: Iterable[Entry], ordered: bool = False) -> None:
         """Add every one of `entries`; a batch as large as a quarter of the queue is merged in
-        one sort (a sorted batch into an empty queue: one pass), as SortedList.update does."""
-        values = sorted(entries)
+        one sort (a sorted batch into an empty queue: one pass), as SortedList.update does.
+        `ordered`: `entries` is a list already sorted (not sorted again)."""
+        values = entries if ordered and isinstance(entries, list) else sorted(entries)
         if not values:
             return
         if len(values) * 4 >= self._len:

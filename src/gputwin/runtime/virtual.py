@@ -50,9 +50,14 @@ class VirtualRuns:
         return refused
 
     def adopt(self, start: Start, node_names: Sequence[str], since: float) -> None:
+        self.adopt_run(start.job_id, since, start.run_seconds)
+
+    def adopt_run(self, job_id: str, since: float, run_seconds: float) -> None:
+        """`adopt` without a `Start` (a forecast adopts every running job of every sample: the
+        NamedTuple's interpreted `__new__` was a third of that)."""
         self._seq += 1
-        self._live[start.job_id] = self._seq
-        self._push(since + start.run_seconds, self._seq, start.job_id)
+        self._live[job_id] = self._seq
+        self._push(since + run_seconds, self._seq, job_id)
 
     def _push(self, end: float, seq: int, job_id: str) -> None:
         runs = self._at.get(end)
