@@ -25,9 +25,10 @@ def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float
     free = part.ledger.free_gpus
     if free >= head.gpus:
         shadow, extra = now, free - head.gpus
+    elif part.ends is not None:
+        shadow, extra = _first_enough(part.ends.entries, free, head.gpus, part.ends.first)
     elif part.running:
-        ends = part.ends.entries if part.ends is not None else ending(part.running.values())
-        shadow, extra = _first_enough(ends, free, head.gpus)
+        shadow, extra = _first_enough(ending(part.running.values()), free, head.gpus)
     max_wait = part.max_wait
     if max_wait is not None:
         shadow = max(shadow, head.queued_since + max_wait)
@@ -117,18 +118,26 @@ def _kept_least(part: PartitionState, window: list[Entry], changes: int
     memo = part.window
     if memo is None:
         return None
-    seen, least, enqueued, exact, _ = memo
+    seen, least, enqueued, exact, then = memo
     if seen == window:  # the same entries are the same jobs: orders are unique
         part.window = (seen, least, enqueued, exact, changes)
         return least, exact
     if enqueued != part.enqueued or not seen or not isinstance(part.order, SortedQueue):
         return None  # a FairQueue's order moves with its tenants' usage
-    # Entries after the kept window's last are new (`bisect_right(window, last)`): found from
-    # the end, as few came in (as many as left), mostly by identity, not by comparing keys. Read
-    # as objects: compiled, an entry read as a (Key, int) is unboxed, then boxed anew to compare.
+    # Entries after the kept window's last are new (`bisect_right(window, last)`): as many came
+    # in as left, at most one per queue change since (nothing was queued), so while the last is
+    # still there it is among that many from the end, found by identity, not by comparing keys
+    # (~800 instructions each, compiled). Read as objects: an entry read as a (Key, int) is
+    # unboxed, then boxed anew to be compared or told apart.
     items: list[Any] = window
     olds: list[Any] = seen
     last, new = olds[-1], len(items)
+    if 0 <= then <= changes:
+        stop = max(new - (changes - then) - 1, 0)
+        while new > stop and items[new - 1] is not last:
+            new -= 1
+        if new == stop and (not new or items[new - 1] is not last):
+            new = len(items)  # the last left too: compare
     while new and items[new - 1] is not last and items[new - 1] > last:
         new -= 1
     merged = list(least)
@@ -161,11 +170,14 @@ def ending(jobs: Iterable[JobState]) -> list[tuple[float, int, int]]:
     return sorted([(job.seg_end, job.gpus, job.order) for job in jobs])
 
 
-def _first_enough(ends: Iterable[tuple[float, int, int]], free: int, need: int) -> tuple[float, int]:
-    """The end at which `free` plus the GPUs of the jobs ending by then (`ends` in order) reach
-    `need`, and the GPUs beyond `need` then; (inf, 0) if they never do. Among jobs ending at the
-    same moment the smaller ones come first, so `extra` is the least the head leaves spare."""
-    for end, gpus, _ in ends:
+def _first_enough(ends: list[tuple[float, int, int]], free: int, need: int, first: int = 0
+                  ) -> tuple[float, int]:  # fmt: skip
+    """The end at which `free` plus the GPUs of the jobs ending by then (`ends` from `first` on,
+    in order) reach `need`, and the GPUs beyond `need` then; (inf, 0) if they never do. Among
+    jobs ending at the same moment the smaller ones come first, so `extra` is the least the head
+    leaves spare."""
+    for k in range(first, len(ends)):
+        end, gpus, _ = ends[k]
         free += gpus
         if free >= need:
             return end, free - need

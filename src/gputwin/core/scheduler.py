@@ -160,7 +160,7 @@ class Scheduler(Cycle):
         return EMPTY
 
     def submit_all(self, specs: Sequence[JobSpec], durations: Sequence[float],
-                   ranks: Mapping[str, int] | None = None) -> list[tuple[int, Decision]]:  # fmt: skip
+                   ranks: dict[str, int] | None = None) -> list[tuple[int, Decision]]:  # fmt: skip
         """`submit(spec, spec.submit, durations[i])` for each of `specs` in order; the decisions that
         are not EMPTY, with their spec's index. Each partition without quotas or fairness takes its
         jobs in one sorted insert at the end (`PartitionState.enqueue_all`): the same queue as one

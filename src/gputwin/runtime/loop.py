@@ -16,7 +16,7 @@ simulator's metrics, the controller's statuses and events. The runtime reads no 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from mypy_extensions import mypyc_attr
@@ -150,7 +150,7 @@ class Runtime:
         return i
 
     def submit_all(self, jobs: Sequence[JobSpec], durations: Sequence[float], now: float,
-                   ranks: Mapping[str, int] | None = None) -> None:  # fmt: skip
+                   ranks: dict[str, int] | None = None) -> None:  # fmt: skip
         """`submit_arrived(jobs, 0, now)` for jobs that all arrived by `now` (any order), with run
         times `durations` instead of their specs' (`Scheduler.submit_all`: one sorted insert per
         queue; `ranks` a hint of their order there, as it says). The listener hears the same calls
