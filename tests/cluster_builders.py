@@ -29,6 +29,7 @@ from gputwin.core.model import (
     SwitchSpec,
     TopologySpec,
 )
+from gputwin.core.state import JobState
 from gputwin.core.topology import Topology
 
 Layout = Mapping[str, Any]
@@ -95,6 +96,14 @@ def build_jobs(rows: Iterable[tuple]) -> list[JobSpec]:
         extra = dict(rest[0]) if rest else {}
         out.append(JobSpec(job_id, submit, duration, gpus, extra.pop("task_type", "x"), seq=seq, **extra))
     return sorted(out, key=lambda j: (j.submit, j.seq))
+
+
+def job_state(user: str = "u", gpus: int = 1, order: int = 0, partition: str = "p") -> JobState:
+    """A queued job as the scheduler tracks it, made by hand (its tenant not stored: looked up from
+    its user). A real JobState, not a mock: the compiled core's functions take nothing else."""
+    job = JobState(JobSpec(f"{user}{order}", 0.0, 1.0, gpus, "x", user=user), partition, gpus, 1.0, 1.0)
+    job.order = order
+    return job
 
 
 def assert_placers_see(

@@ -1,19 +1,20 @@
 """FairQueue (gputwin.core.fairqueue) read directly: its cached tenant ranking against keys worked
 out afresh, and its lazy walk (the strict quota loop's read) against the plain queue order, while
-the walk removes what it reads as the loop's starts do. The "jobs" are a mock: order -> tenant."""
+the walk removes what it reads as the loop's starts do. A job's tenant is its user."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from cluster_builders import job_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import FairQueue
+from gputwin.core.state import JobState
 
 TENANTS = ("a", "b", "c", "d")
+HOLDER = {t: job_state(t) for t in TENANTS}  # a job of each tenant, for usage changes
 
 # (tenant index, GPUs held more, seconds later: 0 keeps the instant) changes, (tenant, policy key) jobs
 CHANGES = st.lists(st.tuples(st.integers(0, 3), st.integers(-2, 4), st.sampled_from([0.0, 0.0, 1.0, 30.0])),
@@ -22,10 +23,10 @@ JOBS = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max
 
 
 def _queue(mode: str, jobs: list[tuple[int, int]]) -> tuple[FairQueue, Fairness]:
-    """A FairQueue of `jobs` (order i: tenant, policy key), tenants read from the mock jobs."""
-    tenants: dict[int, Any] = {order: TENANTS[t] for order, (t, _) in enumerate(jobs)}
-    fair = Fairness(mode, 16, half_life=60.0, weights={"b": 2.0}, tenant_of=lambda job: job)
-    queue = FairQueue(fair, tenants)
+    """A FairQueue of `jobs` (order i: tenant, policy key), tenants read from the jobs' users."""
+    queued: dict[int, JobState] = {order: job_state(TENANTS[t], order=order) for order, (t, _) in enumerate(jobs)}
+    fair = Fairness(mode, 16, half_life=60.0, weights={"b": 2.0})
+    queue = FairQueue(fair, queued)
     for order, (_, key) in enumerate(jobs):
         queue.add(((float(key),), order))
     return queue, fair
@@ -52,7 +53,7 @@ def test_the_cached_ranking_follows_every_change_of_usage_and_time(mode: str, jo
         now += later
         fair.at(now)
         list(queue)  # read between changes, so a stale ranking would be seen
-        fair.change(now, TENANTS[t], gpus)  # type: ignore[arg-type]  # the mock job is its tenant
+        fair.change(now, HOLDER[TENANTS[t]], gpus)
         assert [order for _, order in queue] == _fresh_order(queue, fair, jobs, set(range(len(jobs))))
 
 
@@ -81,7 +82,7 @@ def test_the_walk_reads_each_job_once_while_it_starts_them(mode: str, jobs, firs
             waiting.add(tenant)
             continue
         queue.remove(((float(jobs[order][1]),), order))
-        fair.change(0.0, tenant, 1)  # type: ignore[arg-type]  # the mock job is its tenant
+        fair.change(0.0, HOLDER[tenant], 1)
     assert len(read) == len(set(read))
     in_head = [o for o in read if o in head]
     assert read[: len(in_head)] == in_head == [o for o in head if o in in_head]
@@ -111,5 +112,5 @@ def test_a_waiting_tenant_among_tied_ones_does_not_stop_the_walk(jobs, first, st
             waiting.add(tenant)
             continue
         queue.remove(((float(jobs[order][1]),), order))
-        fair.change(0.0, tenant, 1)  # type: ignore[arg-type]  # the mock job is its tenant
+        fair.change(0.0, HOLDER[tenant], 1)
     assert read == expected

@@ -5,7 +5,7 @@ borrowed work with the partition's checkpoint cost, the queue policy's order wit
 from __future__ import annotations
 
 import pytest
-from cluster_builders import build_jobs
+from cluster_builders import build_jobs, job_state
 
 from gputwin.core.model import ClusterSpec, PolicySpec, QuotaSpec
 from gputwin.core.quota import PartitionQuota, quota_problem
@@ -124,17 +124,6 @@ def test_preemptive_policy_ranks_guaranteed_demand_ahead_of_borrowed_work(cluste
     assert done["a2"].preemptions == 1 and done["a1"].preemptions == 0
 
 
-class _Running:
-    """A mock running job: what `reclaim` reads (its user, GPUs, start order, and no stored tenant,
-    as a JobState made by hand has)."""
-
-    def __init__(self, user: str, gpus: int, order: int) -> None:
-        from gputwin.core.model import JobSpec
-
-        self.spec, self.gpus, self.order = JobSpec(f"{user}{order}", 0, 1, gpus, "x", user=user), gpus, order
-        self.tenant = ""
-
-
 RECLAIM = [
     # (running jobs (user, GPUs, order), free GPUs, GPUs b asks for, victims' orders)
     ("latest-first", [("a", 4, 1), ("a", 2, 2), ("a", 2, 3)], 0, 2, [3]),
@@ -146,8 +135,8 @@ RECLAIM = [
 
 
 @pytest.mark.parametrize("running,free,gpus,expected", [c[1:] for c in RECLAIM], ids=[c[0] for c in RECLAIM])
-def test_reclaim_takes_the_fewest_latest_borrowed_jobs_with_mock_jobs(running, free, gpus, expected) -> None:
+def test_reclaim_takes_the_fewest_latest_borrowed_jobs(running, free, gpus, expected) -> None:
     quota = _quota(Q("a", 4, cohort="c"), Q("b", 4, cohort="c"), used={"a": sum(g for _, g, _ in running)})
-    jobs = [_Running(*r) for r in running]
-    victims = quota.reclaim("b", gpus, jobs, free)  # type: ignore[arg-type]
+    jobs = [job_state(user, gpus, order) for user, gpus, order in running]  # no stored tenant: by user
+    victims = quota.reclaim("b", gpus, jobs, free)
     assert (None if victims is None else [v.order for v in victims]) == expected

@@ -1,4 +1,4 @@
-"""Warm refits (`LearnedConfig.warm_rounds`, `max_trees`, `warm_bins`; off by default): once the
+"""Warm refits (`LearnedConfig.warm_rounds`, `max_trees`, `warm_bins`; on by default): once the
 window is full a refit boosts a few trees on the model it has, and is cold again past `max_trees`;
 honest and deterministic like the cold ones."""
 
@@ -13,7 +13,8 @@ from test_estimators_online import SMALL, philly, replay, shuffled_after  # noqa
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.estimators.online import LearnedConfig, LearnedEstimator
 
-COLD = LearnedConfig(min_train=50, rounds=5, retrain_jobs=10, retrain_seconds=0.0, max_rows=60)
+COLD = LearnedConfig(min_train=50, rounds=5, retrain_jobs=10, retrain_seconds=0.0, max_rows=60, warm_rounds=0,
+                     warm_bins=False)  # fmt: skip
 WARM = dataclasses.replace(COLD, warm_rounds=2, max_trees=9)
 
 
@@ -37,7 +38,7 @@ def _refits(config: LearnedConfig, refits: int = 5) -> tuple[list[int], LearnedE
 @pytest.mark.parametrize(
     ("config", "trees"),
     [
-        pytest.param(COLD, [5, 5, 5, 5, 5], id="off-by-default"),
+        pytest.param(COLD, [5, 5, 5, 5, 5], id="off"),
         pytest.param(WARM, [5, 7, 9, 5, 7], id="warm-until-max-trees-then-cold"),
         pytest.param(dataclasses.replace(WARM, warm_bins=True), [5, 7, 9, 5, 7], id="warm-bins"),
         # The window (60 rows) never fills at 1,000: every refit is cold (a model of the first jobs
@@ -56,12 +57,15 @@ def test_warm_bins_bin_a_warm_refit_with_the_last_cold_fits_bins() -> None:
     assert plain._bins is None and plain._booster.train_set.reference is None
 
 
-def test_the_default_config_makes_no_warm_refit() -> None:
+def test_the_default_config_refits_warm_with_the_last_cold_fits_bins() -> None:
+    """The default's warm refits (3 trees each, binned as the last cold fit), on COLD's small window."""
     default = LearnedConfig()
-    assert default.warm_rounds == 0 and not default.warm_bins
-    assert _refits(dataclasses.replace(default, **{k: getattr(COLD, k) for k in
-                                                   ("min_train", "rounds", "retrain_jobs", "retrain_seconds",
-                                                    "max_rows")}))[0] == [5] * 5  # fmt: skip
+    assert (default.warm_rounds, default.max_trees, default.warm_bins) == (3, 60, True)
+    trees, estimator = _refits(dataclasses.replace(default, **{k: getattr(COLD, k) for k in
+                                                               ("min_train", "rounds", "retrain_jobs",
+                                                                "retrain_seconds", "max_rows")}))  # fmt: skip
+    assert trees == [5, 8, 11, 14, 17]
+    assert estimator._booster.train_set.reference is estimator._bins is not None
 
 
 WARM_PHILLY = dataclasses.replace(SMALL, max_rows=600, warm_rounds=3, max_trees=29)

@@ -54,6 +54,13 @@ def test_each_draw_passes_through_the_models_p10_p50_p90(fitted: LearnedInterval
     assert checked >= 0.9 * len(SNAP.pending)  # the model placed nearly every job
 
 
+def test_the_model_is_used_as_given_with_no_refit_on_the_history(fitted: LearnedIntervals) -> None:
+    """The history (3,000 finished jobs, more than a fit needs) feeds the features only: neither
+    the refit by jobs nor the daily one replaces the model trained on it before the batch."""
+    plan(SNAP, fitted)
+    assert fitted.learned.fits == 0 and fitted.learned._booster is not None
+
+
 def test_the_forecast_is_seeded_and_moves_with_the_estimator(fitted: LearnedIntervals) -> None:
     cluster = default_cluster(SNAP)
     runs = [forecast(cluster, SNAP, fitted, samples=3, seed=seed, horizon=86400.0) for seed in (5, 5, 6)]

@@ -16,7 +16,7 @@ Pure: no clock, every ordering deterministic.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Reversible, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NoReturn, Reversible, Sequence
 
 from gputwin.core.model import QuotaSpec
 
@@ -282,15 +282,26 @@ class _Held(dict[str, int]):
         for tenant, value in dict(*args, **kwargs).items():
             self[tenant] = value
 
-    def _fixed(self, *_: Any) -> Any:
-        raise TypeError("a quota's tenants are fixed: set their usage, do not add or remove them")
+    # Methods, not aliases of one (`pop = _fixed`): mypyc's compiled class keeps dict's own methods
+    # for aliases in its body, so a compiled quota would let a tenant be removed.
+    def __delitem__(self, tenant: str) -> None:
+        _fixed()
 
-    # One name a line: mypyc (the compiled core) refuses chained assignments in a class body.
-    __delitem__ = _fixed
-    pop = _fixed
-    popitem = _fixed
-    setdefault = _fixed
-    clear = _fixed
+    def pop(self, *_: Any) -> Any:
+        _fixed()
+
+    def popitem(self) -> Any:
+        _fixed()
+
+    def setdefault(self, *_: Any) -> Any:
+        _fixed()
+
+    def clear(self) -> None:
+        _fixed()
+
+
+def _fixed() -> NoReturn:
+    raise TypeError("a quota's tenants are fixed: set their usage, do not add or remove them")
 
 
 def quota_problem(quota: PartitionQuota, user: str, gpus: int, model: str = "") -> str | None:

@@ -68,8 +68,10 @@ def learned_intervals(snap: Snapshot, history: Sequence[JobSpec] = (), origin: f
         learned = LearnedEstimator(LearnedConfig(seed=seed), upcoming=upcoming)
         meta = trained.metadata
         learned.start_from(trained.booster, (meta["offsets"][0], meta["offsets"][1]), meta["smear"])
-    # The whole snapshot in one batch, with the model as given (no refit on the history below).
-    learned.config = dataclasses.replace(learned.config, window=math.inf, retrain_jobs=sys.maxsize)
+    # The whole snapshot in one batch, with the model as given: no refit on the history below, by
+    # jobs or by time (the daily refit would otherwise replace the model at the first prediction).
+    learned.config = dataclasses.replace(learned.config, window=math.inf, retrain_jobs=sys.maxsize,
+                                         retrain_seconds=0.0)  # fmt: skip
     for job in sorted(finished, key=lambda j: (j.submit + j.duration, j.seq)):
         learned.observe(job, job.duration)
     if upcoming:
