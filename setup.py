@@ -1,8 +1,8 @@
 """Which core a build gets: compiled by mypyc where it can be, else pure Python (the rest: pyproject.toml).
 
 A wheel (`pip install .`, `pip wheel .`) compiles gputwin.core, the runtime's loop, heap and clocks,
-the simulator's engine, metrics and finished-job columns and the twin's forecast draws with mypyc to C
-extensions: the same typed source, faster (README, Performance). If mypyc or the C compiler fails, the build goes on pure Python and says so in one line.
+the simulator's engine, metrics and finished-job columns and the twin's forecast draws and adoption
+with mypyc to C extensions: the same typed source, faster (README, Performance). If mypyc or the C compiler fails, the build goes on pure Python and says so in one line.
 The editable development install (PEP 660 `build_editable`, which setuptools.build_meta runs as the
 `editable_wheel` command) stays pure Python, so an edited file takes effect at once. GPUTWIN_COMPILE=1
 forces compiling (a failure fails the build; an editable build refuses it), GPUTWIN_COMPILE=0 forces
@@ -27,8 +27,8 @@ COMPILED = sorted(glob("src/gputwin/core/*.py")) + [
     "src/gputwin/sim/engine.py", "src/gputwin/sim/metrics.py",
     # The finished-job log: compiled, it reads a compiled JobState's fields directly (issue 13).
     "src/gputwin/sim/finished.py", "src/gputwin/sim/columns.py",
-    # A forecast's per-sample draws of every pending job: one loop over floats (issue 15).
-    "src/gputwin/twin/draws.py",
+    # A forecast's per-sample draws (one loop over floats) and adoption of the running jobs (issue 15).
+    "src/gputwin/twin/draws.py", "src/gputwin/twin/adoption.py",
 ]  # fmt: skip
 NOTICE = "gputwin: building the pure Python core (slower, same results): the mypyc build failed: {}"
 

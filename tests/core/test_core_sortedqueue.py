@@ -49,3 +49,33 @@ def test_sorted_queue_matches_sorted_list(load: int, monkeypatch: pytest.MonkeyP
     assert all(entry in got for entry in want) and ((2.0,), -1) not in got
     with pytest.raises(IndexError):
         got[len(want)]
+
+
+def test_changes_count_every_change_and_reads_match_indexing() -> None:
+    """`changes` moves with every add, batch, remove and pop (backfill's window is kept while it
+    does not); `head_order` and `between` read what `[0][1]` and a slice read; `remove` finds an
+    entry near the head or far from it, and refuses one with a queued order but another key."""
+    rng = random.Random(5)
+    queue = SortedQueue()
+    assert queue.changes == 0
+    entries = [((rng.random(),), n) for n in range(5000)]
+    queue.update(entries[:3000])
+    seen = queue.changes
+    for entry in entries[3000:3010]:
+        queue.add(entry)
+        assert queue.changes == seen + 1
+        seen = queue.changes
+    ordered = sorted(entries[:3010])
+    assert queue.head_order() == queue[0][1] == ordered[0][1]
+    assert queue.between(1, 257) == queue[1:257] == ordered[1:257]
+    assert queue.between(2990, 3100) == ordered[2990:3100]
+    for entry in (ordered[5], ordered[2500]):  # near the head, then in a later list
+        queue.remove(entry)
+        assert queue.changes == seen + 1
+        seen = queue.changes
+    with pytest.raises(ValueError):
+        queue.remove(((2.0,), ordered[0][1]))  # its order is queued, with another key
+    assert queue.changes == seen
+    queue.pop(0)
+    assert queue.changes == seen + 1
+    assert list(queue) == [e for e in ordered if e not in (ordered[0], ordered[5], ordered[2500])]

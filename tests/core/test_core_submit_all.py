@@ -87,6 +87,28 @@ def test_a_batch_queues_as_one_job_at_a_time_does(name: str, quotas: bool) -> No
     assert _cycles(batch) == _cycles(one)
 
 
+@pytest.mark.parametrize("hint", ["right", "reversed", "partial", "empty"])
+def test_a_hint_of_the_queue_order_never_changes_it(hint: str) -> None:
+    """`ranks` (where a previous replay queued the same jobs) orders the batch before its queue
+    sorts it: right, wrong or partial, the queue and what follows are the ones without it."""
+    cluster = _cluster(POLICIES["priority+backfill"])
+    specs, runs = _specs(11)
+    plain = Scheduler(cluster)
+    plain.submit_all(specs, runs)
+    order = [plain.partitions["p"].queued[o].job_id for _, o in plain.partitions["p"].order]
+    ranks = {job_id: k for k, job_id in enumerate(order)}
+    if hint == "reversed":
+        ranks = {job_id: -k for job_id, k in ranks.items()}
+    elif hint == "partial":
+        ranks = {job_id: k for job_id, k in ranks.items() if k % 3}
+    elif hint == "empty":
+        ranks = {}
+    hinted = Scheduler(cluster)
+    hinted.submit_all(specs, runs, ranks)
+    assert _state(hinted) == _state(plain)
+    assert _cycles(hinted) == _cycles(plain)
+
+
 def test_a_batch_tells_the_listener_what_arrivals_one_by_one_tell() -> None:
     class Heard(Quiet):
         def __init__(self) -> None:

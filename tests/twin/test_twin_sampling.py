@@ -11,13 +11,17 @@ from hypothesis import strategies as st
 
 from gputwin.core.history import DEFAULT_PRIOR, HistoryEstimator
 from gputwin.core.model import JobSpec, NodeSpec, SwitchSpec, TopologySpec
+from gputwin.twin.draws import draw_running_columns
 from gputwin.twin.sampling import (
     DEFAULT_SIGMA,
     Draw,
     draw_all_pending,
+    draw_bounded,
     draw_pending,
     draw_running,
     plan,
+    running_bounds,
+    running_columns,
     sample_rng,
 )
 from gputwin.twin.snapshot import PendingJob, RunningJob, SnapPartition, Snapshot
@@ -146,3 +150,13 @@ _DRAWS = st.builds(Draw, st.floats(1.0, 1e6), st.floats(0.0, 2.0), st.one_of(st.
 def test_drawing_every_pending_job_at_once_gives_the_same_numbers(draws: list[Draw], seed: int) -> None:
     one_by_one = sample_rng(seed, 0)
     assert draw_all_pending(draws, sample_rng(seed, 0)) == [draw_pending(d, one_by_one) for d in draws]
+
+
+@given(st.lists(st.tuples(_DRAWS, st.floats(0.0, 2e6)), max_size=30), st.integers(0, 2**32))
+def test_drawing_every_running_job_at_once_gives_the_same_numbers(runs: list[tuple[Draw, float]],
+                                                                  seed: int) -> None:  # fmt: skip
+    """`draw_running_columns` (compiled, a forecast's every sample) is `draw_bounded` per job, in order."""
+    bounded = [(d, running_bounds(d, elapsed)) for d, elapsed in runs]
+    one_by_one = sample_rng(seed, 0)
+    expected = [draw_bounded(d, bounds, one_by_one) for d, bounds in bounded]
+    assert draw_running_columns(running_columns(bounded), sample_rng(seed, 0)) == expected

@@ -18,7 +18,8 @@ from gputwin.core.options import SchedulerOptions
 from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
-from gputwin.core.reservation import first_candidate, reservation
+from gputwin.core.reservation import backfill_start, reservation
+from gputwin.core.sortedqueue import SortedQueue
 from gputwin.core.state import JobState, PartitionState, Phase, queued_then, release
 from gputwin.core.topology import Span, Topology
 
@@ -92,18 +93,19 @@ class Cycle:
 
     def _strict_plain(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
         """`_strict` without GPU models, fairness or shares (most partitions): `_try_start` in one path."""
-        if part.shares is not None:  # a first GPU share was submitted since: the general loop
+        order = part.order
+        if part.shares is not None or not isinstance(order, SortedQueue):  # a first GPU share since
             return self._strict(part, now, out)
-        queued, order, ledger, placer = part.queued, part.order, part.ledger, part.placer
+        queued, ledger, placer = part.queued, part.ledger, part.placer
         while queued:
-            job = queued[order[0][1]]
+            job = queued[order.head_order()]
             slots = placer.place(ledger, job.gpus, now - job.queued_since) if job.gpus <= ledger.free_gpus else None
             if slots is None:  # as `_place` does: a placer that waits for a better one is asked again
-                if job.gpus <= ledger.free_gpus and (wait := getattr(placer, "max_wait", None)) is not None:
+                if job.gpus <= ledger.free_gpus and (wait := part.max_wait) is not None:
                     out.wake(job.queued_since + wait, part.name)
                 self._backfill(part, job, now, out)
                 return
-            del queued[order.pop(0)[1]]  # type: ignore[union-attr]  # no fairness: a SortedQueue
+            del queued[order.pop(0)[1]]
             ledger.allocate(slots)
             self._started(part, job, slots, now, out)
 
@@ -163,11 +165,11 @@ class Cycle:
         ledger, shares = part.ledger, part.shares is not None and part.shares.has_room()
         if not (ledger.free_gpus or shares) or not part.spec.policy.backfill:
             return  # nothing can start (the common case on a busy cluster): skip the reservation too
-        # Entries copied (commits dequeue), jobs looked up as the walk reaches them (it stops early).
-        queued, window = part.queued, part.order[1:1 + self.options.backfill_depth]
-        # Where the first job that could start is (jobs before it pass no test: nothing happens
-        # there), and the reservation (worked out once a job could start now; shadow -1: not yet).
-        first, shadow, extra = first_candidate(part, window, head, now) if not shares else (0, -1.0, 0)
+        # The window's entries copied (commits dequeue), where its first job that could start is (none
+        # before it passes a test) and the reservation (once a job could start now; shadow -1: not yet).
+        queued, depth = part.queued, self.options.backfill_depth
+        first, shadow, extra, window = (backfill_start(part, depth, head, now) if not shares
+                                        else (0, -1.0, 0, part.order[1:1 + depth]))  # fmt: skip
         for i in range(first, len(window)):
             job = queued[window[i][1]]
             if job.gpus > ledger.free_gpus and not (shares and job.spec.gpu_milli < 1000):
@@ -319,10 +321,8 @@ class Cycle:
         else:
             slots = place_model(part.placer, part.ledger, job.gpus, now - job.queued_since, part.models,
                                 job.spec.model)  # fmt: skip
-        if slots is None:
-            max_wait = getattr(part.placer, "max_wait", None)
-            if max_wait is not None:
-                out.wake(job.queued_since + max_wait, part.name)
+        if slots is None and part.max_wait is not None:  # a placer that waits for a better slot
+            out.wake(job.queued_since + part.max_wait, part.name)
         return slots
 
     def _span(self, slots: Slots) -> tuple[Span, float]:

@@ -8,11 +8,9 @@ sorting every running job each time (that sort was a quarter of a compiled backf
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from typing import Iterable
+from typing import Any, Iterable
 
-from gputwin.core.policies import Key
-from gputwin.core.sortedqueue import SortedQueue
+from gputwin.core.sortedqueue import Entry, SortedQueue
 from gputwin.core.state import JobState, PartitionState
 
 
@@ -27,16 +25,37 @@ def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float
     free = part.ledger.free_gpus
     if free >= head.gpus:
         shadow, extra = now, free - head.gpus
+    elif part.ends is not None:
+        shadow, extra = _first_enough(part.ends.entries, free, head.gpus, part.ends.first)
     elif part.running:
-        ends = part.ends.entries if part.ends is not None else ending(part.running.values())
-        shadow, extra = _first_enough(ends, free, head.gpus)
-    max_wait = getattr(part.placer, "max_wait", None)
+        shadow, extra = _first_enough(ending(part.running.values()), free, head.gpus)
+    max_wait = part.max_wait
     if max_wait is not None:
         shadow = max(shadow, head.queued_since + max_wait)
     return shadow, extra
 
 
-def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: JobState, now: float
+def backfill_start(part: PartitionState, depth: int, head: JobState, now: float
+                   ) -> tuple[int, float, int, list[Entry]]:  # fmt: skip
+    """`first_candidate` of the backfill window (the queue's `depth` entries after the head), and
+    that window. A SortedQueue unchanged since the window's least works were kept (its `changes`)
+    holds the same window: it is not sliced and compared again (half of the cycles that backfill
+    in a forecast come after an end that started nothing)."""
+    memo, order = part.window, part.order
+    changes = -1
+    if isinstance(order, SortedQueue):
+        changes = order.changes
+        if memo is not None and memo[4] == changes:
+            first, shadow, extra = _first_in(part, memo[0], (memo[1], memo[3]), head, now, changes)
+            return first, shadow, extra, memo[0]
+        window = order.between(1, 1 + depth)
+    else:
+        window = order[1:1 + depth]
+    first, shadow, extra = _first_in(part, window, _kept_least(part, window, changes), head, now, changes)
+    return first, shadow, extra, window
+
+
+def first_candidate(part: PartitionState, window: list[Entry], head: JobState, now: float
                     ) -> tuple[int, float, int]:  # fmt: skip
     """Where in `window` the first job is that passes the first two tests of `gputwin.core.cycle`'s
     backfill walk (enough GPUs free; ends by the head's shadow time or fits in its spare GPUs), as
@@ -52,9 +71,16 @@ def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: J
     after them) they stay lower bounds, the new entries' added: "none passes" still holds then,
     and only a "some may pass" walks the window again (rebuilding them after every start was
     most of the backfill's cost)."""
+    return _first_in(part, window, _kept_least(part, window, -1), head, now, -1)
+
+
+def _first_in(part: PartitionState, window: list[Entry], kept: tuple[list[tuple[int, float]], bool] | None,
+              head: JobState, now: float, changes: int) -> tuple[int, float, int]:  # fmt: skip
+    """`first_candidate` given the least works kept for `window` and whether they are exact
+    (None: none kept); `changes`: the queue's `SortedQueue.changes` when `window` is
+    `backfill_start`'s, else -1 (the least works it keeps are then found again by comparing)."""
     free = part.ledger.free_gpus
     shadow, extra = -1.0, 0
-    kept = _kept_least(part, window)
     if kept is not None:
         least, exact = kept
         for gpus, work in least:
@@ -81,32 +107,62 @@ def first_candidate(part: PartitionState, window: list[tuple[Key, int]], head: J
         known = least_of.get(gpus)
         if known is None or work < known:
             least_of[gpus] = work
-    part.window = (window, sorted(least_of.items()), part.enqueued, True)
+    part.window = (window, sorted(least_of.items()), part.enqueued, True, changes)
     return len(window), shadow, extra
 
 
-def _kept_least(part: PartitionState, window: list[tuple[Key, int]]) -> tuple[list[tuple[int, float]], bool] | None:
+def _kept_least(part: PartitionState, window: list[Entry], changes: int
+                ) -> tuple[list[tuple[int, float]], bool] | None:  # fmt: skip
     """The kept least works per GPU count that hold for `window` (see `first_candidate`), and
-    whether they are exact; None: none hold."""
+    whether they are exact; None: none hold. `changes` as `_first_in`'s."""
     memo = part.window
     if memo is None:
         return None
-    seen, least, enqueued, exact = memo
+    seen, least, enqueued, exact, then = memo
     if seen == window:  # the same entries are the same jobs: orders are unique
+        part.window = (seen, least, enqueued, exact, changes)
         return least, exact
     if enqueued != part.enqueued or not seen or not isinstance(part.order, SortedQueue):
         return None  # a FairQueue's order moves with its tenants' usage
-    new = bisect_right(window, seen[-1])  # entries after the kept window's last: they are new
-    merged = dict(least)
+    # Entries after the kept window's last are new (`bisect_right(window, last)`): as many came
+    # in as left, at most one per queue change since (nothing was queued), so while the last is
+    # still there it is among that many from the end, found by identity, not by comparing keys
+    # (~800 instructions each, compiled). Read as objects: an entry read as a (Key, int) is
+    # unboxed, then boxed anew to be compared or told apart.
+    items: list[Any] = window
+    olds: list[Any] = seen
+    last, new = olds[-1], len(items)
+    if 0 <= then <= changes:
+        stop = max(new - (changes - then) - 1, 0)
+        while new > stop and items[new - 1] is not last:
+            new -= 1
+        if new == stop and (not new or items[new - 1] is not last):
+            new = len(items)  # the last left too: compare
+    while new and items[new - 1] is not last and items[new - 1] > last:
+        new -= 1
+    merged = list(least)
     queued = part.queued
     for i in range(new, len(window)):
         job = queued[window[i][1]]
-        known = merged.get(job.gpus)
-        if known is None or job.work_left < known:
-            merged[job.gpus] = job.work_left
-    kept = (sorted(merged.items()), exact and new == len(seen))
-    part.window = (window, kept[0], enqueued, kept[1])
+        _lower(merged, job.gpus, job.work_left)
+    kept = (merged, exact and new == len(seen))
+    part.window = (window, merged, enqueued, kept[1], changes)
     return kept
+
+
+def _lower(least: list[tuple[int, float]], gpus: int, work: float) -> None:
+    """`least` (GPU counts ascending, each with the least work left) with a job of `gpus` GPUs and
+    `work` seconds counted in."""
+    for k in range(len(least)):
+        count, known = least[k]
+        if count == gpus:
+            if work < known:
+                least[k] = (gpus, work)
+            return
+        if count > gpus:
+            least.insert(k, (gpus, work))
+            return
+    least.append((gpus, work))
 
 
 def ending(jobs: Iterable[JobState]) -> list[tuple[float, int, int]]:
@@ -114,15 +170,18 @@ def ending(jobs: Iterable[JobState]) -> list[tuple[float, int, int]]:
     return sorted([(job.seg_end, job.gpus, job.order) for job in jobs])
 
 
-def _first_enough(ends: Iterable[tuple[float, int, int]], free: int, need: int) -> tuple[float, int]:
-    """The end at which `free` plus the GPUs of the jobs ending by then (`ends` in order) reach
-    `need`, and the GPUs beyond `need` then; (inf, 0) if they never do. Among jobs ending at the
-    same moment the smaller ones come first, so `extra` is the least the head leaves spare."""
-    for end, gpus, _ in ends:
+def _first_enough(ends: list[tuple[float, int, int]], free: int, need: int, first: int = 0
+                  ) -> tuple[float, int]:  # fmt: skip
+    """The end at which `free` plus the GPUs of the jobs ending by then (`ends` from `first` on,
+    in order) reach `need`, and the GPUs beyond `need` then; (inf, 0) if they never do. Among
+    jobs ending at the same moment the smaller ones come first, so `extra` is the least the head
+    leaves spare."""
+    for k in range(first, len(ends)):
+        end, gpus, _ = ends[k]
         free += gpus
         if free >= need:
             return end, free - need
     return float("inf"), 0
 
 
-__all__ = ["ending", "first_candidate", "reservation"]
+__all__ = ["backfill_start", "ending", "first_candidate", "reservation"]

@@ -159,13 +159,15 @@ class Scheduler(Cycle):
             return Decision(resizes=(Resize(spec.job_id, spec.gpus, gpus),))
         return EMPTY
 
-    def submit_all(self, specs: Sequence[JobSpec], durations: Sequence[float]) -> list[tuple[int, Decision]]:
+    def submit_all(self, specs: Sequence[JobSpec], durations: Sequence[float],
+                   ranks: dict[str, int] | None = None) -> list[tuple[int, Decision]]:  # fmt: skip
         """`submit(spec, spec.submit, durations[i])` for each of `specs` in order; the decisions that
         are not EMPTY, with their spec's index. Each partition without quotas or fairness takes its
         jobs in one sorted insert at the end (`PartitionState.enqueue_all`): the same queue as one
         insert each, for a fraction of the cost. A forecast's replays share one spec per job and
         draw its run time per sample (`durations`): building a spec per job and sample cost more
-        than queueing it. What a completion teaches the estimator is still the spec's duration."""
+        than queueing it. What a completion teaches the estimator is still the spec's duration.
+        `ranks`: a hint of the queues' order (`PartitionState.enqueue_all`), never changing it."""
         batch: dict[str, list[JobState]] = {}
         self._batch = batch
         out: list[tuple[int, Decision]] = []
@@ -178,7 +180,7 @@ class Scheduler(Cycle):
         finally:
             self._batch = None
             for name, jobs in batch.items():
-                self.partitions[name].enqueue_all(jobs)
+                self.partitions[name].enqueue_all(jobs, ranks)
         return out
 
     def adopt(self, spec: JobSpec, slots: Slots, started: float, share_slot: int = -1,

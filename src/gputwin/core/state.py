@@ -12,7 +12,7 @@ work it had not done, plus the checkpoint/restore cost.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from enum import Enum
 from operator import itemgetter
@@ -31,8 +31,9 @@ from gputwin.core.sortedqueue import SortedQueue
 
 
 _KEY = itemgetter(0)  # a queue entry's key
-# `PartitionState.window`: (entries, [(GPUs, least work)], `enqueued` then, exact).
-Window = tuple[list[tuple[Key, int]], list[tuple[int, float]], int, bool]
+# `PartitionState.window`: (entries, [(GPUs, least work)], `enqueued` then, exact, the queue's
+# `changes` then: -1 if it keeps none).
+Window = tuple[list[tuple[Key, int]], list[tuple[int, float]], int, bool, int]
 
 
 class Phase(str, Enum):
@@ -134,12 +135,17 @@ class PartitionState:
     # `first_candidate`, which skips the walk of a window where none of them can start.
     window: Window | None = field(init=False, default=None)
     enqueued: int = field(init=False, default=0)  # jobs queued so far (the window's test of "only left")
+    # How long its placer holds a job back for a better slot (topology-aware), None if it does
+    # not: read once, as the placer never changes. `getattr(placer, "max_wait", None)` raised and
+    # caught an AttributeError per reservation (~4,000 instructions compiled, 3 % of a forecast).
+    max_wait: float | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         # Set either way: a compiled (mypyc) instance has no class-level default to fall back on.
         self.ends = Ends() if self.spec.policy.backfill and not self.policy.preemptive else None
         self.window = None
         self.enqueued = 0
+        self.max_wait = getattr(self.placer, "max_wait", None)
 
     @property
     def name(self) -> str:
@@ -154,11 +160,17 @@ class PartitionState:
         self.order.add((job.key, order))
         self.enqueued += 1
 
-    def enqueue_all(self, jobs: list[JobState]) -> None:
+    def enqueue_all(self, jobs: list[JobState], ranks: dict[str, int] | None = None) -> None:
         """`enqueue(job, job.order, job.queued_since)` for each of `jobs` (orders set, ascending),
         the queue sorted once (`Scheduler.submit_all`): a forecast queues 10,000 jobs at its first
         instant, and one insert each into the SortedList was most of that. A FairQueue takes them
-        one by one. The queue's order is the same either way (its entries are unique)."""
+        one by one. The queue's order is the same either way (its entries are unique).
+
+        `ranks` (job id -> place) is a hint of the queue's order, such as the one a previous
+        replay of the same jobs ended up with (`gputwin.twin`): the entries are put in that order,
+        then sorted as entries (key, then order), which takes one pass when the hint holds. A
+        wrong or partial hint costs time, never the order. The sort by key was ~5 % of a
+        forecast's sample, the same in each."""
         order = self.order
         if not isinstance(order, SortedQueue):
             for job in jobs:
@@ -171,11 +183,16 @@ class PartitionState:
             job.key = key = policy.key(job, job.queued_since)
             queued[job.order] = job
             entries.append((key, job.order))
-        # Sorted by key alone first, which is stable: the orders are ascending already, so equal
-        # keys stay in order, as (key, order) sorts them. A key is a flat tuple of floats, far
-        # cheaper to compare than the entry; `update` then sorts a sorted list (one pass).
-        entries.sort(key=_KEY)
-        order.update(entries)
+        if ranks is not None:
+            places = [ranks.get(job.spec.job_id, -1) for job in jobs]
+            entries = [entries[k] for k in sorted(range(len(entries)), key=places.__getitem__)]
+            entries.sort()
+        else:
+            # Sorted by key alone, which is stable: the orders are ascending already, so equal
+            # keys stay in order, as (key, order) sorts them. A key is a flat tuple of floats,
+            # cheaper to compare than the entry.
+            entries.sort(key=_KEY)
+        order.update(entries, ordered=True)
         self.enqueued += len(entries)
 
     def dequeue(self, job: JobState) -> None:
@@ -200,37 +217,73 @@ class PartitionState:
 class Ends:
     """A partition's running jobs as (seg_end, gpus, order), sorted (`PartitionState.ends`), and
     beside them their ends alone: a bisect finds a job's place among the floats, comparing
-    tuples only among equal ends (bisecting the tuples was ~10 % of a forecast's replay)."""
+    tuples only among equal ends (bisecting the tuples was ~10 % of a forecast's replay). The
+    bisects over the floats are this module's own (`_after`, `_before`): compiled, they compare
+    unboxed floats, where `bisect`'s calls cost ~1,600 instructions each (a forecast's sample
+    makes ~20,000). Jobs end mostly in the order of their ends, so the first entry is the one
+    that usually goes: it is skipped (`first`), not moved out, and the lists drop what they
+    skip only once it is half of them (moving every entry up for each end was ~3 % of a sample).
+    The entries from `first` on are the running jobs."""
 
-    __slots__ = ("entries", "times")
+    __slots__ = ("entries", "times", "first")
 
     def __init__(self) -> None:
         self.entries: list[tuple[float, int, int]] = []
         self.times: list[float] = []
+        self.first = 0  # entries before it have stopped running
 
     def __iter__(self) -> Iterator[tuple[float, int, int]]:
-        return iter(self.entries)
+        return iter(self.entries[self.first:])
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.entries) - self.first
 
     def add(self, job: JobState) -> None:
         """`job` started: its entry in."""
-        times, end = self.times, job.seg_end
-        i = bisect_right(times, end)
-        if i and times[i - 1] == end:  # a tie on the end: (gpus, order) place it among those
-            i = bisect_right(self.entries, (end, job.gpus, job.order), bisect_left(times, end, 0, i), i)
+        times, end, first = self.times, job.seg_end, self.first
+        i = _after(times, end, first, len(times))
+        if i > first and times[i - 1] == end:  # a tie on the end: (gpus, order) place it among those
+            i = bisect_right(self.entries, (end, job.gpus, job.order), _before(times, end, first, i), i)
         self.entries.insert(i, (end, job.gpus, job.order))
         times.insert(i, end)
 
     def drop(self, job: JobState) -> None:
         """`job` stopped running: its entry out (entries are unique: orders are)."""
-        entries, order = self.entries, job.order
-        i = bisect_left(self.times, job.seg_end)
+        entries, order, times, first = self.entries, job.order, self.times, self.first
+        i = _before(times, job.seg_end, first, len(times))
         while entries[i][2] != order:  # past the other jobs that end at the same time
             i += 1
-        del entries[i]
-        del self.times[i]
+        if i > first:
+            entries.pop(i)  # compiled, direct list ops (`del` is the generic one)
+            times.pop(i)
+        elif 2 * (first + 1) < len(times) or first < 64:
+            self.first = first + 1
+        else:
+            del entries[:first + 1]
+            del times[:first + 1]
+            self.first = 0
+
+
+def _after(times: list[float], end: float, lo: int, hi: int) -> int:
+    """`bisect.bisect_right(times, end, lo, hi)`: the same comparisons, on unboxed floats."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if end < times[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _before(times: list[float], end: float, lo: int, hi: int) -> int:
+    """`bisect.bisect_left(times, end, lo, hi)`: the same comparisons, on unboxed floats."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if times[mid] < end:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def release(part: PartitionState, job: JobState, now: float) -> None:

@@ -149,12 +149,14 @@ class Runtime:
             self.listener.submitted(jobs[told:i], now)
         return i
 
-    def submit_all(self, jobs: Sequence[JobSpec], durations: Sequence[float], now: float) -> None:
+    def submit_all(self, jobs: Sequence[JobSpec], durations: Sequence[float], now: float,
+                   ranks: dict[str, int] | None = None) -> None:  # fmt: skip
         """`submit_arrived(jobs, 0, now)` for jobs that all arrived by `now` (any order), with run
         times `durations` instead of their specs' (`Scheduler.submit_all`: one sorted insert per
-        queue). The listener hears the same calls in the same order, once every job is queued."""
+        queue; `ranks` a hint of their order there, as it says). The listener hears the same calls
+        in the same order, once every job is queued."""
         told = 0
-        for i, decision in self.scheduler.submit_all(jobs, durations):
+        for i, decision in self.scheduler.submit_all(jobs, durations, ranks):
             self.listener.submitted(jobs[told:i + 1], now)
             told = i + 1
             self.apply(decision, now)

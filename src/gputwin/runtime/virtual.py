@@ -11,8 +11,8 @@ and pops every run's end through ~log2(running) comparisons (issue 13: no slower
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
+from heapq import heappop, heappush  # compiled, `heapq.heappush` is a module lookup per call
 
 from mypy_extensions import mypyc_attr
 
@@ -50,15 +50,20 @@ class VirtualRuns:
         return refused
 
     def adopt(self, start: Start, node_names: Sequence[str], since: float) -> None:
+        self.adopt_run(start.job_id, since, start.run_seconds)
+
+    def adopt_run(self, job_id: str, since: float, run_seconds: float) -> None:
+        """`adopt` without a `Start` (a forecast adopts every running job of every sample: the
+        NamedTuple's interpreted `__new__` was a third of that)."""
         self._seq += 1
-        self._live[start.job_id] = self._seq
-        self._push(since + start.run_seconds, self._seq, start.job_id)
+        self._live[job_id] = self._seq
+        self._push(since + run_seconds, self._seq, job_id)
 
     def _push(self, end: float, seq: int, job_id: str) -> None:
         runs = self._at.get(end)
         if runs is None:
             self._at[end] = [(seq, job_id)]
-            heapq.heappush(self._heap, end)
+            heappush(self._heap, end)
         else:  # sequences only grow: the list stays in start order
             runs.append((seq, job_id))
 
@@ -69,7 +74,7 @@ class VirtualRuns:
         heap, at, live = self._heap, self._at, self._live
         out: list[tuple[str, float]] = []
         while heap and heap[0] <= now:
-            end = heapq.heappop(heap)
+            end = heappop(heap)
             runs = at.pop(end)
             self.popped += len(runs)
             for seq, job_id in runs:
@@ -86,7 +91,7 @@ class VirtualRuns:
                 if live.get(job_id) == seq:
                     return heap[0]
             # Only stopped runs end then: drop the time so it is never the next event.
-            del at[heapq.heappop(heap)]
+            del at[heappop(heap)]
             self.popped += len(runs)
         return None
 

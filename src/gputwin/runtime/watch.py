@@ -36,6 +36,12 @@ class Watch:
     def rejected(self, reject: Reject, now: float) -> None:
         self.rejects[reject.job_id] = reject.reason
 
+    def times(self, job_ids: Sequence[str], lag: float) -> tuple[list[float], list[float]]:
+        """Per job of `job_ids`, in order: its first start plus `lag`, and its latest end (inf:
+        none). A forecast's sample, read here compiled (interpreted, ~1 % of a sample)."""
+        starts, ends, inf = self.starts, self.ends, float("inf")
+        return [starts.get(i, inf) + lag for i in job_ids], [ends.get(i, inf) for i in job_ids]
+
     def submitted(self, specs: Sequence[JobSpec], now: float) -> None: ...
     def start_failed(self, start: Start, error: Exception, now: float) -> None: ...
     def preempted(self, preempt: Preempt, now: float) -> None: ...

@@ -37,9 +37,9 @@ from typing import NamedTuple
 from gputwin.core.history import Estimator, HistoryEstimator, Points
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
-from gputwin.twin.draws import Columns, draw_columns
-from gputwin.twin.sampling import (DEFAULT_SIGMA, Bounds, Draw, Plan, draw_bounded, pending_columns, plan,
-                                   running_bounds, sample_rng)
+from gputwin.twin.draws import Columns, RunningColumns, draw_columns, draw_running_columns
+from gputwin.twin.sampling import (DEFAULT_SIGMA, Plan, pending_columns, plan, running_bounds,
+                                   running_columns, sample_rng)
 from gputwin.twin.seed import Held, task_types
 from gputwin.twin.snapshot import Snapshot
 
@@ -102,9 +102,13 @@ class _Task:
     # replay queues them for its own draws (`Held.seed`'s `run_times`), a spec per job and sample
     # having cost more than queueing it (`JobSpec` is a frozen dataclass: its __init__ is Python).
     pending: tuple[JobSpec, ...]
+    ids: list[str]  # their job ids
     columns: Columns  # their draws' fields, in the same order (`sampling.pending_columns`)
     latency: float  # the snapshot's start latency, seconds
-    running: tuple[tuple[Draw, Bounds], ...]  # the running jobs' draws, as far as worked out once
+    running: RunningColumns  # the running jobs' draws, as far as worked out once (`running_columns`)
+    # Where the pending jobs queue (job id -> place), filled by this process's first replay: the
+    # next ones queue them in that order, a pass instead of a sort (`Seeded.ranks`).
+    ranks: dict[str, int]
 
 
 def _task(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, options: SchedulerOptions, seed: int,
@@ -117,9 +121,10 @@ def _task(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, options: Schedul
                     for i, (job, d) in enumerate(the_plan.pending))  # fmt: skip
     held = Held(cluster, snap, [run for run, _, _ in the_plan.running])
     points = Points({job.job_id: d.median + latency for job, d in the_plan.pending})
-    running = tuple((d, running_bounds(d, elapsed)) for _, d, elapsed in the_plan.running)
-    return _Task(cluster, the_plan, options, seed, until, held, points, pending,
-                 pending_columns([d for _, d in the_plan.pending]), latency, running)  # fmt: skip
+    running = running_columns([(d, running_bounds(d, elapsed)) for _, d, elapsed in the_plan.running])
+    ids = [job.job_id for job in pending]
+    return _Task(cluster, the_plan, options, seed, until, held, points, pending, ids,
+                 pending_columns([d for _, d in the_plan.pending]), latency, running, {})  # fmt: skip
 
 
 _FORKED: list[_Task] = []  # the task a forked worker inherits (set only around the pool's life)
@@ -192,16 +197,15 @@ def _run_forked(samples: tuple[int, ...]) -> list[Sample]:
 def replay_sample(task: _Task, sample: int) -> Sample:
     """One draw replayed: start and end (INF: not by the horizon) per pending job, in order."""
     rng = sample_rng(task.seed, sample)
-    durations = [draw_bounded(d, bounds, rng) for d, bounds in task.running]
+    durations = draw_running_columns(task.running, rng)
     drawn = draw_columns(task.columns, rng)
     lag, pending = task.latency, task.pending
     scheduler = Scheduler(task.cluster, task.options, task.points)
     # Its pending jobs' starts and ends are all a forecast needs: the replay may stop once all started.
-    seeded = task.held.seed(scheduler, durations, pending, starts_only=True,
+    seeded = task.held.seed(scheduler, durations, pending, starts_only=True, ranks=task.ranks,
                             run_times=[seconds + lag for seconds in drawn] if lag else drawn)  # fmt: skip
     watch = seeded.run(task.until)
-    starts = [watch.starts.get(j.job_id, INF) + lag for j in pending]
-    ends = [watch.ends.get(j.job_id, INF) for j in pending]
+    starts, ends = watch.times(task.ids, lag)
     return starts, ends, watch.rejects, seeded.left_out
 
 

@@ -21,7 +21,7 @@ from typing import NamedTuple, Protocol, Sequence, runtime_checkable
 
 from gputwin.core.history import DEFAULT_PRIOR, Estimator, HistoryEstimator
 from gputwin.core.model import JobSpec
-from gputwin.twin.draws import MIN_SECONDS, Columns, draw_columns
+from gputwin.twin.draws import MIN_SECONDS, Columns, RunningColumns, draw_columns
 from gputwin.twin.snapshot import PendingJob, RunningJob, Snapshot
 
 DEFAULT_SIGMA = 0.5
@@ -161,6 +161,14 @@ def running_bounds(draw: Draw, elapsed: float) -> Bounds:
     return -1.0, low, lo_u, hi_u - lo_u
 
 
+def running_columns(running: Sequence[tuple[Draw, Bounds]]) -> RunningColumns:
+    """The running jobs' draws and bounds as `draw_running_columns` reads them."""
+    return ([b[0] for _, b in running], [b[1] for _, b in running], [b[2] for _, b in running],
+            [b[3] for _, b in running], [d.median for d, _ in running], [d.sigma for d, _ in running],
+            [d.sigma if d.sigma_low is None else d.sigma_low for d, _ in running],
+            [d.limit for d, _ in running])  # fmt: skip
+
+
 def draw_bounded(draw: Draw, bounds: Bounds, rng: random.Random) -> float:
     """`draw_running` from its `running_bounds`: the same number, the same random numbers used."""
     fixed, low, lo_u, width = bounds
@@ -179,4 +187,4 @@ def draw_running(draw: Draw, elapsed: float, rng: random.Random) -> float:
 
 __all__ = ["DEFAULT_SIGMA", "MIN_SECONDS", "Bounds", "Draw", "IntervalEstimator", "Plan", "draw_all_pending",
            "draw_bounded", "draw_pending", "draw_running", "job_spec", "pending_columns", "plan", "running_bounds",
-           "sample_rng"]  # fmt: skip
+           "running_columns", "sample_rng"]  # fmt: skip

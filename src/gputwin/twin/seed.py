@@ -21,14 +21,13 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gputwin.core.decision import Start
-from gputwin.core.ledger import OverAllocation
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec, PolicySpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.runtime.clock import Replay, VirtualClock, run_steps, run_until_settled
 from gputwin.runtime.loop import Runtime
 from gputwin.runtime.virtual import VirtualRuns
 from gputwin.runtime.watch import StartsWatch, Watch
+from gputwin.twin.adoption import Adoptees, adopt_all
 from gputwin.twin.snapshot import RunningJob, Snapshot
 
 LIVE_POLICY = PolicySpec(queue="priority", placement="first-fit", backfill=True)
@@ -60,6 +59,9 @@ class Seeded:
     # Stop once every pending job has started or been rejected (`Held.seed`'s `starts_only`).
     starts_only: bool = False
     run_times: list[float] | None = None  # the pending jobs' run times (None: their specs')
+    # A hint of the queues' order (job id -> place; `Scheduler.submit_all`'s `ranks`): empty, this
+    # replay fills it once its pending jobs are queued, for the next replay of the same jobs.
+    ranks: dict[str, int] | None = None
 
     def run(self, until: float) -> Watch:
         """Queue the pending jobs at `now` and replay until `until` (or nothing is left; made
@@ -70,7 +72,11 @@ class Seeded:
             # The first instant, as a replay of `pending` steps it (each arrived by now), but
             # queued in one batch (`Runtime.submit_all`): a sorted insert per job was most of it.
             runtime.due(now)
-            runtime.submit_all(pending, self.run_times or [job.duration for job in pending], now)
+            ranks = self.ranks
+            run_times = self.run_times or [job.duration for job in pending]
+            runtime.submit_all(pending, run_times, now, ranks or None)
+            if ranks is not None and not ranks:
+                ranks.update(queue_ranks(runtime.scheduler))
             runtime.cycle(now)
         if not self.starts_only:
             run_steps(replay, clock, until)
@@ -79,6 +85,12 @@ class Seeded:
         # rejected): the two hold as many entries as there are jobs only once all are settled.
         run_until_settled(replay, clock, until, self.watch.starts, self.watch.rejects, len(pending))
         return self.watch
+
+
+def queue_ranks(scheduler: Scheduler) -> dict[str, int]:
+    """Each queued job's place in its partition's queue (job id -> place)."""
+    parts = scheduler.partitions.values()
+    return {job.job_id: k for part in parts for k, job in enumerate(part.queued_jobs())}
 
 
 def task_types(cluster: ClusterSpec) -> dict[str, str]:
@@ -112,26 +124,30 @@ class Held:
         holders = _holders(cluster)
         index = {node.name: i for i, node in enumerate(cluster.topology.nodes)}  # `Topology.node_index`
         self.running = [_where(job, self.kinds, holders, index) for job in running]
+        self.adoptees = adoptees = Adoptees()  # the same, as the compiled adoption reads them
+        for where in self.running:
+            job = where.job
+            adoptees.add(job.job_id, where.spec, where.slots, job.start, job.share_gpu, where.partition,
+                         where.why)  # fmt: skip
 
     def seed(self, scheduler: Scheduler, durations: Sequence[float], pending: Sequence[JobSpec], *,
-             starts_only: bool = False, run_times: list[float] | None = None) -> Seeded:  # fmt: skip
+             starts_only: bool = False, run_times: list[float] | None = None,
+             ranks: dict[str, int] | None = None) -> Seeded:  # fmt: skip
         """The runtime at the snapshot with the running jobs' run times `durations` (in the order
         given when made) and `pending` queued (see `seed`), run for `run_times` if given (else
         their specs' durations: a forecast shares its specs across samples). `starts_only`: its replay is wanted
         only for the pending jobs' starts and ends; when no partition preempts, it then stops
         once all have started (each end is its start plus its run: nothing can change it) and
-        tells no completion. The tail of ends was a good part of a forecast's replay."""
+        tells no completion. The tail of ends was a good part of a forecast's replay. `ranks`:
+        `Seeded.ranks`."""
         starts_only = starts_only and not any(p.policy.preemptive for p in scheduler.partitions.values())
         watch, runs = StartsWatch() if starts_only else Watch(), VirtualRuns()
         runtime = Runtime(scheduler, runs, watch)
         scheduler.set_out_of_service(out.node for out in self.snap.out_of_service)
         now = self.now
         queue = [j if j.submit <= now else dataclasses.replace(j, submit=now) for j in pending]
-        seeded = Seeded(runtime, watch, queue, now, starts_only=starts_only, run_times=run_times)
-        for where, duration in zip(self.running, durations):
-            why = where.why or _adopt(scheduler, runs, where, duration)
-            if why:
-                seeded.left_out[where.job.job_id] = why
+        seeded = Seeded(runtime, watch, queue, now, starts_only=starts_only, run_times=run_times, ranks=ranks)
+        seeded.left_out.update(adopt_all(scheduler, runs, self.adoptees, durations))
         return seeded
 
 
@@ -162,21 +178,6 @@ def _where(job: RunningJob, kinds: dict[str, str], holders: dict[str, str], inde
     spec = JobSpec(job.job_id, job.submit, 0.0, job.gpus, task_type, job.user, job.name, "RUNNING", 0, len(job.slots),
                    model=job.model, gpu_milli=job.gpu_milli, gpu_profile=job.gpu_profile)  # fmt: skip
     return _Where(job, partition, task_type, tuple((index[node], gpus) for node, gpus in job.slots), "", spec)
-
-
-def _adopt(scheduler: Scheduler, runs: VirtualRuns, where: _Where, duration: float) -> str:
-    """Adopt one running job; '' when done, else why it could not be. What `Runtime.adopt` does,
-    the backend being known to be `VirtualRuns`: its check against a runtime Protocol costs
-    ~0.1 ms a job, a tenth of a replay's set-up at 2,600 running jobs."""
-    job, spec = where.job, where.spec
-    assert spec is not None  # held (`why` empty)
-    try:
-        state = scheduler.adopt(spec, where.slots, job.start, job.share_gpu, duration)
-    except (KeyError, ValueError, OverAllocation) as exc:
-        return f"its GPUs cannot be held in partition {where.partition} ({exc})"
-    runs.adopt(Start(job.job_id, state.partition, where.slots, state.seg_end - job.start, state.overhead,
-                     state.leaves, state.tiers, state.generation), scheduler.topology.node_names, job.start)  # fmt: skip
-    return ""
 
 
 def _holders(cluster: ClusterSpec) -> dict[str, str]:
