@@ -56,6 +56,29 @@ def test_jobs_run_on_their_model_at_its_speed(placement, models, speeds, rows, e
             assert {models[n] for n in done[job_id][2]} == {model}
 
 
+# EASY backfill (fifo, first-fit) when the head asks for a GPU model: its reservation counts that
+# model's GPUs only. (id, node models, jobs (id, submit, duration, GPUs, model), job -> (start, end))
+BACKFILL = [
+    # The head waits for the h100 node (shadow 100); counted over every GPU, a1's end at 10 was
+    # its shadow and b, ending at 52, could not go onto the idle a100 GPUs meanwhile.
+    ("others-backfill-onto-other-models", ["a100", "h100"],
+     [("h1", 0, 100, 8, "h100"), ("a1", 0, 10, 4, "a100"), ("H", 1, 10, 8, "h100"), ("b", 2, 50, 4, "")],
+     {"H": (100, 110), "b": (2, 52)}),
+    # Counted over every GPU, 4 a100 GPUs looked spare at the shadow (100), so the long 2-GPU
+    # job L backfilled onto n1's free h100 GPUs and H, which needs both h100 nodes, waited for it.
+    ("no-backfill-into-the-heads-model", ["h100", "h100", "a100"],
+     [("r1", 0, 100, 8, "h100"), ("r2", 0, 100, 6, "h100"), ("r3", 0, 200, 4, "a100"), ("H", 1, 10, 16, "h100"),
+      ("L", 2, 1000, 2, "")],
+     {"H": (100, 110), "L": (100, 1100)}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("models,rows,expected", [c[1:] for c in BACKFILL], ids=[c[0] for c in BACKFILL])
+def test_backfill_reserves_the_heads_gpu_model(models, rows, expected) -> None:
+    done = _run(_cluster(models, policy=PolicySpec(placement="first-fit", backfill=True)), rows)
+    assert {k: done[k][:2] for k in expected} == expected
+
+
 def test_a_preempted_job_keeps_its_work_in_speed_one_seconds() -> None:
     # srtf: the 100 s job starts on the 2x a100 node, runs 10 s (20 s of work) and is preempted
     # by a 5 s job; the 80 s of work left take 40 s there again.

@@ -20,10 +20,14 @@ def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float
     Counted in GPUs, as EASY does: enough GPUs free up when running jobs end in order. A placer
     that holds the head back for a better slot (topology-aware `max_wait`) pushes the shadow to
     that deadline. Fragmentation is not modelled, so under consolidate the shadow is a lower bound.
+    A head asking for a GPU model counts only that model's GPUs (`_of_model`).
     """
     shadow, extra = float("inf"), 0
     free = part.ledger.free_gpus
-    if free >= head.gpus:
+    model = head.spec.model
+    if model and part.models is not None:
+        shadow, extra = _of_model(part, part.models.nodes[model], head.gpus, now)
+    elif free >= head.gpus:
         shadow, extra = now, free - head.gpus
     elif part.ends is not None:
         shadow, extra = _first_enough(part.ends.entries, free, head.gpus, part.ends.first)
@@ -33,6 +37,24 @@ def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float
     if max_wait is not None:
         shadow = max(shadow, head.queued_since + max_wait)
     return shadow, extra
+
+
+def _of_model(part: PartitionState, nodes: frozenset[int], need: int, now: float) -> tuple[float, int]:
+    """The reservation of a head that runs only on `nodes` (its GPU model's): their free GPUs, and
+    each running job's GPUs on them as it ends. Counted over every GPU, the shadow could come when
+    other models' GPUs free up (a backfilled job then taking GPUs the head needs), or at once while
+    only other models' GPUs were free (and nothing would backfill on them)."""
+    ledger = part.ledger
+    free = sum(ledger.free_of(n) for n in nodes)
+    if free >= need:
+        return now, free - need
+    ends = []
+    for job in part.running.values():
+        held = sum(gpus for node, gpus in job.slots if node in nodes)
+        if held:
+            ends.append((job.seg_end, held, job.order))
+    ends.sort()
+    return _first_enough(ends, free, need)
 
 
 def backfill_start(part: PartitionState, depth: int, head: JobState, now: float
