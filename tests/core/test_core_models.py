@@ -79,6 +79,19 @@ def test_backfill_reserves_the_heads_gpu_model(models, rows, expected) -> None:
     assert {k: done[k][:2] for k in expected} == expected
 
 
+def test_a_preemptive_rerank_preempts_only_where_the_queued_job_can_run() -> None:
+    # srtf, one a100 and one h100 node: the 5 s h100 job outranks both running jobs, but only the
+    # h100 one (90 s left) holds GPUs it can use; counted as one pool, the a100 job (190 s left,
+    # last in rank) was the victim, and the short job still could not start.
+    cluster = _cluster(["a100", "h100"], policy=PolicySpec(queue="srtf", checkpoint_seconds=0.0))
+    rows = [("a", 0, 200, 8, "a100"), ("h", 0, 100, 8, "h100"), ("short", 10, 5, 8, "h100")]
+    jobs = build_jobs([(i, s, d, g, {"model": m}) for i, s, d, g, m in rows])
+    done = {j.job_id: j for j in simulate(cluster, jobs).finished}
+    assert (done["short"].first_start, done["short"].end) == (10, 15)
+    assert (done["a"].preemptions, done["a"].end) == (0, 200)
+    assert (done["h"].preemptions, done["h"].end) == (1, 105)
+
+
 def test_a_preempted_job_keeps_its_work_in_speed_one_seconds() -> None:
     # srtf: the 100 s job starts on the 2x a100 node, runs 10 s (20 s of work) and is preempted
     # by a 5 s job; the 80 s of work left take 40 s there again.

@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gputwin.core.scheduler
-from gputwin.core.decision import DecisionBuilder
 from gputwin.core.model import JobSpec, PolicySpec
 from gputwin.core.policies import RunningEntry
 from gputwin.core.scheduler import Scheduler
@@ -27,8 +26,7 @@ NODES = ("l0-n0", "l0-n1", "l1-n0")
 class _FullSort(Scheduler):
     """The re-rank before the shortcut: sort every running job, then one merged walk."""
 
-    def _rerank(self, part: PartitionState, running: list[RunningEntry], now: float, out: DecisionBuilder
-                ) -> tuple[bool, list[JobState]]:  # fmt: skip
+    def _rerank(self, part: PartitionState, running: list[RunningEntry]) -> tuple[list[JobState], list[JobState]]:
         running = sorted(running)
         ledger = part.ledger
         quota, partial = ledger.usable_gpus(), ledger.has_out_of_service
@@ -56,9 +54,7 @@ class _FullSort(Scheduler):
             if quota == 0 and not partial:
                 victims.extend(e[2] for e in running[r:])
                 break
-        for job in victims:
-            self._preempt(part, job, now, out)
-        return bool(victims), [job for job in to_run if self._try_start(part, job, now, out)]
+        return to_run, victims
 
 
 OPS = st.lists(

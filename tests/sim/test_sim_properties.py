@@ -82,6 +82,7 @@ _POLICY_KNOBS = st.tuples(
     st.sampled_from([0.0, 0.25]),  # cross-node overhead
     st.integers(0, 3),  # seed
     st.sampled_from([100, 1000]),  # submit horizon: crowded or spread out
+    st.booleans(),  # GPU models: nodes a100 and h100 in turn, a job asking for one or for any
 )
 
 
@@ -93,7 +94,7 @@ def scenarios(draw: st.DrawFn, queue: str, placer: str, helios: bool = False) ->
     n_leaves = len(spines)
     switches = [SwitchSpec("root"), SwitchSpec("s0", "root"), SwitchSpec("s1", "root")]
     switches += [SwitchSpec(f"l{i}", f"s{s}") for i, s in enumerate(spines)]
-    backfill, checkpoint, max_wait, las, per_tier, cross_node, seed, horizon = draw(_POLICY_KNOBS)
+    backfill, checkpoint, max_wait, las, per_tier, cross_node, seed, horizon, models = draw(_POLICY_KNOBS)
     if helios:
         backfill, checkpoint, per_tier, cross_node = False, None, 0.0, 0.0
     policy = PolicySpec(
@@ -105,15 +106,18 @@ def scenarios(draw: st.DrawFn, queue: str, placer: str, helios: bool = False) ->
     )
     nodes: list[NodeSpec] = []
     parts: list[PartitionSpec] = []
-    totals: list[int] = []
+    totals: list[dict[str, int]] = []  # per partition: "" (all its GPUs) and each model's GPUs
     for p, members in enumerate(draw(st.lists(_PARTITION, min_size=1, max_size=3))):
         names = []
+        totals.append({})
         for gpus, leaf in members:  # mixed node sizes on purpose (they used to stall consolidate)
             gpus = 8 if helios else gpus
+            model = ("a100", "h100")[len(nodes) % 2] if models and not helios else ""
             names.append(f"n{len(nodes)}")
-            nodes.append(NodeSpec(names[-1], gpus, f"l{leaf % n_leaves}"))
+            nodes.append(NodeSpec(names[-1], gpus, f"l{leaf % n_leaves}", model=model))
+            for kind in {"", model}:
+                totals[-1][kind] = totals[-1].get(kind, 0) + gpus
         parts.append(PartitionSpec(f"p{p}", tuple(names), (f"t{p}",), policy))
-        totals.append(sum(n.gpus for n in nodes[-len(names) :]))
     overhead = OverheadModel(per_tier=per_tier, cross_node=cross_node)
     cluster = ClusterSpec(TopologySpec("t", tuple(switches), tuple(nodes), overhead), tuple(parts))
 
@@ -122,17 +126,21 @@ def scenarios(draw: st.DrawFn, queue: str, placer: str, helios: bool = False) ->
     for seq, raw in enumerate(draw(st.lists(_JOB, min_size=count, max_size=count))):
         submit, duration, gpus, p, who, prio = _decode_job(raw)
         part = None if p == 9 else p % len(parts)
+        want = ("", "a100", "h100")[(submit + duration) % 3] if models else ""
+        if part is None or want not in totals[part]:
+            want = ""  # this partition has no GPU of that model
         jobs.append(
             JobSpec(
                 f"j{seq}",
                 submit=float(submit % (horizon + 1)),
                 duration=float(duration),
-                gpus=1 + gpus % (8 if part is None else totals[part]),
+                gpus=1 + gpus % (8 if part is None else totals[part][want]),
                 task_type=UNROUTED if part is None else f"t{part}",
                 user=f"u{who % 3}",
                 name=("a1", "a2", "b1")[who // 3],
                 priority=prio,
                 seq=seq,
+                model=want,
             )
         )
     jobs.sort(key=lambda j: (j.submit, j.seq))

@@ -14,6 +14,7 @@ from gputwin.core.compat import HeliosQssf
 from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
 from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import tenant_walk
+from gputwin.core.modelrank import rank_by_model
 from gputwin.core.options import SchedulerOptions
 from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
@@ -204,8 +205,11 @@ class Cycle:
         started: list[JobState] = []
         preempted = False
         if part.queued:
-            rerank = self._rerank if part.quota is None else self._rerank_quota
-            preempted, started = rerank(part, running, now, out)
+            to_run, victims = self._rank(part, running)
+            for job in victims:
+                self._preempt(part, job, now, out)
+            started = [job for job in to_run if self._try_start(part, job, now, out)]
+            preempted = bool(victims)
             if (preempted or started) and self.options.wake_after_change:
                 out.wake(now + 1.0, part.name)
         if policy.timed:
@@ -219,12 +223,20 @@ class Cycle:
                     soonest = change
             out.wake(soonest if soonest != NEVER else None, part.name)
 
-    def _rerank(self, part: PartitionState, running: list[RunningEntry], now: float, out: DecisionBuilder
-                ) -> tuple[bool, list[JobState]]:  # fmt: skip
+    def _rank(self, part: PartitionState, running: list[RunningEntry]) -> tuple[list[JobState], list[JobState]]:
+        """The jobs to start and the running ones to preempt (`running` unsorted): by quota, by GPU
+        model (`gputwin.core.modelrank`), or as one pool of GPUs."""
+        if part.quota is not None:
+            return self._rerank_quota(part, part.quota, running)
+        if part.models is not None:
+            return rank_by_model(part.models, part.ledger, part.order, part.queued, sorted(running))
+        return self._rerank(part, running)
+
+    def _rerank(self, part: PartitionState, running: list[RunningEntry]) -> tuple[list[JobState], list[JobState]]:
         """Walk queued (already in key order) and running jobs (`running`, unsorted) in key order,
         queued first on equal keys, then arrival order; keep or start each job that still fits the
         quota. The walk stops once every GPU is spoken for: what is left of the queue cannot run,
-        and every running job not yet kept is a victim. Returns (any job preempted, jobs started)."""
+        and every running job not yet kept is a victim. Returns (jobs to start, victims)."""
         ledger = part.ledger
         quota = ledger.usable_gpus()
         # With nodes out of service a running job needs from the quota only the GPUs it holds on
@@ -253,9 +265,7 @@ class Cycle:
                 # The walk would stop after the last of them (every GPU spoken for) and preempt
                 # the rest in key order; this saves it a pass over a queue that cannot start.
                 victims.extend(e[2] for e in sorted(contested))
-                for job in victims:
-                    self._preempt(part, job, now, out)
-                return bool(victims), []
+                return [], victims
         running.sort()  # orders are unique: jobs and change times are never compared
         to_run: list[JobState] = []
         queued, jobs = iter(part.order), part.queued
@@ -280,26 +290,15 @@ class Cycle:
             if quota == 0 and not partial:
                 victims.extend(e[2] for e in running[r:])
                 break
-        for job in victims:
-            self._preempt(part, job, now, out)
-        started = [job for job in to_run if self._try_start(part, job, now, out)]
-        return bool(victims), started
+        return to_run, victims
 
-    def _rerank_quota(self, part: PartitionState, running: list[RunningEntry], now: float, out: DecisionBuilder
-                      ) -> tuple[bool, list[JobState]]:  # fmt: skip
+    def _rerank_quota(self, part: PartitionState, quota: PartitionQuota, running: list[RunningEntry]
+                      ) -> tuple[list[JobState], list[JobState]]:  # fmt: skip
         """`_rerank` under quotas: guaranteed demand first, then borrowing (`rank_with_quota`)."""
-        assert part.quota is not None
-        ledger = part.ledger
-        partial = ledger.has_out_of_service
+        ledger, partial = part.ledger, part.ledger.has_out_of_service
         queued = [(key, order, part.queued[order]) for key, order in part.order]
-        to_run, victims = rank_with_quota(
-            part.quota, queued, [(e[0], e[1], e[2]) for e in running], ledger.usable_gpus(),
-            lambda job: ledger.held_in_service(job.slots) if partial else job.gpus, partial,
-        )
-        for job in victims:
-            self._preempt(part, job, now, out)
-        started = [job for job in to_run if self._try_start(part, job, now, out)]
-        return bool(victims), started
+        return rank_with_quota(quota, queued, [(e[0], e[1], e[2]) for e in running], ledger.usable_gpus(),
+                               lambda job: ledger.held_in_service(job.slots) if partial else job.gpus, partial)
 
     # --- commits ----------------------------------------------------------------------------------
 

@@ -162,6 +162,7 @@ class ModelPools:
         self.nodes = {m: frozenset(ns) for m, ns in models.items()}
         self.gpus = {m: sum(gpus_of[n] for n in ns) for m, ns in models.items()}
         self.speeds = {n: speeds.get(m, 1.0) for m, ns in models.items() for n in ns}
+        self.model_of = {n: m for m, ns in models.items() for n in ns}  # "" for a node without one
 
     def speed(self, slots: Slots) -> float:
         """How fast a job runs on these slots: its slowest GPU model's speed."""
