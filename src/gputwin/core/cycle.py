@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from gputwin.core.compat import HeliosQssf
-from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
+from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, new_start
 from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import tenant_walk
 from gputwin.core.options import SchedulerOptions
@@ -19,6 +19,7 @@ from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
 from gputwin.core.reservation import first_candidate, reservation
+from gputwin.core.sortedqueue import SortedQueue
 from gputwin.core.state import JobState, PartitionState, Phase, queued_then, release
 from gputwin.core.topology import Span, Topology
 
@@ -92,18 +93,20 @@ class Cycle:
 
     def _strict_plain(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
         """`_strict` without GPU models, fairness or shares (most partitions): `_try_start` in one path."""
-        if part.shares is not None:  # a first GPU share was submitted since: the general loop
+        # A first GPU share was submitted since: the general loop. (Without fairness the queue is a
+        # SortedQueue: narrowed, its calls below are direct ones compiled, not generic ones.)
+        if part.shares is not None or not isinstance(order := part.order, SortedQueue):
             return self._strict(part, now, out)
-        queued, order, ledger, placer = part.queued, part.order, part.ledger, part.placer
+        queued, ledger, placer = part.queued, part.ledger, part.placer
         while queued:
-            job = queued[order[0][1]]
+            job = queued[order.first()[1]]
             slots = placer.place(ledger, job.gpus, now - job.queued_since) if job.gpus <= ledger.free_gpus else None
             if slots is None:  # as `_place` does: a placer that waits for a better one is asked again
                 if job.gpus <= ledger.free_gpus and (wait := getattr(placer, "max_wait", None)) is not None:
                     out.wake(job.queued_since + wait, part.name)
                 self._backfill(part, job, now, out)
                 return
-            del queued[order.pop(0)[1]]  # type: ignore[union-attr]  # no fairness: a SortedQueue
+            del queued[order.pop(0)[1]]
             ledger.allocate(slots)
             self._started(part, job, slots, now, out)
 
@@ -372,7 +375,7 @@ class Cycle:
             part.quota.change(now, job.tenant, used=job.gpus)
         if part.fair is not None:
             part.fair.change(now, job, job.gpus, job.tenant)
-        out.starts.append(Start(job_id, job.partition, slots, run, fraction, leaves, tiers, generation))
+        out.starts.append(new_start(job_id, job.partition, slots, run, fraction, leaves, tiers, generation))
 
     def _preempt(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> None:
         cost = self.options.checkpoint_cost(job.gpus)

@@ -34,24 +34,28 @@ class FreeIndex:
         self.nodes: tuple[int, ...] = tuple(sorted(nodes))  # local index -> global index
         self._local = {g: i for i, g in enumerate(self.nodes)}
         self.capacity: list[int] = [topology.node_gpus[g] for g in self.nodes]
-        self._leaf_of: list[int] = [topology.node_leaf[g] for g in self.nodes]
+        leaf_of = [topology.node_leaf[g] for g in self.nodes]  # global leaf indexes
         self.total_gpus = sum(self.capacity)
         self.max_node_gpus = max(self.capacity, default=0)
         self._free: list[int] = list(self.capacity)
         self._by_free: list[int] = [0] * (self.max_node_gpus + 1)
         self._leaf_mask: dict[int, int] = {}
-        self._leaf_free: dict[int, int] = {}
-        for i, (cap, leaf) in enumerate(zip(self.capacity, self._leaf_of)):
+        for i, (cap, leaf) in enumerate(zip(self.capacity, leaf_of)):
             self._by_free[cap] |= 1 << i
             self._leaf_mask[leaf] = self._leaf_mask.get(leaf, 0) | 1 << i
-            self._leaf_free[leaf] = self._leaf_free.get(leaf, 0) + cap
         self._by_free[0] = 0  # zero-GPU nodes are never candidates
         self._idle = sum(1 << i for i, cap in enumerate(self.capacity) if cap)
         self._avail = self._idle
         self.free_gpus = self.total_gpus
         self.leaves: tuple[int, ...] = tuple(sorted(self._leaf_mask))
-        # In leaf order, so a walk over it (`best_fit_leaf`) meets ties lowest leaf first.
-        self._leaf_free = {leaf: self._leaf_free[leaf] for leaf in self.leaves}
+        # Free GPUs per leaf, by the leaf's position in `leaves` (lowest leaf first, so a walk over
+        # it, `best_fit_leaf`, meets ties lowest leaf first); `_leaf_of`: each node's leaf position.
+        # Lists, not dicts by leaf: `_change` updates a leaf's count twice per job.
+        self._leaf_pos: dict[int, int] = {leaf: k for k, leaf in enumerate(self.leaves)}
+        self._leaf_of: list[int] = [self._leaf_pos[leaf] for leaf in leaf_of]
+        self._leaf_free: list[int] = [0] * len(self.leaves)
+        for cap, k in zip(self.capacity, self._leaf_of):
+            self._leaf_free[k] += cap
         self._whole_prefix = list(accumulate(sorted(self.capacity, reverse=True)))
         self._capacity_prefix = self._whole_prefix
         self._prefixes: dict[frozenset[int], list[int]] = {}  # `pool`'s, one per GPU model's nodes
@@ -67,7 +71,7 @@ class FreeIndex:
         return self._visible(self._local[node])
 
     def leaf_free(self, leaf: int) -> int:
-        return self._leaf_free[leaf]
+        return self._leaf_free[self._leaf_pos[leaf]]
 
     def best_fit_node(self, gpus: int, leaf: int | None = None, exclude: int = 0) -> int | None:
         """The node whose free GPUs are the smallest count >= `gpus` (lowest index on ties)."""
@@ -81,11 +85,12 @@ class FreeIndex:
 
     def best_fit_leaf(self, gpus: int) -> int | None:
         """The leaf whose free GPUs are the smallest count >= `gpus` (lowest index on ties), or None."""
-        best, least = None, 0
-        for leaf, free in self._leaf_free.items():
-            if free >= gpus and (best is None or free < least):
-                best, least = leaf, free
-        return best
+        best, least, leaf_free = -1, 0, self._leaf_free
+        for k in range(len(leaf_free)):
+            free = leaf_free[k]
+            if free >= gpus and (best < 0 or free < least):
+                best, least = k, free
+        return None if best < 0 else self.leaves[best]
 
     def fill(self, gpus: int, leaf: int | None, max_nodes: int | None) -> tuple[tuple[int, int], ...] | None:
         """`gpus` GPUs on one node if any holds them (best fit), else the whole free GPUs of the

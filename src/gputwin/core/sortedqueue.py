@@ -68,6 +68,10 @@ class SortedQueue:
             index -= len(entries)
         raise IndexError("SortedQueue index out of range")  # not reached: the length says so
 
+    def first(self) -> Entry:
+        """The head entry (`self[0]` without the index arithmetic); IndexError when empty."""
+        return self._lists[0][0]
+
     def _slice(self, index: slice) -> list[Entry]:
         start, stop, step = index.indices(self._len)
         if step != 1:

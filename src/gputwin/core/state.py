@@ -20,6 +20,7 @@ from typing import Collection, Iterator
 
 from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import FairQueue
+from gputwin.core.history import Mean
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import JobSpec, PartitionSpec
 from gputwin.core.placement import ModelPools, Placer
@@ -47,7 +48,7 @@ class JobState:
     __slots__ = (
         "spec", "partition", "gpus", "duration", "work_left", "predicted", "phase", "order",
         "queued_since", "wait", "first_start", "seg_start", "seg_end", "slots", "slowdown",
-        "overhead", "leaves", "tiers", "preemptions", "attained", "end", "generation", "key", "tenant",
+        "overhead", "leaves", "tiers", "preemptions", "attained", "end", "generation", "key", "tenant", "means",
     )  # fmt: skip
 
     def __init__(self, spec: JobSpec, partition: str, gpus: int, duration: float, predicted: float) -> None:
@@ -77,6 +78,9 @@ class JobState:
         # Its partition's tenant key (quota pool, else user) under quotas or fairness, set once
         # by the Scheduler when it is queued: the per-job bookkeeping reads it, not the maps.
         self.tenant = ""
+        # The built-in estimator's groups of this job (`HistoryEstimator.means_of`), kept from its
+        # prediction at submit to what its end teaches them; () with any other estimator.
+        self.means: tuple[Mean, ...] = ()
 
     @property
     def job_id(self) -> str:
