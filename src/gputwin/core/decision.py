@@ -8,12 +8,12 @@ its own accounting, so a driver that fails to carry one out must tell the core (
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 # `tuple.__new__`, called with a NamedTuple class: what the class's own `__new__` does, without it.
 # That `__new__` is Python source that collections generates (interpreted even in the compiled
 # core: ~3,800 instructions a Start and a Decision), so the hot paths build both through this.
-_new = tuple.__new__
+_new: Final = tuple.__new__  # Final: compiled, a C static, not a look-up in the module's dict
 
 
 class Start(NamedTuple):
@@ -30,10 +30,13 @@ class Start(NamedTuple):
     generation: int
 
 
+_START: Final = Start  # (the class is a NamedTuple, not a native class: else a module-dict look-up)
+
+
 def new_start(job_id: str, partition: str, slots: tuple[tuple[int, int], ...], run_seconds: float, overhead: float,
               leaves: int, tiers: int, generation: int) -> Start:  # fmt: skip
     """`Start(...)`, built by `tuple.__new__` (see `_new`): a scheduling cycle makes one per job started."""
-    return _new(Start, (job_id, partition, slots, run_seconds, overhead, leaves, tiers, generation))
+    return _new(_START, (job_id, partition, slots, run_seconds, overhead, leaves, tiers, generation))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +93,8 @@ class DecisionBuilder:
         if not (self.starts or self.preempts or self.resizes or self.rejects or self.wakes):
             return EMPTY
         wakes = tuple(sorted((t, p) for p, t in self.wakes.items()))
-        return _new(Decision, (tuple(self.starts), tuple(self.preempts), tuple(self.resizes), tuple(self.rejects), wakes))
+        return _new(_DECISION, (tuple(self.starts), tuple(self.preempts), tuple(self.resizes), tuple(self.rejects), wakes))
 
 
+_DECISION: Final = Decision
 EMPTY = Decision()

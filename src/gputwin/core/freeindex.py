@@ -45,6 +45,9 @@ class FreeIndex:
             self._leaf_mask[leaf] = self._leaf_mask.get(leaf, 0) | 1 << i
         self._by_free[0] = 0  # zero-GPU nodes are never candidates
         self._idle = sum(1 << i for i, cap in enumerate(self.capacity) if cap)
+        # Each node's bit, made once: on a 500-node partition `1 << i` allocates a 17-digit int,
+        # and `_change` needs one twice per job.
+        self._bit: list[int] = [1 << i for i in range(len(self.nodes))]
         self._avail = self._idle
         self.free_gpus = self.total_gpus
         self.leaves: tuple[int, ...] = tuple(sorted(self._leaf_mask))
@@ -185,7 +188,7 @@ class FreeIndex:
             # Only the bits that change are flipped (XOR): the node is in `_by_free[before]`, in
             # `_avail` iff before > 0 and in `_idle` iff before is its capacity (delta is never 0).
             # On a 250-node partition a bitset is a 9-digit int: each operation allocates one.
-            bit = 1 << i
+            bit = self._bit[i]
             by_free = self._by_free
             if before:
                 by_free[before] ^= bit
@@ -211,7 +214,7 @@ class FreeIndex:
     def _index(self, i: int, before: int, after: int) -> None:
         """Move node i from `before` to `after` visible free GPUs in every index and total."""
         delta = after - before
-        bit = 1 << i
+        bit = self._bit[i]
         by_free = self._by_free
         if before:
             by_free[before] ^= bit

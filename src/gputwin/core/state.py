@@ -155,7 +155,11 @@ class PartitionState:
         job.queued_since = now
         job.key = self.policy.key(job, now)
         self.queued[order] = job  # first: a FairQueue finds the entry's tenant from its job
-        self.order.add((job.key, order))
+        # Narrowed (a FairQueue only under fairness): compiled, a direct call, not a generic one.
+        if isinstance(queue := self.order, SortedQueue):
+            queue.add((job.key, order))
+        else:
+            queue.add((job.key, order))
         self.enqueued += 1
 
     def enqueue_all(self, jobs: list[JobState]) -> None:
@@ -184,13 +188,19 @@ class PartitionState:
 
     def dequeue(self, job: JobState) -> None:
         del self.queued[job.order]
-        self.order.remove((job.key, job.order))
+        if isinstance(queue := self.order, SortedQueue):  # narrowed, as in `enqueue`
+            queue.remove((job.key, job.order))
+        else:
+            queue.remove((job.key, job.order))
 
     def head(self) -> JobState | None:
         """The queued job with the lowest key (ties: lowest order), or None."""
         # Emptiness from the dict (a C-level len), not the queue (a method call, even compiled):
         # the strict loop asks for the head once or twice per job started.
-        return self.queued[self.order[0][1]] if self.queued else None
+        if not self.queued:
+            return None
+        queue = self.order
+        return self.queued[queue.first()[1] if isinstance(queue, SortedQueue) else queue[0][1]]
 
     def queued_jobs(self, limit: int | None = None, skip: Collection[str] = ()) -> list[JobState]:
         """Queued jobs in queue order (the first `limit` of them); under fairness, those of the
