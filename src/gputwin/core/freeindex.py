@@ -44,6 +44,11 @@ class FreeIndex:
             self._by_free[cap] |= 1 << i
             self._leaf_mask[leaf] = self._leaf_mask.get(leaf, 0) | 1 << i
         self._by_free[0] = 0  # zero-GPU nodes are never candidates
+        # How many nodes each bitset holds (`_counts[f]`: `_by_free[f]`'s), and how many idle nodes
+        # have f GPUs (`_full[f]`: those of `_by_free[f]` in `_idle`): what `Ledger.fragmented`
+        # counts after most instants, without a bit count of a long bitset each.
+        self._counts: list[int] = [self._by_free[f].bit_count() for f in range(self.max_node_gpus + 1)]
+        self._full: list[int] = list(self._counts)
         self._idle = sum(1 << i for i, cap in enumerate(self.capacity) if cap)
         # Each node's bit, made once: on a 500-node partition `1 << i` allocates a 17-digit int,
         # and `_change` needs one twice per job.
@@ -189,18 +194,21 @@ class FreeIndex:
             # `_avail` iff before > 0 and in `_idle` iff before is its capacity (delta is never 0).
             # On a 250-node partition a bitset is a 9-digit int: each operation allocates one.
             bit = self._bit[i]
-            by_free = self._by_free
+            by_free, counts = self._by_free, self._counts
             if before:
                 by_free[before] ^= bit
+                counts[before] -= 1
                 if not after:
                     self._avail ^= bit
             else:
                 self._avail ^= bit  # after > 0
             if after:
                 by_free[after] ^= bit
+                counts[after] += 1
             cap = self.capacity[i]
             if before == cap or after == cap:
                 self._idle ^= bit
+                self._full[cap] += 1 if after == cap else -1
             self.free_gpus += delta
             self._leaf_free[self._leaf_of[i]] += delta
             self._shown[i] = after
@@ -216,15 +224,21 @@ class FreeIndex:
         delta = after - before
         bit = self._bit[i]
         by_free = self._by_free
+        cap = self.capacity[i]
         if before:
             by_free[before] ^= bit
+            self._counts[before] -= 1
+            if before == cap:
+                self._full[cap] -= 1
         if after:
             by_free[after] |= bit
+            self._counts[after] += 1
             self._avail |= bit
         else:
             self._avail &= ~bit
-        if after == self.capacity[i] and after:
+        if after == cap and after:
             self._idle |= bit
+            self._full[cap] += 1
         else:
             self._idle &= ~bit
         self.free_gpus += delta

@@ -103,15 +103,16 @@ class Ledger(FreeIndex):
         """Free GPUs (as placers see them) a job of `gpus` GPUs could not use: those on nodes with
         fewer free than it asks for, or, for a job larger than any node (taken in whole nodes), those
         on nodes not wholly free ("Beware of Fragmentation"'s measure, per waiting job)."""
-        by_free, count = self._by_free, 0
-        # Loops rather than sum(generator): this runs after most instants of a replay.
+        counts, count = self._counts, 0
+        # Loops rather than sum(generator), over the bitsets' node counts: this runs after most
+        # instants of a replay.
         if gpus <= self.max_node_gpus:
             for f in range(1, gpus):
-                count += f * by_free[f].bit_count()
+                count += f * counts[f]
             return count
-        partly = ~self._idle
+        full = self._full  # the idle nodes with f GPUs: not partly free
         for f in range(1, self.max_node_gpus + 1):
-            count += f * (by_free[f] & partly).bit_count()
+            count += f * (counts[f] - full[f])
         return count
 
     def mask_of(self, nodes: Iterable[int]) -> int:

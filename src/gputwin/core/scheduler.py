@@ -25,7 +25,7 @@ from gputwin.core.cycle import Cycle
 from gputwin.core.options import SchedulerOptions as SchedulerOptions
 from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import fair_among
-from gputwin.core.decision import EMPTY, Decision, Reject, Resize
+from gputwin.core.decision import EMPTY, Decision, DecisionBuilder, Reject, Resize
 from gputwin.core.history import Estimator, HistoryEstimator, JobHistory, Mean, observe_means
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec
@@ -73,6 +73,7 @@ class Scheduler(Cycle):
         self.cycled: set[str] = set()
         self._fairness = [p.fair for p in self.partitions.values() if p.fair is not None]
         self._loops = {name: self._loop_of(part) for name, part in self.partitions.items()}
+        self._out = DecisionBuilder()
         self.saw_shares = False  # some job submitted asked for a GPU share (gputwin.core.sharing)
         self._batch: dict[str, list[JobState]] | None = None  # jobs `submit_all` queues at its end
 
