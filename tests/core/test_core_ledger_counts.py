@@ -1,7 +1,8 @@
-"""`Ledger.fragmented` reads node counts the ledger keeps beside its bitsets (issue 17: a bit count
-of a long bitset after every instant was most of the fragmentation tracker's cost). Under random
-allocations, releases, nodes taken out of service and GPUs held by others, the counts must say
-what the bitsets say, and `fragmented` what counting them node by node gives."""
+"""`Ledger.fragmented` reads node counts the ledger keeps beside its bitsets (issue 17: bit counts
+of long bitsets after every instant were most of the fragmentation tracker's cost). Under random allocations,
+releases (of several nodes at once too, some refused), nodes taken out of service and GPUs held by
+others, the counts must say what the bitsets say, and `fragmented` and `best_fit_node` what going
+over the nodes one by one gives."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import random
 import pytest
 from cluster_builders import build_ledger
 
-from gputwin.core.ledger import Ledger
+from gputwin.core.ledger import Ledger, OverAllocation
+
+
+def _best_fit(ledger: Ledger, gpus: int, leaf: int | None) -> int | None:
+    """`best_fit_node` node by node: the fewest free GPUs that hold `gpus`, lowest index on ties."""
+    fits = [(ledger.free_of(n), n) for n in ledger.nodes
+            if ledger.free_of(n) >= max(gpus, 1) and (leaf is None or ledger.topology.node_leaf[n] == leaf)]
+    return min(fits)[1] if fits else None
 
 
 def _brute(ledger: Ledger, gpus: int) -> int:
@@ -29,7 +37,16 @@ def test_counts_follow_the_bitsets_under_random_changes(seed: int) -> None:
     held: list[tuple[tuple[int, int], ...]] = []
     for _ in range(400):
         roll = rng.random()
-        if roll < 0.45:
+        if roll < 0.1:  # several nodes at once; one in five asks for more than is free (refused whole)
+            nodes = rng.sample(ledger.nodes, rng.randint(2, 3))
+            slots = tuple((n, max(1, ledger.free_of(n)) + (rng.random() < 0.2)) for n in nodes)
+            before = [ledger.free_of(n) for n in ledger.nodes]
+            try:
+                ledger.allocate(slots)
+                held.append(slots)
+            except OverAllocation:
+                assert [ledger.free_of(n) for n in ledger.nodes] == before
+        elif roll < 0.45:
             node = rng.choice(ledger.nodes)
             free = ledger.free_of(node)
             if free:
@@ -46,3 +63,5 @@ def test_counts_follow_the_bitsets_under_random_changes(seed: int) -> None:
         assert ledger._full == [(b & ledger._idle).bit_count() for b in ledger._by_free]
         for gpus in (1, 2, 3, 5, 8, 9, 12, 20):
             assert ledger.fragmented(gpus) == _brute(ledger, gpus)
+            for leaf in (None, *ledger.leaves):
+                assert ledger.best_fit_node(gpus, leaf) == _best_fit(ledger, gpus, leaf)

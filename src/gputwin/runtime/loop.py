@@ -188,7 +188,8 @@ class Runtime:
         lookups are made once per batch (the simulator submits every job of a trace this way), and
         the listener hears of the submits in one batch, cut before any decision a submit returned."""
         scheduler, n, i, told = self.scheduler, len(jobs), first, first  # (not its bound method: see `due`)
-        while i < n and (spec := jobs[i]).submit <= now:
+        listed = jobs if isinstance(jobs, list) else None  # a list's items are read directly compiled
+        while i < n and (spec := jobs[i] if listed is None else listed[i]).submit <= now:
             decision = scheduler.submit(spec, spec.submit)  # = min(now, spec.submit), as in `submit`
             i += 1
             if decision is not EMPTY:

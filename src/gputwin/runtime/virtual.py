@@ -70,7 +70,8 @@ class VirtualRuns:
         out: list[tuple[str, float]] = []
         while heap and heap[0] <= now:
             end = heapq.heappop(heap)
-            runs = at.pop(end)
+            runs = at[end]  # not `at.pop(end)`: compiled, two dict operations cost less than one method call
+            del at[end]
             self.popped += len(runs)
             for seq, job_id in runs:
                 if live.get(job_id) == seq:
