@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from gputwin.core.compat import HeliosQssf
-from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
+from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, new_start
 from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import tenant_walk
 from gputwin.core.modelrank import rank_by_model
@@ -38,7 +38,8 @@ class Cycle:
     cycled: set[str]  # partitions a cycle decided for, until a reader clears it (Scheduler.cycled)
     _order: int
     _fairness: list[Fairness]  # the partitions' that have one
-    _loops: dict[str, Loop]  # partition -> the loop that serves it (`_loop_of`)
+    _loops: dict[str, Loop | None]  # partition -> the loop that serves it (`_loop_of`)
+    _out: DecisionBuilder  # every cycle's, emptied as it builds its Decision
 
     def _next_order(self) -> int:
         self._order += 1
@@ -52,26 +53,30 @@ class Cycle:
             fair.at(now)  # tenants' keys are read at the cycle's instant
         if not self._dirty:
             return EMPTY
-        out = DecisionBuilder()
-        partitions, loops = self.partitions, self._loops
-        for name in sorted(self._dirty) if len(self._dirty) > 1 else self._dirty:
-            loops[name](partitions[name], now, out)
+        partitions, loops, out = self.partitions, self._loops, self._out
+        try:
+            for name in sorted(self._dirty) if len(self._dirty) > 1 else self._dirty:
+                if (loop := loops[name]) is None:  # `_strict_plain`, called directly (compiled: not a generic call)
+                    self._strict_plain(partitions[name], now, out)
+                else:
+                    loop(partitions[name], now, out)
+        except BaseException:
+            self._out = DecisionBuilder()  # a cycle that failed leaves nothing to the next one
+            raise
         self.cycled |= self._dirty
         self._dirty.clear()
         return out.build()
 
-    def _loop_of(self, part: PartitionState) -> Loop:
-        """The loop that serves `part`, chosen once when the Scheduler is built (its policy and
-        quotas never change), so a cycle tests none of the features the partition does not use."""
+    def _loop_of(self, part: PartitionState) -> Loop | None:
+        """The loop that serves `part`, chosen once (policy and quotas never change): a cycle tests no
+        feature the partition does not use. None: `_strict_plain`."""
         if part.policy.preemptive:
             return self._preemptive
         if part.quota is not None:
             return self._strict_quota
         if isinstance(part.policy, HeliosQssf):
             return self._strict_helios
-        if part.models is None and part.fair is None:
-            return self._strict_plain
-        return self._strict
+        return None if part.models is None and part.fair is None else self._strict
 
     def _strict_helios(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
         """`_strict` for the reference's QSSF (`HeliosQssf`): when only this instant's arrivals wait (the
@@ -94,8 +99,8 @@ class Cycle:
 
     def _strict_plain(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
         """`_strict` without GPU models, fairness or shares (most partitions): `_try_start` in one path."""
-        order = part.order
-        if part.shares is not None or not isinstance(order, SortedQueue):  # a first GPU share since
+        # A first GPU share since: the general loop. (A SortedQueue without fairness: narrowed, direct calls.)
+        if part.shares is not None or not isinstance(order := part.order, SortedQueue):
             return self._strict(part, now, out)
         queued, ledger, placer = part.queued, part.ledger, part.placer
         while queued:
@@ -303,8 +308,7 @@ class Cycle:
     # --- commits ----------------------------------------------------------------------------------
 
     def _try_start(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> bool:
-        slots = self._place(part, job, now, out)
-        if slots is None:
+        if (slots := self._place(part, job, now, out)) is None:
             return False
         self._commit(part, job, slots, now, out)
         return True
@@ -341,27 +345,23 @@ class Cycle:
 
     def _started(self, part: PartitionState, job: JobState, slots: Slots, now: float, out: DecisionBuilder) -> None:
         """`_commit` once the job is out of the queue and holds its GPUs: its run, and the Start."""
-        # Most jobs fit on one node: no span to work out and no overhead (`_span`'s first case, inlined).
-        if len(slots) == 1:
+        if len(slots) == 1:  # most jobs: one node, no span to work out, no overhead (`_span`'s first case)
             leaves, tiers, fraction = 1, 0, 0.0
         else:
             span, fraction = self._span(slots)
             leaves, tiers = span.leaves, span.tiers
-        job.slots, job.leaves, job.tiers = slots, leaves, tiers
+        job.slots, job.leaves, job.tiers, job.seg_start, job.phase = slots, leaves, tiers, now, Phase.RUNNING
         job.slowdown = slowdown = 1.0 + fraction if part.models is None else (1.0 + fraction) / part.models.speed(slots)
         if fraction > job.overhead:
             job.overhead = fraction
         job.wait += now - job.queued_since
         if job.first_start is None:
             job.first_start = now
-        job.seg_start = now
         run = job.work_left * slowdown
         if part.policy.preemptive:
             run += self.options.release_lag
         job.seg_end = now + run
-        job.phase = Phase.RUNNING
-        self._order += 1
-        job.order = self._order
+        job.order = self._order = self._order + 1
         job.generation = generation = job.generation + 1
         job_id = job.spec.job_id
         part.running[job_id] = job
@@ -371,7 +371,7 @@ class Cycle:
             part.quota.change(now, job.tenant, used=job.gpus)
         if part.fair is not None:
             part.fair.change(now, job, job.gpus, job.tenant)
-        out.starts.append(Start(job_id, job.partition, slots, run, fraction, leaves, tiers, generation))
+        out.starts.append(new_start(job_id, job.partition, slots, run, fraction, leaves, tiers, generation))
 
     def _preempt(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> None:
         cost = self.options.checkpoint_cost(job.gpus)

@@ -34,28 +34,36 @@ class FreeIndex:
         self.nodes: tuple[int, ...] = tuple(sorted(nodes))  # local index -> global index
         self._local = {g: i for i, g in enumerate(self.nodes)}
         self.capacity: list[int] = [topology.node_gpus[g] for g in self.nodes]
-        self._leaf_of: list[int] = [topology.node_leaf[g] for g in self.nodes]
+        leaf_of = [topology.node_leaf[g] for g in self.nodes]  # global leaf indexes
         self.total_gpus = sum(self.capacity)
         self.max_node_gpus = max(self.capacity, default=0)
         self._free: list[int] = list(self.capacity)
         self._by_free: list[int] = [0] * (self.max_node_gpus + 1)
         self._leaf_mask: dict[int, int] = {}
-        for i, (cap, leaf) in enumerate(zip(self.capacity, self._leaf_of)):
+        for i, (cap, leaf) in enumerate(zip(self.capacity, leaf_of)):
             self._by_free[cap] |= 1 << i
             self._leaf_mask[leaf] = self._leaf_mask.get(leaf, 0) | 1 << i
         self._by_free[0] = 0  # zero-GPU nodes are never candidates
+        # How many nodes each bitset holds (`_counts[f]`: `_by_free[f]`'s), and how many idle nodes
+        # have f GPUs (`_full[f]`: those of `_by_free[f]` in `_idle`): what `Ledger.fragmented`
+        # counts after most instants, without a bit count of a long bitset each.
+        self._counts: list[int] = [self._by_free[f].bit_count() for f in range(self.max_node_gpus + 1)]
+        self._full: list[int] = list(self._counts)
         self._idle = sum(1 << i for i, cap in enumerate(self.capacity) if cap)
+        # Each node's bit, made once: on a 500-node partition `1 << i` allocates a 17-digit int,
+        # and `_change` needs one twice per job.
+        self._bit: list[int] = [1 << i for i in range(len(self.nodes))]
         self._avail = self._idle
         self.free_gpus = self.total_gpus
         self.leaves: tuple[int, ...] = tuple(sorted(self._leaf_mask))
-        # Free GPUs per leaf, in leaf order (a walk over it, `best_fit_leaf`, meets ties lowest leaf
-        # first): a list by each leaf's place in `leaves`, as every start and end changes one (a
-        # dict's boxed get, add and set cost ~10x the list's, compiled).
-        self._leaf_at = {leaf: k for k, leaf in enumerate(self.leaves)}
-        self._leaf_pos: list[int] = [self._leaf_at[leaf] for leaf in self._leaf_of]  # local node -> place
+        # Free GPUs per leaf, by the leaf's position in `leaves` (lowest leaf first, so a walk over
+        # it, `best_fit_leaf`, meets ties lowest leaf first); `_leaf_of`: each node's leaf position.
+        # Lists, not dicts by leaf: `_change` updates a leaf's count twice per job.
+        self._leaf_pos: dict[int, int] = {leaf: k for k, leaf in enumerate(self.leaves)}
+        self._leaf_of: list[int] = [self._leaf_pos[leaf] for leaf in leaf_of]
         self._leaf_free: list[int] = [0] * len(self.leaves)
-        for i, cap in enumerate(self.capacity):
-            self._leaf_free[self._leaf_pos[i]] += cap
+        for cap, k in zip(self.capacity, self._leaf_of):
+            self._leaf_free[k] += cap
         self._whole_prefix = list(accumulate(sorted(self.capacity, reverse=True)))
         self._capacity_prefix = self._whole_prefix
         self._prefixes: dict[frozenset[int], list[int]] = {}  # `pool`'s, one per GPU model's nodes
@@ -71,7 +79,7 @@ class FreeIndex:
         return self._visible(self._local[node])
 
     def leaf_free(self, leaf: int) -> int:
-        return self._leaf_free[self._leaf_at[leaf]]
+        return self._leaf_free[self._leaf_pos[leaf]]
 
     def best_fit_node(self, gpus: int, leaf: int | None = None, exclude: int = 0) -> int | None:
         """The node whose free GPUs are the smallest count >= `gpus` (lowest index on ties)."""
@@ -85,11 +93,12 @@ class FreeIndex:
 
     def best_fit_leaf(self, gpus: int) -> int | None:
         """The leaf whose free GPUs are the smallest count >= `gpus` (lowest index on ties), or None."""
-        best, least = None, 0
-        for leaf, free in zip(self.leaves, self._leaf_free):
-            if free >= gpus and (best is None or free < least):
-                best, least = leaf, free
-        return best
+        best, least, leaf_free = -1, 0, self._leaf_free
+        for k in range(len(leaf_free)):
+            free = leaf_free[k]
+            if free >= gpus and (best < 0 or free < least):
+                best, least = k, free
+        return None if best < 0 else self.leaves[best]
 
     def fill(self, gpus: int, leaf: int | None, max_nodes: int | None) -> tuple[tuple[int, int], ...] | None:
         """`gpus` GPUs on one node if any holds them (best fit), else the whole free GPUs of the
@@ -184,21 +193,24 @@ class FreeIndex:
             # Only the bits that change are flipped (XOR): the node is in `_by_free[before]`, in
             # `_avail` iff before > 0 and in `_idle` iff before is its capacity (delta is never 0).
             # On a 250-node partition a bitset is a 9-digit int: each operation allocates one.
-            bit = 1 << i
-            by_free = self._by_free
+            bit = self._bit[i]
+            by_free, counts = self._by_free, self._counts
             if before:
                 by_free[before] ^= bit
+                counts[before] -= 1
                 if not after:
                     self._avail ^= bit
             else:
                 self._avail ^= bit  # after > 0
             if after:
                 by_free[after] ^= bit
+                counts[after] += 1
             cap = self.capacity[i]
             if before == cap or after == cap:
                 self._idle ^= bit
+                self._full[cap] += 1 if after == cap else -1
             self.free_gpus += delta
-            self._leaf_free[self._leaf_pos[i]] += delta
+            self._leaf_free[self._leaf_of[i]] += delta
             self._shown[i] = after
             return
         before = self._visible(i)
@@ -210,19 +222,25 @@ class FreeIndex:
     def _index(self, i: int, before: int, after: int) -> None:
         """Move node i from `before` to `after` visible free GPUs in every index and total."""
         delta = after - before
-        bit = 1 << i
+        bit = self._bit[i]
         by_free = self._by_free
+        cap = self.capacity[i]
         if before:
             by_free[before] ^= bit
+            self._counts[before] -= 1
+            if before == cap:
+                self._full[cap] -= 1
         if after:
             by_free[after] |= bit
+            self._counts[after] += 1
             self._avail |= bit
         else:
             self._avail &= ~bit
-        if after == self.capacity[i] and after:
+        if after == cap and after:
             self._idle |= bit
+            self._full[cap] += 1
         else:
             self._idle &= ~bit
         self.free_gpus += delta
-        self._leaf_free[self._leaf_pos[i]] += delta
+        self._leaf_free[self._leaf_of[i]] += delta
         self._shown[i] = after

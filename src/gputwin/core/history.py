@@ -83,7 +83,17 @@ class HistoryEstimator:
         return self._means_by((job.user, job.name, job.task_type))
 
     def predict(self, job: JobSpec) -> float:
-        for group in self._means_of(job):
+        return self.predict_from(self._means_of(job))
+
+    def means_of(self, job: JobSpec) -> tuple[Mean, ...]:
+        """The groups `predict` and `observe` read for `job`, most specific first: the same objects
+        for every job of its (user, name, task type), so a caller may keep them from the one call
+        to the other (`Scheduler` keeps them on the job: one lookup a job instead of two)."""
+        return self._means_by((job.user, job.name, job.task_type))
+
+    def predict_from(self, means: tuple[Mean, ...]) -> float:
+        """`predict` of a job whose groups are `means` (`means_of`)."""
+        for group in means:
             if group.count:
                 return group.mean
         return self.prior
@@ -115,9 +125,14 @@ class HistoryEstimator:
         return means
 
     def observe(self, job: JobSpec, run_seconds: float) -> None:
-        for mean in self._means_of(job):  # `Mean.add`, inlined: five groups per finished job
-            mean.count += 1
-            mean.mean += (run_seconds - mean.mean) / mean.count
+        observe_means(self._means_of(job), run_seconds)
+
+
+def observe_means(means: tuple[Mean, ...], run_seconds: float) -> None:
+    """`HistoryEstimator.observe` of a job whose groups are `means` (`HistoryEstimator.means_of`)."""
+    for mean in means:  # `Mean.add`, inlined: five groups per finished job
+        mean.count += 1
+        mean.mean += (run_seconds - mean.mean) / mean.count
 
 
 @dataclass(frozen=True, eq=False)

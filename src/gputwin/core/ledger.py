@@ -103,15 +103,16 @@ class Ledger(FreeIndex):
         """Free GPUs (as placers see them) a job of `gpus` GPUs could not use: those on nodes with
         fewer free than it asks for, or, for a job larger than any node (taken in whole nodes), those
         on nodes not wholly free ("Beware of Fragmentation"'s measure, per waiting job)."""
-        by_free, count = self._by_free, 0
-        # Loops rather than sum(generator): this runs after most instants of a replay.
+        counts, count = self._counts, 0
+        # Loops rather than sum(generator), over the bitsets' node counts: this runs after most
+        # instants of a replay.
         if gpus <= self.max_node_gpus:
             for f in range(1, gpus):
-                count += f * by_free[f].bit_count()
+                count += f * counts[f]
             return count
-        partly = ~self._idle
+        full = self._full  # the idle nodes with f GPUs: not partly free
         for f in range(1, self.max_node_gpus + 1):
-            count += f * (by_free[f] & partly).bit_count()
+            count += f * (counts[f] - full[f])
         return count
 
     def mask_of(self, nodes: Iterable[int]) -> int:
@@ -149,56 +150,46 @@ class Ledger(FreeIndex):
 
     def allocate(self, slots: Sequence[tuple[int, int]]) -> None:
         """Take GPUs; all-or-nothing, so a refused allocation changes nothing."""
-        if len(slots) == 1:  # the common case, without the per-node summing
-            node, gpus = slots[0]
-            i = self._local.get(node)
-            if i is not None and 0 < gpus <= self._free[i]:
-                self._change(i, -gpus)
-                return
-        wanted = self._distinct(slots, -1)
-        if wanted is None:  # repeats, or something is wrong: sum per node and say what
-            wanted = self._per_node(slots)
-            for i, gpus in wanted:
-                if self._free[i] < gpus:
-                    raise OverAllocation(f"node {self.nodes[i]}: asked {gpus}, free {self._free[i]}")
+        if self._take(slots, -1):
+            return
+        wanted = self._per_node(slots)  # repeats that do not fit, or something is wrong: say what
         for i, gpus in wanted:
+            if self._free[i] < gpus:
+                raise OverAllocation(f"node {self.nodes[i]}: asked {gpus}, free {self._free[i]}")
+        for i, gpus in wanted:  # not reached: `_take` would have taken them
             self._change(i, -gpus)
 
     def release(self, slots: Sequence[tuple[int, int]]) -> None:
         """Give GPUs back; all-or-nothing, like `allocate`."""
-        if len(slots) == 1:
-            node, gpus = slots[0]
-            i = self._local.get(node)
-            if i is not None and 0 < gpus and self._free[i] + gpus <= self.capacity[i]:
-                self._change(i, gpus)
-                return
-        returned = self._distinct(slots, 1)
-        if returned is None:
-            returned = self._per_node(slots)
-            for i, gpus in returned:
-                if self._free[i] + gpus > self.capacity[i]:
-                    raise OverAllocation(f"node {self.nodes[i]}: release of {gpus} exceeds capacity")
+        if self._take(slots, 1):
+            return
+        returned = self._per_node(slots)
         for i, gpus in returned:
+            if self._free[i] + gpus > self.capacity[i]:
+                raise OverAllocation(f"node {self.nodes[i]}: release of {gpus} exceeds capacity")
+        for i, gpus in returned:  # not reached, as in `allocate`
             self._change(i, gpus)
 
-    def _distinct(self, slots: Sequence[tuple[int, int]], sign: int) -> list[tuple[int, int]] | None:
-        """Slots as (local index, GPUs) when every one is valid and on its own node, and the change
-        of each fits (`sign` -1: that many free; 1: room below capacity), else None.
-
-        Placers never repeat a node, so this is every multi-node job's path: one pass, no dict.
-        None sends the caller to `_per_node`, which sums repeats and says what is wrong."""
+    def _take(self, slots: Sequence[tuple[int, int]], sign: int) -> bool:
+        """Change every slot's node by `sign` x its GPUs, one slot after the other, each checked
+        first (`sign` -1: that many free; 1: room below capacity); False, with nothing changed, as
+        soon as one is invalid or does not fit. Applied in turn, a node that repeats is checked
+        against what the slots before it left, so this takes exactly what summing per node would
+        (`_per_node`, which the callers then use to say what is wrong); and no list or set is built
+        for a job's slots, as a check of all of them before any change needed (placers never
+        repeat a node: this is every job's path)."""
         local, free, capacity = self._local, self._free, self.capacity
-        out: list[tuple[int, int]] = []
-        seen: set[int] = set()  # not a bitset: on a 250-node partition each test and bit allocates
+        done = 0
         for node, gpus in slots:
             i = local.get(node)
-            if i is None or gpus <= 0 or i in seen:
-                return None
-            if (free[i] < gpus) if sign < 0 else (free[i] + gpus > capacity[i]):
-                return None
-            seen.add(i)
-            out.append((i, gpus))
-        return out
+            if i is None or gpus <= 0 or ((free[i] < gpus) if sign < 0 else (free[i] + gpus > capacity[i])):
+                for undo in range(done):  # back to where it was (every change is undone exactly)
+                    back_node, back = slots[undo]
+                    self._change(local[back_node], -sign * back)
+                return False
+            self._change(i, sign * gpus)
+            done += 1
+        return True
 
     def _per_node(self, slots: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
         """Slots summed per local node index; unknown nodes and non-positive counts are refused."""

@@ -114,7 +114,22 @@ def qssf(prior: float = DEFAULT_PRIOR) -> QueuePolicy:
     `prior` (param `qssf_prior`, seconds) is the duration assumed for a job the estimator knows
     nothing like: low puts unknown jobs ahead of learnt ones, high behind them.
     """
-    return _Static("qssf", lambda j: (or_prior(j.predicted, prior) * j.gpus * (j.spec.gpu_milli / 1000),))
+    return _Qssf(prior)
+
+
+class _Qssf(_Static):
+    """qssf's key as a method of its own: compiled, a job queued costs one call, not that and the
+    lambda's generic one (the simulator's busiest policy: issue 17)."""
+
+    def __init__(self, prior: float) -> None:
+        super().__init__("qssf", self._gpu_time)
+        self.prior = prior
+
+    def key(self, job: JobState, now: float) -> Key:
+        return (or_prior(job.predicted, self.prior) * job.gpus * (job.spec.gpu_milli / 1000),)
+
+    def _gpu_time(self, job: JobState) -> Key:
+        return self.key(job, 0.0)
 
 
 def number_param(params: Mapping[str, object], key: str, default: float, high: float, what: str) -> float:

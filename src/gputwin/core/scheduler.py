@@ -25,8 +25,8 @@ from gputwin.core.cycle import Cycle
 from gputwin.core.options import SchedulerOptions as SchedulerOptions
 from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import fair_among
-from gputwin.core.decision import EMPTY, Decision, Reject, Resize
-from gputwin.core.history import Estimator, HistoryEstimator, JobHistory
+from gputwin.core.decision import EMPTY, Decision, DecisionBuilder, Reject, Resize
+from gputwin.core.history import Estimator, HistoryEstimator, JobHistory, Mean, observe_means
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec
 from gputwin.core.placement import Slots, model_pools
@@ -62,6 +62,8 @@ class Scheduler(Cycle):
         # Learning costs time per job; skip it when no partition's policy uses what it learns.
         policies = [p.policy for p in cluster.partitions]
         self._predicts = estimator is not None or any(p.queue == "qssf" for p in policies)
+        # The built-in estimator, typed: a job's groups are looked up once (`JobState.means`).
+        self._history = self.estimator if type(self.estimator) is HistoryEstimator else None
         self._sizes = any(p.sizing != "as-requested" for p in policies)
         self._order = 0
         self._dirty = set()
@@ -71,6 +73,7 @@ class Scheduler(Cycle):
         self.cycled: set[str] = set()
         self._fairness = [p.fair for p in self.partitions.values() if p.fair is not None]
         self._loops = {name: self._loop_of(part) for name, part in self.partitions.items()}
+        self._out = DecisionBuilder()
         self.saw_shares = False  # some job submitted asked for a GPU share (gputwin.core.sharing)
         self._batch: dict[str, list[JobState]] | None = None  # jobs `submit_all` queues at its end
 
@@ -138,8 +141,16 @@ class Scheduler(Cycle):
             asked = spec if duration is None else replace(spec, duration=run)
             choice = part.sizer.size(asked, name, min(limit, part.ledger.total_gpus), self.history, speed)
             gpus, length = choice.gpus, choice.duration
-        predicted = self.estimator.predict(spec) if self._predicts else run
+        means: tuple[Mean, ...] = ()
+        if not self._predicts:
+            predicted = run
+        elif (history := self._history) is not None:
+            means = history.means_of(spec)
+            predicted = history.predict_from(means)
+        else:
+            predicted = self.estimator.predict(spec)
         job = JobState(spec, name, gpus, length, predicted)
+        job.means = means
         self.jobs[spec.job_id] = job
         self._order += 1  # `_next_order`, inlined on the per-job path
         if part.quota is not None:
@@ -253,7 +264,9 @@ class Scheduler(Cycle):
             part.fair.change(now, job, -job.gpus, job.tenant)
         if self._sizes:
             self.history.record(job.partition, job.spec, job.gpus, job.duration, job.wait)
-        if self._predicts:
+        if job.means:  # the built-in estimator's groups, kept since its submit
+            observe_means(job.means, job.spec.duration)
+        elif self._predicts:
             self.estimator.observe(job.spec, job.spec.duration)
         self._dirty.add(job.partition)
         return job

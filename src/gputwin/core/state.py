@@ -20,6 +20,7 @@ from typing import Collection, Iterator
 
 from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import FairQueue
+from gputwin.core.history import Mean
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import JobSpec, PartitionSpec
 from gputwin.core.placement import ModelPools, Placer
@@ -48,7 +49,7 @@ class JobState:
     __slots__ = (
         "spec", "partition", "gpus", "duration", "work_left", "predicted", "phase", "order",
         "queued_since", "wait", "first_start", "seg_start", "seg_end", "slots", "slowdown",
-        "overhead", "leaves", "tiers", "preemptions", "attained", "end", "generation", "key", "tenant",
+        "overhead", "leaves", "tiers", "preemptions", "attained", "end", "generation", "key", "tenant", "means",
     )  # fmt: skip
 
     def __init__(self, spec: JobSpec, partition: str, gpus: int, duration: float, predicted: float) -> None:
@@ -78,6 +79,9 @@ class JobState:
         # Its partition's tenant key (quota pool, else user) under quotas or fairness, set once
         # by the Scheduler when it is queued: the per-job bookkeeping reads it, not the maps.
         self.tenant = ""
+        # The built-in estimator's groups of this job (`HistoryEstimator.means_of`), kept from its
+        # prediction at submit to what its end teaches them; () with any other estimator.
+        self.means: tuple[Mean, ...] = ()
 
     @property
     def job_id(self) -> str:
@@ -157,7 +161,11 @@ class PartitionState:
         job.queued_since = now
         job.key = self.policy.key(job, now)
         self.queued[order] = job  # first: a FairQueue finds the entry's tenant from its job
-        self.order.add((job.key, order))
+        # Narrowed (a FairQueue only under fairness): compiled, a direct call, not a generic one.
+        if isinstance(queue := self.order, SortedQueue):
+            queue.add((job.key, order))
+        else:
+            queue.add((job.key, order))
         self.enqueued += 1
 
     def enqueue_all(self, jobs: list[JobState], ranks: dict[str, int] | None = None) -> None:
@@ -197,13 +205,19 @@ class PartitionState:
 
     def dequeue(self, job: JobState) -> None:
         del self.queued[job.order]
-        self.order.remove((job.key, job.order))
+        if isinstance(queue := self.order, SortedQueue):  # narrowed, as in `enqueue`
+            queue.remove((job.key, job.order))
+        else:
+            queue.remove((job.key, job.order))
 
     def head(self) -> JobState | None:
         """The queued job with the lowest key (ties: lowest order), or None."""
         # Emptiness from the dict (a C-level len), not the queue (a method call, even compiled):
         # the strict loop asks for the head once or twice per job started.
-        return self.queued[self.order[0][1]] if self.queued else None
+        if not self.queued:
+            return None
+        queue = self.order
+        return self.queued[queue.first()[1] if isinstance(queue, SortedQueue) else queue[0][1]]
 
     def queued_jobs(self, limit: int | None = None, skip: Collection[str] = ()) -> list[JobState]:
         """Queued jobs in queue order (the first `limit` of them); under fairness, those of the

@@ -111,7 +111,7 @@ class Replay:
     def next_event(self) -> float | None:
         # `runtime.next_event()`, inlined: this and `step` run once per instant of a replay.
         runtime = self.runtime
-        when = runtime.runs.next_event()
+        when = runtime.runs.next_event() if (virtual := runtime.virtual) is None else virtual.next_event()
         wakes = runtime.wakes
         if wakes and (when is None or wakes[0][0] < when):
             when = wakes[0][0]

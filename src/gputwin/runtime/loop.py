@@ -26,6 +26,7 @@ from gputwin.core.model import JobSpec
 from gputwin.core.scheduler import Scheduler
 from gputwin.core.state import JobState, Phase
 from gputwin.runtime.capabilities import AdoptsRuns, RunsJobs
+from gputwin.runtime.virtual import VirtualRuns
 
 
 class Transitions(Protocol):
@@ -84,25 +85,74 @@ class Quiet:
 QUIET: Transitions = Quiet()
 
 
+class _Tell(Quiet):
+    """Tells a listener that is not a `Quiet` (a Protocol implementation of any class): the runtime
+    calls every listener through a `Quiet`, which compiled is a direct call (`Runtime.listener`)."""
+
+    def __init__(self, listener: Transitions) -> None:
+        self.listener = listener
+
+    def submitted(self, specs: Sequence[JobSpec], now: float) -> None:
+        self.listener.submitted(specs, now)
+
+    def started(self, starts: Sequence[Start], now: float) -> None:
+        self.listener.started(starts, now)
+
+    def start_failed(self, start: Start, error: Exception, now: float) -> None:
+        self.listener.start_failed(start, error, now)
+
+    def preempted(self, preempt: Preempt, now: float) -> None:
+        self.listener.preempted(preempt, now)
+
+    def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None:
+        self.listener.completed(ends, now)
+
+    def ended_elsewhere(self, job_id: str, end: float, now: float) -> None:
+        self.listener.ended_elsewhere(job_id, end, now)
+
+    def rejected(self, reject: Reject, now: float) -> None:
+        self.listener.rejected(reject, now)
+
+    def resized(self, resize: Resize, now: float) -> None:
+        self.listener.resized(resize, now)
+
+
 class Runtime:
     """`scheduler` decides, `runs` carries out, `listener` hears every transition."""
 
     def __init__(self, scheduler: Scheduler, runs: RunsJobs, listener: Transitions = QUIET) -> None:
-        self.scheduler, self.runs, self.listener = scheduler, runs, listener
+        self.scheduler, self.runs = scheduler, runs
+        # The simulator's backend, typed (None for any other): compiled, the calls each instant
+        # makes through it (`ended`, `start_all`, `next_event`) are direct, not generic ones.
+        self.virtual: VirtualRuns | None = runs if isinstance(runs, VirtualRuns) else None
+        self._listener = listener
+        self._tell: Quiet = listener if isinstance(listener, Quiet) else _Tell(listener)
         self.wakes: list[tuple[float, int, str]] = []  # a heap of (when, sequence, partition); read-only outside
         self._earliest: dict[str, float] = {}  # partition -> its earliest wake-up not yet fired
         self._seq = 0
         self.wakes_fired = 0
 
+    @property
+    def listener(self) -> Transitions:
+        return self._listener
+
+    @listener.setter
+    def listener(self, listener: Transitions) -> None:
+        # Told through a `Quiet` (the simulator's Recorder is one; any other is wrapped in `_Tell`):
+        # compiled, each call is a direct one, not a generic call with its arguments boxed.
+        self._listener = listener
+        self._tell = listener if isinstance(listener, Quiet) else _Tell(listener)
+
     # --- one instant ---------------------------------------------------------------------------
 
     def due(self, now: float) -> None:
         """Complete the runs that ended by `now`, then fire the wake-ups due by then."""
-        ended = self.runs.ended(now)
+        virtual = self.virtual
+        ended = self.runs.ended(now) if virtual is None else virtual.ended(now)
         if ended:
             # The scheduler, not its bound method: compiled, a typed local's method is a direct C
             # call (a bound method goes through the generic call, its arguments boxed and parsed).
-            scheduler, listener = self.scheduler, self.listener
+            scheduler, listener = self.scheduler, self._tell
             jobs = scheduler.jobs
             running = Phase.RUNNING
             done: list[tuple[JobState, float]] = []
@@ -128,7 +178,7 @@ class Runtime:
     def submit(self, spec: JobSpec, now: float) -> None:
         """Queue one job (waits count from `spec.submit`, also when handed over again later)."""
         decision = self.scheduler.submit(spec, min(now, spec.submit))
-        self.listener.submitted((spec,), now)
+        self._tell.submitted((spec,), now)
         if decision is not EMPTY:  # most submits only queue the job
             self.apply(decision, now)
 
@@ -138,15 +188,16 @@ class Runtime:
         lookups are made once per batch (the simulator submits every job of a trace this way), and
         the listener hears of the submits in one batch, cut before any decision a submit returned."""
         scheduler, n, i, told = self.scheduler, len(jobs), first, first  # (not its bound method: see `due`)
-        while i < n and (spec := jobs[i]).submit <= now:
+        listed = jobs if isinstance(jobs, list) else None  # a list's items are read directly compiled
+        while i < n and (spec := jobs[i] if listed is None else listed[i]).submit <= now:
             decision = scheduler.submit(spec, spec.submit)  # = min(now, spec.submit), as in `submit`
             i += 1
             if decision is not EMPTY:
-                self.listener.submitted(jobs[told:i], now)
+                self._tell.submitted(jobs[told:i], now)
                 told = i
                 self.apply(decision, now)
         if i > told:
-            self.listener.submitted(jobs[told:i], now)
+            self._tell.submitted(jobs[told:i], now)
         return i
 
     def submit_all(self, jobs: Sequence[JobSpec], durations: Sequence[float], now: float,
@@ -157,11 +208,11 @@ class Runtime:
         in the same order, once every job is queued."""
         told = 0
         for i, decision in self.scheduler.submit_all(jobs, durations, ranks):
-            self.listener.submitted(jobs[told:i + 1], now)
+            self._tell.submitted(jobs[told:i + 1], now)
             told = i + 1
             self.apply(decision, now)
         if told < len(jobs):
-            self.listener.submitted(jobs[told:], now)
+            self._tell.submitted(jobs[told:], now)
 
     def adopt(
         self, spec: JobSpec, slots: tuple[tuple[int, int], ...], since: float, run_seconds: float | None = None
@@ -185,7 +236,7 @@ class Runtime:
 
     def next_event(self) -> float | None:
         """When something next happens by itself: a run ends or a policy wakes up."""
-        end = self.runs.next_event()
+        end = self.runs.next_event() if self.virtual is None else self.virtual.next_event()
         if not self.wakes:
             return end
         wake = self.wakes[0][0]
@@ -194,7 +245,7 @@ class Runtime:
     # --- carrying a decision out -----------------------------------------------------------------
 
     def apply(self, decision: Decision, now: float) -> None:
-        listener = self.listener
+        listener = self._tell
         for reject in decision.rejects:
             listener.rejected(reject, now)
         for resize in decision.resizes:
@@ -208,8 +259,9 @@ class Runtime:
             self.wake_at(when, partition, now)
 
     def _start(self, starts: Sequence[Start], now: float) -> None:
-        failed = self.runs.start_all(starts, self.scheduler.topology.node_names, now)
-        listener = self.listener
+        names, virtual = self.scheduler.topology.node_names, self.virtual
+        failed = self.runs.start_all(starts, names, now) if virtual is None else virtual.start_all(starts, names, now)
+        listener = self._tell
         if not failed:
             listener.started(starts, now)
             return

@@ -18,7 +18,7 @@ from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.core.state import JobState
 from gputwin.runtime.clock import Replay, VirtualClock, run_steps
-from gputwin.runtime.loop import Runtime
+from gputwin.runtime.loop import Quiet, Runtime
 from gputwin.runtime.virtual import VirtualRuns
 from gputwin.sim.finished import FinishedLog
 from gputwin.sim.metrics import BusyTracker, FragmentTracker
@@ -41,8 +41,9 @@ class SimOutcome:
 _BATCH = 4096  # final states held before they go to columns (~2.6 MB of JobStates)
 
 
-class Recorder:
-    """The simulator's listener (`gputwin.runtime.loop.Transitions`): what `SimOutcome` reports."""
+class Recorder(Quiet):
+    """The simulator's listener (`gputwin.runtime.loop.Transitions`): what `SimOutcome` reports.
+    A `Quiet`: compiled, the runtime's calls to it are direct ones (`Runtime.listener`)."""
 
     def __init__(self, jobs: dict[str, JobState], busy: BusyTracker, keep_specs: bool = True) -> None:
         self.jobs, self.busy = jobs, busy

@@ -44,6 +44,19 @@ T = TypeVar("T")
 MAX_BUCKETS = 20_000
 
 
+class Busy:
+    """One partition's busy GPUs now, since when, their integral and its buckets (`BusyTracker.parts`):
+    a change looks up this one record, not four dicts by name (a start and an end every job), and
+    compiled its floats are plain C doubles (busy GPUs are counted as a float from 0.0: exact for
+    whole GPUs, so the integrals are the same as from an integer count)."""
+
+    def __init__(self) -> None:
+        self.busy = 0.0  # a GPU share counts its fraction
+        self.since = 0.0
+        self.area = 0.0
+        self.buckets: defaultdict[int, float] = defaultdict(float)
+
+
 class BusyTracker:
     """Integrates busy GPUs over virtual time, per partition, into totals and fixed-width buckets.
 
@@ -53,27 +66,40 @@ class BusyTracker:
     def __init__(self, totals: dict[str, int], interval: float) -> None:
         self.totals = totals
         self.interval = interval
-        self.busy: dict[str, float] = {name: 0 for name in totals}  # a GPU share counts its fraction
-        self.since = {name: 0.0 for name in totals}
-        self.area = {name: 0.0 for name in totals}
-        self.buckets: dict[str, defaultdict[int, float]] = {name: defaultdict(float) for name in totals}
+        self.parts: dict[str, Busy] = {name: Busy() for name in totals}
         self._span: tuple[int, int] | None = None  # first and last bucket touched, all partitions
 
-    def change(self, partition: str, now: float, delta: float) -> None:
-        busy, since = self.busy[partition], self.since[partition]
-        if busy and now > since:
-            self.area[partition] += busy * (now - since)
-            self._spread(partition, since, now, busy)
-        self.busy[partition] = busy + delta
-        self.since[partition] = now
+    @property
+    def busy(self) -> dict[str, float]:
+        """Busy GPUs now, per partition."""
+        return {name: part.busy for name, part in self.parts.items()}
 
-    def _spread(self, partition: str, start: float, end: float, busy: float) -> None:
+    @property
+    def area(self) -> dict[str, float]:
+        """Busy GPU-seconds so far, per partition."""
+        return {name: part.area for name, part in self.parts.items()}
+
+    @property
+    def buckets(self) -> dict[str, defaultdict[int, float]]:
+        """Busy GPU-seconds per bucket of `interval` seconds, per partition."""
+        return {name: part.buckets for name, part in self.parts.items()}
+
+    def change(self, partition: str, now: float, delta: float) -> None:
+        part = self.parts[partition]
+        busy, since = part.busy, part.since
+        if busy and now > since:
+            part.area += busy * (now - since)
+            self._spread(part, since, now, busy)
+        part.busy = busy + delta
+        part.since = now
+
+    def _spread(self, part: Busy, start: float, end: float, busy: float) -> None:
         width, span = self.interval, self._span
         first, last = int(start // width), int(end // width)
         if span is None or first < span[0] or last > span[1]:  # else `_fit`'s usual case, inlined
             first, last = self._fit(start, end)
             width = self.interval
-        buckets = self.buckets[partition]
+        buckets = part.buckets
         if first == last:
             buckets[first] += busy * (end - start)
             return
@@ -98,11 +124,11 @@ class BusyTracker:
     def _coarsen(self) -> None:
         """Double the bucket width: buckets 2k and 2k+1 become bucket k."""
         self.interval *= 2
-        for name, buckets in self.buckets.items():
+        for part in self.parts.values():
             merged: defaultdict[int, float] = defaultdict(float)
-            for bucket in sorted(buckets):
-                merged[bucket // 2] += buckets[bucket]
-            self.buckets[name] = merged
+            for bucket in sorted(part.buckets):
+                merged[bucket // 2] += part.buckets[bucket]
+            part.buckets = merged
         if self._span is not None:
             self._span = (self._span[0] // 2, self._span[1] // 2)
 
