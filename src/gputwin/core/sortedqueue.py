@@ -78,10 +78,6 @@ class SortedQueue:
         generic `[0]` (an int-or-slice argument, boxed, and a tuple to unpack)."""
         return self._lists[0][0][1]
 
-    def first(self) -> Entry:
-        """The head entry (`self[0]` without the index arithmetic); IndexError when empty."""
-        return self._lists[0][0]
-
     def _slice(self, index: slice) -> list[Entry]:
         start, stop, step = index.indices(self._len)
         if step != 1:

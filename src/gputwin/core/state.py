@@ -217,7 +217,7 @@ class PartitionState:
         if not self.queued:
             return None
         queue = self.order
-        return self.queued[queue.first()[1] if isinstance(queue, SortedQueue) else queue[0][1]]
+        return self.queued[queue.head_order() if isinstance(queue, SortedQueue) else queue[0][1]]
 
     def queued_jobs(self, limit: int | None = None, skip: Collection[str] = ()) -> list[JobState]:
         """Queued jobs in queue order (the first `limit` of them); under fairness, those of the
