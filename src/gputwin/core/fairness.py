@@ -19,7 +19,7 @@ Pure: time is always an argument (`at(now)` sets the instant keys are read at).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from gputwin.core.bounds import MAX_DURATION_SECONDS
 
@@ -132,6 +132,10 @@ class Fairness:
         state = self._tenants.get(tenant)
         if state is None or not state.tracked:
             return 0.0
+        return self._usage_of(state, now)
+
+    def _usage_of(self, state: _Tenant, now: float) -> float:
+        """`usage` of a tenant with usage kept."""
         if self.rate * (now - self._epoch) > REBASE:
             return self._decayed(state, now)  # far past the epoch: asked, not rebased (a read)
         value, grown = state.value, state.grown
@@ -165,13 +169,34 @@ class Fairness:
         if self._keys_at != self.now:
             self._stamp += 1
             self._keys_at = self.now
-        state = self._of(tenant)
+        return self._key_of(tenant, self._of(tenant))
+
+    def ranking(self, tenants: Iterable[str]) -> list[tuple[float, str]]:
+        """(key, tenant) of each of `tenants`, sorted: `key`'s, in one pass (a FairQueue ranks
+        its queued tenants at every instant it is read)."""
+        if self._keys_at != self.now:
+            self._stamp += 1
+            self._keys_at = self.now
+        stamp, states = self._stamp, self._tenants
+        out: list[tuple[float, str]] = []
+        for tenant in tenants:
+            state = states.get(tenant)
+            if state is None:
+                state = states[tenant] = _Tenant()
+            out.append((state.key if state.stamp == stamp else self._key_of(tenant, state), tenant))
+        out.sort()
+        return out
+
+    def _key_of(self, tenant: str, state: _Tenant) -> float:
+        """`tenant`'s key now (`state` its own), worked out once per instant and kept."""
         if state.stamp == self._stamp:
             return state.key
         weight = self.weights.get(tenant, 1.0)
-        if self._fairshare:
-            key = self.usage(tenant, self.now) / weight
-        else:
+        if not self._fairshare:
             key = state.held / self.total / weight
+        elif state.tracked:
+            key = self._usage_of(state, self.now) / weight
+        else:
+            key = 0.0  # no usage yet
         state.key, state.stamp = key, self._stamp
         return key

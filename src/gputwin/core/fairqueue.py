@@ -70,8 +70,7 @@ class FairQueue:
     def ranked(self) -> list[tuple[float, str]]:
         """The tenants with a queued job as (key, tenant), sorted: lower keys go first."""
         if self._ranked is None or self._ranked_at != self.fairness.version:
-            fair = self.fairness  # its method called on it, not bound first: compiled, a native call
-            self._ranked = sorted([(fair.key(t), t) for t in self._queues])
+            self._ranked = self.fairness.ranking(self._queues)
             self._ranked_at = self.fairness.version
         return self._ranked
 
@@ -137,31 +136,45 @@ class FairQueue:
             out += [(prefix + policy_key, order) for policy_key, order in group]
         return out
 
-    def _orders(self, skip: Collection[str], limit: int) -> list[int]:
-        """`_take`'s orders alone: the walk needs no (tenant key, *policy key) tuple per entry.
-        The ranking is grouped here, not by `_groups` (a cycle reads this once: a generator and
-        a list per group cost more than the usual read, one tenant's few jobs)."""
+    def _first(self, skip: Collection[str], limit: int) -> list[tuple[str, int]]:
+        """(tenant, order) of `_take`'s first `limit` entries: the walk needs no (tenant key,
+        *policy key) tuple per entry. The ranking is walked here, not by `_groups` (a cycle
+        reads this once or twice: a generator and a list per group cost more than the usual read,
+        one tenant's few jobs), and a tenant whose key ties no other's is read alone."""
         queues = self._queues
         if len(queues) == 1:  # most reads: one tenant queued, so no ranking, no key to work out
             ((tenant, queue),) = queues.items()
             if tenant in skip:
                 return []
-            return [e[1] for e in (queue if len(queue) <= limit else queue[:limit])]
+            return [(tenant, e[1]) for e in (queue if len(queue) <= limit else queue[:limit])]
         ranked = self.ranked()
-        out: list[int] = []
+        out: list[tuple[str, int]] = []
         i, n = 0, len(ranked)
         while i < n and len(out) < limit:
-            tenant_key, j = ranked[i][0], i + 1
+            tenant_key, tenant = ranked[i]
+            i += 1
+            if i == n or ranked[i][0] != tenant_key:  # its key ties none: its block alone (usual)
+                if tenant not in skip:
+                    queue, need = queues[tenant], limit - len(out)
+                    out += [(tenant, e[1]) for e in (queue if len(queue) <= need else queue[:need])]
+                continue
+            j = i
             while j < n and ranked[j][0] == tenant_key:
                 j += 1
-            tenants = [t for _, t in ranked[i:j] if t not in skip]
+            tenants = [t for _, t in ranked[i - 1:j] if t not in skip]
             i, need = j, limit - len(out)
             if len(tenants) == 1:
                 queue = queues[tenants[0]]
-                out += [e[1] for e in (queue if len(queue) <= need else queue[:need])]
+                out += [(tenants[0], e[1]) for e in (queue if len(queue) <= need else queue[:need])]
             elif tenants:
-                out += [e[1] for e in islice(heapq.merge(*[queues[t] for t in tenants]), need)]
+                tenant_of = self._tenant
+                out += [(tenant_of[e[1]], e[1]) for e in islice(heapq.merge(*[queues[t] for t in tenants]), need)]
         return out
+
+    def first_jobs(self, skip: Collection[str], limit: int) -> list[tuple[str, JobState]]:
+        """`_first` as (tenant, job): the strict quota loop's walk reads these as they are now."""
+        jobs = self._jobs
+        return [(tenant, jobs[o]) for tenant, o in self._first(skip, limit)]
 
     def _merged(self, skip: Collection[str]) -> Iterator[Entry]:
         for tenant_key, tenants in list(self._groups(skip)):
@@ -180,15 +193,13 @@ class FairQueue:
             return  # the common read: a cycle's second pass finds the queue empty
         # Under fairshare the head leaves `skip` out already: the ranking cannot move within an
         # instant, so reading a skipped tenant's block now or later makes no difference.
-        head = self._orders(skip if self.fairness.mode == "fairshare" else (), first)
-        tenant_of = self._tenant
-        for order in head:
-            tenant = tenant_of[order]
+        head = self._first(skip if self.fairness.mode == "fairshare" else (), first)
+        for tenant, order in head:
             if tenant not in skip:
                 yield tenant, order
         if len(head) < first:
             return
-        yield from self._rest(skip, set(head))
+        yield from self._rest(skip, {order for _, order in head})
 
     def _rest(self, skip: set[str], seen: set[int]) -> Iterator[tuple[str, int]]:
         """`walk`'s rest: the tenants as ranked now, each read from its live queue when reached."""
@@ -245,24 +256,47 @@ class FairPolicy:
         return self.inner.soonest_change(entries, now)
 
 
-def tenant_walk(part: PartitionState, tenant_of: Callable[[JobState], str], skip: set[str],
-                queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterator[tuple[str, JobState]]:  # fmt: skip
-    """(tenant, job) of `part`'s queued jobs in queue order for the strict quota loop: a FairQueue's
-    `walk` (waiting tenants' blocks left out), else `queued(part, skip)` (`state.queued_then`).
+def tenant_walk(part: PartitionState, skip: set[str],
+                queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterable[tuple[str, JobState]]:  # fmt: skip
+    """(tenant, job) of `part`'s queued jobs in queue order for the strict quota loop, which skips
+    the jobs of tenants in `skip` (it grows as the loop goes) itself: a FairQueue's `walk`, its
+    first jobs as read now (waiting tenants' blocks left out under fairshare), else
+    `queued(part, skip)` (`state.queued_then`).
 
-    A generator function, not a returned generator expression: compiled, mypyc built that
-    expression's items all at once, so the walk read the whole queue before the loop started a
-    job, and under drf (which re-ranks as jobs start) the compiled core ordered jobs otherwise
-    than the pure one (the drf-fifo golden of tests/sim/test_sim_fairness_golden.py)."""
+    Under a FairQueue the first ones are read at once, as a list: when there are no more (the
+    usual case) that list is the walk, with no generator to resume per job. The rest is read
+    lazily, as the loop reaches it (`_head_then_rest`): a generator function, not a returned
+    generator expression, which mypyc would build all at once (under drf, which re-ranks as jobs
+    start, the compiled core then ordered jobs otherwise than the pure one: bc77082)."""
     order = part.order
     if isinstance(order, FairQueue):
-        jobs = part.queued
+        fairshare = order.fairness.mode == "fairshare"
         # fairshare: the ranking holds within the instant, so the first read is kept short (the
         # loop reads ~3 jobs a cycle); drf re-ranks as jobs start: its first 32 are a snapshot.
-        first = 8 if order.fairness.mode == "fairshare" else 32
-        for tenant, o in order.walk(skip, first):
-            yield tenant, jobs[o]
-        return
+        # Under fairshare the first read leaves `skip` out already: the ranking cannot move within
+        # an instant, so reading a skipped tenant's block now or later makes no difference.
+        first = 8 if fairshare else 32
+        head = order.first_jobs(skip if fairshare else (), first)
+        if len(head) < first:
+            return head
+        return _head_then_rest(order, head, skip)
+    return _plain_walk(part, skip, queued)
+
+
+def _head_then_rest(order: FairQueue, head: list[tuple[str, JobState]], skip: set[str]) -> Iterator[tuple[str, JobState]]:
+    """`tenant_walk`'s first jobs, then the rest as queued then (`FairQueue._rest`)."""
+    yield from head
+    jobs = order._jobs
+    for tenant, o in order._rest(skip, {job.order for _, job in head}):
+        yield tenant, jobs[o]
+
+
+def _plain_walk(part: PartitionState, skip: set[str],
+                queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterator[tuple[str, JobState]]:  # fmt: skip
+    """`tenant_walk` without fairness (under quotas: tenants are their quota's keys), a generator
+    function (see there)."""
+    assert part.quota is not None
+    tenant_of = part.quota.tenant_of
     for job in queued(part, skip):
         yield tenant_of(job), job
 

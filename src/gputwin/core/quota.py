@@ -145,7 +145,7 @@ class PartitionQuota:
 
     def all_waiting(self, waiting: set[str]) -> bool:
         """Is every tenant with a queued job in `waiting`? (Demand above usage is queued GPUs.)"""
-        return waiting.issuperset(self._queued)
+        return self._queued.keys() <= waiting
 
     def reclaim(self, tenant: str, gpus: int, running: Reversible[JobState], free_gpus: int) -> list[JobState] | None:
         """Borrowed work to preempt so a job within `tenant`'s guarantee fits (quota and free GPUs):
