@@ -126,7 +126,8 @@ class Cycle:
             waiting = set() if borrowing else quota.at_guarantee()
             if waiting and quota.all_waiting(waiting):
                 continue
-            for tenant, job in tenant_walk(part, waiting, queued_then):
+            for job in tenant_walk(part, waiting, queued_then):
+                tenant = job.tenant
                 if tenant in waiting:
                     continue
                 admitted = job.order <= before and quota.admits(tenant, job.gpus, borrowing)  # None: reclaim?

@@ -19,7 +19,7 @@ Pure: time is always an argument (`at(now)` sets the instant keys are read at).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from gputwin.core.bounds import MAX_DURATION_SECONDS
 
@@ -171,7 +171,7 @@ class Fairness:
             self._keys_at = self.now
         return self._key_of(tenant, self._of(tenant))
 
-    def ranking(self, tenants: Iterable[str]) -> list[tuple[float, str]]:
+    def ranking(self, tenants: list[str]) -> list[tuple[float, str]]:
         """(key, tenant) of each of `tenants`, sorted: `key`'s, in one pass (a FairQueue ranks
         its queued tenants at every instant it is read)."""
         if self._keys_at != self.now:

@@ -29,7 +29,7 @@ class FairQueue:
     kept sorted (bisect): C-level insort and del beat a SortedList's interpreted bookkeeping where a
     tenant queues dozens (49 at most in the 300k synthetic); at 100,000 an insert's memmove is ~20 us."""
 
-    def __init__(self, fairness: Fairness, jobs: Mapping[int, JobState]) -> None:
+    def __init__(self, fairness: Fairness, jobs: dict[int, JobState]) -> None:
         self.fairness = fairness
         self._jobs = jobs  # order -> queued job: an entry's tenant is its job's
         self._queues: dict[str, list[Entry]] = {}
@@ -54,12 +54,14 @@ class FairQueue:
             insort(queue, entry)
 
     def remove(self, entry: Entry) -> None:
-        tenant = self._tenant.pop(entry[1])
+        order = entry[1]
+        tenant = self._tenant[order]  # looked up, then deleted: compiled, dict.pop is a method call
+        del self._tenant[order]
         queue = self._queues[tenant]
         i = 0 if queue[0] == entry else bisect_left(queue, entry)  # usually its tenant's head starts
         if i == len(queue) or queue[i] != entry:
             raise ValueError(f"{entry!r} is not queued")  # as SortedList.remove
-        del queue[i]
+        queue.pop(i)  # not `del queue[i]`: compiled, a list's pop is a direct call
         if not queue:
             del self._queues[tenant]
             self._ranked = None
@@ -70,7 +72,7 @@ class FairQueue:
     def ranked(self) -> list[tuple[float, str]]:
         """The tenants with a queued job as (key, tenant), sorted: lower keys go first."""
         if self._ranked is None or self._ranked_at != self.fairness.version:
-            self._ranked = self.fairness.ranking(self._queues)
+            self._ranked = self.fairness.ranking(list(self._queues))
             self._ranked_at = self.fairness.version
         return self._ranked
 
@@ -136,19 +138,19 @@ class FairQueue:
             out += [(prefix + policy_key, order) for policy_key, order in group]
         return out
 
-    def _first(self, skip: Collection[str], limit: int) -> list[tuple[str, int]]:
-        """(tenant, order) of `_take`'s first `limit` entries: the walk needs no (tenant key,
-        *policy key) tuple per entry. The ranking is walked here, not by `_groups` (a cycle
-        reads this once or twice: a generator and a list per group cost more than the usual read,
-        one tenant's few jobs), and a tenant whose key ties no other's is read alone."""
+    def _first(self, skip: Collection[str], limit: int) -> list[int]:
+        """The orders of `_take`'s first `limit` entries: the walk needs no (tenant key, *policy
+        key) tuple per entry. The ranking is walked here, not by `_groups` (a cycle reads this
+        once or twice: a generator and a list per group cost more than the usual read, one
+        tenant's few jobs), and a tenant whose key ties no other's is read alone."""
         queues = self._queues
         if len(queues) == 1:  # most reads: one tenant queued, so no ranking, no key to work out
             ((tenant, queue),) = queues.items()
             if tenant in skip:
                 return []
-            return [(tenant, e[1]) for e in (queue if len(queue) <= limit else queue[:limit])]
+            return [e[1] for e in (queue if len(queue) <= limit else queue[:limit])]
         ranked = self.ranked()
-        out: list[tuple[str, int]] = []
+        out: list[int] = []
         i, n = 0, len(ranked)
         while i < n and len(out) < limit:
             tenant_key, tenant = ranked[i]
@@ -156,7 +158,7 @@ class FairQueue:
             if i == n or ranked[i][0] != tenant_key:  # its key ties none: its block alone (usual)
                 if tenant not in skip:
                     queue, need = queues[tenant], limit - len(out)
-                    out += [(tenant, e[1]) for e in (queue if len(queue) <= need else queue[:need])]
+                    out += [e[1] for e in (queue if len(queue) <= need else queue[:need])]
                 continue
             j = i
             while j < n and ranked[j][0] == tenant_key:
@@ -165,16 +167,15 @@ class FairQueue:
             i, need = j, limit - len(out)
             if len(tenants) == 1:
                 queue = queues[tenants[0]]
-                out += [(tenants[0], e[1]) for e in (queue if len(queue) <= need else queue[:need])]
+                out += [e[1] for e in (queue if len(queue) <= need else queue[:need])]
             elif tenants:
-                tenant_of = self._tenant
-                out += [(tenant_of[e[1]], e[1]) for e in islice(heapq.merge(*[queues[t] for t in tenants]), need)]
+                out += [e[1] for e in islice(heapq.merge(*[queues[t] for t in tenants]), need)]
         return out
 
-    def first_jobs(self, skip: Collection[str], limit: int) -> list[tuple[str, JobState]]:
-        """`_first` as (tenant, job): the strict quota loop's walk reads these as they are now."""
+    def first_jobs(self, skip: Collection[str], limit: int) -> list[JobState]:
+        """The jobs of `_first`'s orders: the strict quota loop's walk reads these as they are now."""
         jobs = self._jobs
-        return [(tenant, jobs[o]) for tenant, o in self._first(skip, limit)]
+        return [jobs[o] for o in self._first(skip, limit)]
 
     def _merged(self, skip: Collection[str]) -> Iterator[Entry]:
         for tenant_key, tenants in list(self._groups(skip)):
@@ -194,12 +195,14 @@ class FairQueue:
         # Under fairshare the head leaves `skip` out already: the ranking cannot move within an
         # instant, so reading a skipped tenant's block now or later makes no difference.
         head = self._first(skip if self.fairness.mode == "fairshare" else (), first)
-        for tenant, order in head:
+        tenant_of = self._tenant
+        for order in head:
+            tenant = tenant_of[order]
             if tenant not in skip:
                 yield tenant, order
         if len(head) < first:
             return
-        yield from self._rest(skip, {order for _, order in head})
+        yield from self._rest(skip, set(head))
 
     def _rest(self, skip: set[str], seen: set[int]) -> Iterator[tuple[str, int]]:
         """`walk`'s rest: the tenants as ranked now, each read from its live queue when reached."""
@@ -257,11 +260,11 @@ class FairPolicy:
 
 
 def tenant_walk(part: PartitionState, skip: set[str],
-                queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterable[tuple[str, JobState]]:  # fmt: skip
-    """(tenant, job) of `part`'s queued jobs in queue order for the strict quota loop, which skips
-    the jobs of tenants in `skip` (it grows as the loop goes) itself: a FairQueue's `walk`, its
-    first jobs as read now (waiting tenants' blocks left out under fairshare), else
-    `queued(part, skip)` (`state.queued_then`).
+                queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterable[JobState]:  # fmt: skip
+    """`part`'s queued jobs in queue order for the strict quota loop, which skips the jobs of
+    tenants in `skip` (it grows as the loop goes) itself: a FairQueue's `walk`, its first jobs as
+    read now (waiting tenants' blocks left out under fairshare), else `queued(part, skip)`
+    (`state.queued_then`). A job's tenant is the one the Scheduler stored on it (`job.tenant`).
 
     Under a FairQueue the first ones are read at once, as a list: when there are no more (the
     usual case) that list is the walk, with no generator to resume per job. The rest is read
@@ -280,25 +283,15 @@ def tenant_walk(part: PartitionState, skip: set[str],
         if len(head) < first:
             return head
         return _head_then_rest(order, head, skip)
-    return _plain_walk(part, skip, queued)
+    return queued(part, skip)
 
 
-def _head_then_rest(order: FairQueue, head: list[tuple[str, JobState]], skip: set[str]) -> Iterator[tuple[str, JobState]]:
+def _head_then_rest(order: FairQueue, head: list[JobState], skip: set[str]) -> Iterator[JobState]:
     """`tenant_walk`'s first jobs, then the rest as queued then (`FairQueue._rest`)."""
     yield from head
     jobs = order._jobs
-    for tenant, o in order._rest(skip, {job.order for _, job in head}):
-        yield tenant, jobs[o]
-
-
-def _plain_walk(part: PartitionState, skip: set[str],
-                queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterator[tuple[str, JobState]]:  # fmt: skip
-    """`tenant_walk` without fairness (under quotas: tenants are their quota's keys), a generator
-    function (see there)."""
-    assert part.quota is not None
-    tenant_of = part.quota.tenant_of
-    for job in queued(part, skip):
-        yield tenant_of(job), job
+    for _, o in order._rest(skip, {job.order for job in head}):
+        yield jobs[o]
 
 
 def fair_among(part: PartitionState, fairness: Fairness) -> None:
