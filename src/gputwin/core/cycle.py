@@ -127,8 +127,7 @@ class Cycle:
             if waiting and quota.all_waiting(waiting):
                 continue
             for job in tenant_walk(part, waiting, queued_then):
-                tenant = job.tenant
-                if tenant in waiting:
+                if (tenant := job.tenant) in waiting:  # the tenant the Scheduler stored on it
                     continue
                 admitted = job.order <= before and quota.admits(tenant, job.gpus, borrowing)  # None: reclaim?
                 if not (admitted or admitted is None and self._admits(part, quota, job, borrowing, now, out, waiting)):

@@ -177,13 +177,29 @@ class Fairness:
         if self._keys_at != self.now:
             self._stamp += 1
             self._keys_at = self.now
-        stamp, states = self._stamp, self._tenants
+        stamp, states, now = self._stamp, self._tenants, self.now
+        # fairshare, the usual case (the epoch close): `_usage_of` with G(now) read once for all.
+        inline = self._fairshare and self.rate * (now - self._epoch) <= REBASE
+        g = self._grown(now) if inline else 1.0
         out: list[tuple[float, str]] = []
         for tenant in tenants:
             state = states.get(tenant)
             if state is None:
                 state = states[tenant] = _Tenant()
-            out.append((state.key if state.stamp == stamp else self._key_of(tenant, state), tenant))
+            if state.stamp == stamp:
+                key = state.key
+            elif not inline:
+                key = self._key_of(tenant, state)
+            else:
+                if not state.tracked:
+                    usage = 0.0
+                elif g <= state.grown:
+                    usage = state.value / state.grown
+                else:
+                    usage = (state.value + state.held * (g - state.grown) / self.rate) / g
+                key = usage / self.weights.get(tenant, 1.0)
+                state.key, state.stamp = key, stamp
+            out.append((key, tenant))
         out.sort()
         return out
 

@@ -91,9 +91,17 @@ class FairQueue:
         ranked = self.ranked()
         if not ranked:
             raise IndexError("queue is empty")
-        # the lowest key's tenants (usually one), then their lowest head entry
-        tenant_key = ranked[0][0]
-        head = min(self._queues[t][0] for k, t in ranked if k == tenant_key)
+        # the lowest key's tenants (usually one, the first ranked: those tied follow it), then
+        # their lowest head entry (entries are unique: orders are)
+        tenant_key, tenant = ranked[0]
+        queues = self._queues
+        head = queues[tenant][0]
+        for i in range(1, len(ranked)):
+            if ranked[i][0] != tenant_key:
+                break
+            entry = queues[ranked[i][1]][0]
+            if entry < head:
+                head = entry
         return (tenant_key,) + head[0], head[1]
 
     @overload
