@@ -82,7 +82,7 @@ class PartitionQuota:
         self.used = Held(self._pools, cohorts, True)
         self.demand = Held(self._pools, cohorts, False)
         # Tenants whose demand exceeds their usage (a job queued), kept by `change`.
-        self._queued: dict[str, Pool] = {}
+        self._queued: set[str] = set()
         self._now = 0.0  # the latest instant told: a change told late counts from here, as it always has
 
     # --- reads ------------------------------------------------------------------------------------
@@ -141,11 +141,12 @@ class PartitionQuota:
     def at_guarantee(self) -> set[str]:
         """The tenants with a queued job that hold their whole guarantee or more: within it none
         of their jobs can start (a reclaim only lowers a tenant it then makes wait)."""
-        return {t for t, pool in self._queued.items() if pool.used >= pool.nominal}
+        pools = self._pools
+        return {t for t in self._queued if pools[t].used >= pools[t].nominal}
 
     def all_waiting(self, waiting: set[str]) -> bool:
         """Is every tenant with a queued job in `waiting`? (Demand above usage is queued GPUs.)"""
-        return self._queued.keys() <= waiting
+        return self._queued <= waiting
 
     def reclaim(self, tenant: str, gpus: int, running: Reversible[JobState], free_gpus: int) -> list[JobState] | None:
         """Borrowed work to preempt so a job within `tenant`'s guarantee fits (quota and free GPUs):
@@ -213,9 +214,9 @@ class PartitionQuota:
             pool.set_used(after)
         pool.demand = wanted = pool.demand + demand
         if wanted != after:
-            self._queued[tenant] = pool
-        elif tenant in self._queued:
-            del self._queued[tenant]
+            self._queued.add(tenant)
+        else:
+            self._queued.discard(tenant)
 
     def advance(self, now: float) -> None:
         """Integrate every tenant's usage and demand up to `now`."""
