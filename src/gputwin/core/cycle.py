@@ -134,8 +134,8 @@ class Cycle:
             waiting = set() if borrowing else quota.at_guarantee()
             if waiting and quota.all_waiting(waiting):
                 continue
-            for tenant, job in tenant_walk(part, quota.tenant_of, waiting, queued_then):
-                if tenant in waiting:
+            for job in tenant_walk(part, waiting, queued_then):
+                if (tenant := job.tenant) in waiting:  # the tenant the Scheduler stored on it
                     continue
                 admitted = job.order <= before and quota.admits(tenant, job.gpus, borrowing)  # None: reclaim?
                 if not (admitted or admitted is None and self._admits(part, quota, job, borrowing, now, out, waiting)):

@@ -44,6 +44,19 @@ def fairness_problem(mode: str, half_life: float, weights: Mapping[str, float]) 
     return None
 
 
+class _Tenant:
+    """One tenant's GPUs held and (fairshare) decayed usage as U * G with G and the instant of its
+    last change, and its key as last read: a native object's attributes, compiled unboxed."""
+
+    __slots__ = ("held", "tracked", "value", "grown", "since", "key", "stamp")
+
+    def __init__(self) -> None:
+        self.held = 0
+        self.tracked = False  # fairshare: usage kept since its first change
+        self.value, self.grown, self.since = 0.0, 1.0, 0.0
+        self.key, self.stamp = 0.0, -1  # the key, valid while `stamp` is the Fairness's
+
+
 class Fairness:
     """Each tenant's usage in one partition, and its fairness key at the current instant."""
 
@@ -54,25 +67,38 @@ class Fairness:
         if problem or mode == "none":
             raise ValueError(problem or "fairness none needs no Fairness")
         self.mode = mode
+        self._fairshare = mode == "fairshare"
         self.total = max(total_gpus, 1)
         self.rate = math.log(2.0) / half_life  # decay per second
         self.weights = dict(weights or {})
         self.tenant_of: Callable[[JobState], str] = tenant_of or (lambda job: job.spec.user)
-        self.held: dict[str, int] = {}
-        # fairshare, per tenant: [U(since) * G(since), G(since), since], U the decayed usage and
-        # G(t) = exp(rate * (t - epoch)) a growth shared by every tenant: U * G grows by the GPUs
-        # held times (G(t) - G(since)) / rate, so a change costs no exp of its own, only one G per
-        # instant (`_grown`). The epoch moves on (`_rebase`) before G could overflow.
-        self._usage: dict[str, list[float]] = {}
+        # Per tenant (`_Tenant`): GPUs held, and under fairshare U(since) * G(since), G(since) and
+        # since, U the decayed usage and G(t) = exp(rate * (t - epoch)) a growth shared by every
+        # tenant: U * G grows by the GPUs held times (G(t) - G(since)) / rate, so a change costs
+        # no exp of its own, only one G per instant (`_grown`). The epoch moves on (`_rebase`)
+        # before G could overflow.
+        self._tenants: dict[str, _Tenant] = {}
         self._epoch = 0.0
         self._grown_at, self._grown_g = 0.0, 1.0  # G at one instant, reused until it moves
         self.now = 0.0
         # Keys read at `now`, reused until it moves: the queue head is asked for once per start,
         # each time over every tenant. Usage is continuous, so a change at `now` leaves a fairshare
-        # key at `now` as it was; a drf key moves with the GPUs held, so a change drops it.
-        self._keys: dict[str, float] = {}
+        # key at `now` as it was; a drf key moves with the GPUs held, so a change drops it. A
+        # tenant's key is valid while its stamp is `_stamp`, which moves with the instant read.
+        self._stamp = 0
         self._keys_at = 0.0
         self.version = 0  # moves whenever a key may have: a FairQueue's tenant ranking is cached on it
+
+    @property
+    def held(self) -> dict[str, int]:
+        """GPUs each tenant holds (a copy)."""
+        return {t: state.held for t, state in self._tenants.items()}
+
+    def _of(self, tenant: str) -> _Tenant:
+        state = self._tenants.get(tenant)
+        if state is None:
+            state = self._tenants[tenant] = _Tenant()
+        return state
 
     def at(self, now: float) -> None:
         if now != self.now:
@@ -84,36 +110,39 @@ class Fairness:
     def change(self, now: float, job: JobState, gpus: int, tenant: str = "") -> None:
         """`job`'s tenant (`tenant` if the caller knows it) holds `gpus` more GPUs (fewer if
         negative) from `now` on."""
-        tenant = tenant or self.tenant_of(job)
-        if self.mode == "fairshare":
+        state = self._of(tenant or self.tenant_of(job))
+        if self._fairshare:
             if self.rate * (now - self._epoch) > REBASE:
                 self._rebase(now)
-            state = self._usage.get(tenant)
             g = self._grown_g if now == self._grown_at else self._grown(now)  # `_grown`, its usual case inlined
-            if state is None:
-                self._usage[tenant] = [0.0, g, now]
-            elif g > state[1]:  # time went by: U * G up to now (as `usage` reads it, to the bit)
-                state[0] += self.held.get(tenant, 0) * (g - state[1]) / self.rate
-                state[1], state[2] = g, now
-        self.held[tenant] = self.held.get(tenant, 0) + gpus
-        if now == self.now and self.mode == "fairshare":
+            if not state.tracked:
+                state.tracked, state.value, state.grown, state.since = True, 0.0, g, now
+            elif g > state.grown:  # time went by: U * G up to now (as `usage` reads it, to the bit)
+                state.value += state.held * (g - state.grown) / self.rate
+                state.grown, state.since = g, now
+        state.held += gpus
+        if now == self.now and self._fairshare:
             return  # usage is continuous: every key at `now` is as it was, to the bit (ranking too)
         self.now = max(self.now, now)
-        self._keys.pop(tenant, None)
+        state.stamp = -1
         self.version += 1
 
     def usage(self, tenant: str, now: float) -> float:
         """Decayed GPU-seconds of `tenant` at `now`: U' = g - rate * U between changes."""
-        state = self._usage.get(tenant)
-        if state is None:
+        state = self._tenants.get(tenant)
+        if state is None or not state.tracked:
             return 0.0
+        return self._usage_of(state, now)
+
+    def _usage_of(self, state: _Tenant, now: float) -> float:
+        """`usage` of a tenant with usage kept."""
         if self.rate * (now - self._epoch) > REBASE:
-            return self._decayed(tenant, now)  # far past the epoch: asked, not rebased (a read)
-        value, grown, _ = state
+            return self._decayed(state, now)  # far past the epoch: asked, not rebased (a read)
+        value, grown = state.value, state.grown
         g = self._grown(now)
         if g <= grown:
             return value / grown  # no time since its last change (or asked of an earlier instant)
-        return (value + self.held.get(tenant, 0) * (g - grown) / self.rate) / g
+        return (value + state.held * (g - grown) / self.rate) / g
 
     def _grown(self, now: float) -> float:
         """G(now): one exp per instant for every tenant (a change or key read costs none)."""
@@ -121,30 +150,69 @@ class Fairness:
             self._grown_at, self._grown_g = now, math.exp(self.rate * (now - self._epoch))
         return self._grown_g
 
-    def _decayed(self, tenant: str, now: float) -> float:
+    def _decayed(self, state: _Tenant, now: float) -> float:
         """U(now) by the exponential itself, from the tenant's last change (any span: no G)."""
-        value, grown, since = self._usage[tenant]
-        keep = math.exp(-self.rate * max(0.0, now - since))
-        return value / grown * keep + self.held.get(tenant, 0) * (1.0 - keep) / self.rate
+        keep = math.exp(-self.rate * max(0.0, now - state.since))
+        return state.value / state.grown * keep + state.held * (1.0 - keep) / self.rate
 
     def _rebase(self, now: float) -> None:
         """Move the epoch to `now` before G overflows: each tenant's U(now) with G(now) = 1."""
-        self._usage = {t: [self._decayed(t, now), 1.0, now] for t in self._usage}
+        for state in self._tenants.values():
+            if state.tracked:
+                state.value, state.grown, state.since = self._decayed(state, now), 1.0, now
         self._epoch, self._grown_at, self._grown_g = now, now, 1.0
-        self._keys.clear()
+        self._stamp += 1
         self.version += 1
 
     def key(self, tenant: str) -> float:
         """The tenant's fairness key now: lower goes first."""
         if self._keys_at != self.now:
-            self._keys.clear()
+            self._stamp += 1
             self._keys_at = self.now
-        key = self._keys.get(tenant)
-        if key is None:
-            weight = self.weights.get(tenant, 1.0)
-            if self.mode == "drf":
-                key = self.held.get(tenant, 0) / self.total / weight
+        return self._key_of(tenant, self._of(tenant))
+
+    def ranking(self, tenants: list[str]) -> list[tuple[float, str]]:
+        """(key, tenant) of each of `tenants`, sorted: `key`'s, in one pass (a FairQueue ranks
+        its queued tenants at every instant it is read)."""
+        if self._keys_at != self.now:
+            self._stamp += 1
+            self._keys_at = self.now
+        stamp, states, now = self._stamp, self._tenants, self.now
+        # fairshare, the usual case (the epoch close): `_usage_of` with G(now) read once for all.
+        inline = self._fairshare and self.rate * (now - self._epoch) <= REBASE
+        g = self._grown(now) if inline else 1.0
+        out: list[tuple[float, str]] = []
+        for tenant in tenants:
+            state = states.get(tenant)
+            if state is None:
+                state = states[tenant] = _Tenant()
+            if state.stamp == stamp:
+                key = state.key
+            elif not inline:
+                key = self._key_of(tenant, state)
             else:
-                key = self.usage(tenant, self.now) / weight
-            self._keys[tenant] = key
+                if not state.tracked:
+                    usage = 0.0
+                elif g <= state.grown:
+                    usage = state.value / state.grown
+                else:
+                    usage = (state.value + state.held * (g - state.grown) / self.rate) / g
+                key = usage / self.weights.get(tenant, 1.0)
+                state.key, state.stamp = key, stamp
+            out.append((key, tenant))
+        out.sort()
+        return out
+
+    def _key_of(self, tenant: str, state: _Tenant) -> float:
+        """`tenant`'s key now (`state` its own), worked out once per instant and kept."""
+        if state.stamp == self._stamp:
+            return state.key
+        weight = self.weights.get(tenant, 1.0)
+        if not self._fairshare:
+            key = state.held / self.total / weight
+        elif state.tracked:
+            key = self._usage_of(state, self.now) / weight
+        else:
+            key = 0.0  # no usage yet
+        state.key, state.stamp = key, self._stamp
         return key

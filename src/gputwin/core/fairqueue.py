@@ -29,7 +29,7 @@ class FairQueue:
     kept sorted (bisect): C-level insort and del beat a SortedList's interpreted bookkeeping where a
     tenant queues dozens (49 at most in the 300k synthetic); at 100,000 an insert's memmove is ~20 us."""
 
-    def __init__(self, fairness: Fairness, jobs: Mapping[int, JobState]) -> None:
+    def __init__(self, fairness: Fairness, jobs: dict[int, JobState]) -> None:
         self.fairness = fairness
         self._jobs = jobs  # order -> queued job: an entry's tenant is its job's
         self._queues: dict[str, list[Entry]] = {}
@@ -54,12 +54,14 @@ class FairQueue:
             insort(queue, entry)
 
     def remove(self, entry: Entry) -> None:
-        tenant = self._tenant.pop(entry[1])
+        order = entry[1]
+        tenant = self._tenant[order]  # looked up, then deleted: compiled, dict.pop is a method call
+        del self._tenant[order]
         queue = self._queues[tenant]
         i = 0 if queue[0] == entry else bisect_left(queue, entry)  # usually its tenant's head starts
         if i == len(queue) or queue[i] != entry:
             raise ValueError(f"{entry!r} is not queued")  # as SortedList.remove
-        del queue[i]
+        queue.pop(i)  # not `del queue[i]`: compiled, a list's pop is a direct call
         if not queue:
             del self._queues[tenant]
             self._ranked = None
@@ -70,8 +72,7 @@ class FairQueue:
     def ranked(self) -> list[tuple[float, str]]:
         """The tenants with a queued job as (key, tenant), sorted: lower keys go first."""
         if self._ranked is None or self._ranked_at != self.fairness.version:
-            fair = self.fairness  # its method called on it, not bound first: compiled, a native call
-            self._ranked = sorted([(fair.key(t), t) for t in self._queues])
+            self._ranked = self.fairness.ranking(list(self._queues))
             self._ranked_at = self.fairness.version
         return self._ranked
 
@@ -90,9 +91,17 @@ class FairQueue:
         ranked = self.ranked()
         if not ranked:
             raise IndexError("queue is empty")
-        # the lowest key's tenants (usually one), then their lowest head entry
-        tenant_key = ranked[0][0]
-        head = min(self._queues[t][0] for k, t in ranked if k == tenant_key)
+        # the lowest key's tenants (usually one, the first ranked: those tied follow it), then
+        # their lowest head entry (entries are unique: orders are)
+        tenant_key, tenant = ranked[0]
+        queues = self._queues
+        head = queues[tenant][0]
+        for i in range(1, len(ranked)):
+            if ranked[i][0] != tenant_key:
+                break
+            entry = queues[ranked[i][1]][0]
+            if entry < head:
+                head = entry
         return (tenant_key,) + head[0], head[1]
 
     @overload
@@ -137,10 +146,11 @@ class FairQueue:
             out += [(prefix + policy_key, order) for policy_key, order in group]
         return out
 
-    def _orders(self, skip: Collection[str], limit: int) -> list[int]:
-        """`_take`'s orders alone: the walk needs no (tenant key, *policy key) tuple per entry.
-        The ranking is grouped here, not by `_groups` (a cycle reads this once: a generator and
-        a list per group cost more than the usual read, one tenant's few jobs)."""
+    def _first(self, skip: Collection[str], limit: int) -> list[int]:
+        """The orders of `_take`'s first `limit` entries: the walk needs no (tenant key, *policy
+        key) tuple per entry. The ranking is walked here, not by `_groups` (a cycle reads this
+        once or twice: a generator and a list per group cost more than the usual read, one
+        tenant's few jobs), and a tenant whose key ties no other's is read alone."""
         queues = self._queues
         if len(queues) == 1:  # most reads: one tenant queued, so no ranking, no key to work out
             ((tenant, queue),) = queues.items()
@@ -151,10 +161,17 @@ class FairQueue:
         out: list[int] = []
         i, n = 0, len(ranked)
         while i < n and len(out) < limit:
-            tenant_key, j = ranked[i][0], i + 1
+            tenant_key, tenant = ranked[i]
+            i += 1
+            if i == n or ranked[i][0] != tenant_key:  # its key ties none: its block alone (usual)
+                if tenant not in skip:
+                    queue, need = queues[tenant], limit - len(out)
+                    out += [e[1] for e in (queue if len(queue) <= need else queue[:need])]
+                continue
+            j = i
             while j < n and ranked[j][0] == tenant_key:
                 j += 1
-            tenants = [t for _, t in ranked[i:j] if t not in skip]
+            tenants = [t for _, t in ranked[i - 1:j] if t not in skip]
             i, need = j, limit - len(out)
             if len(tenants) == 1:
                 queue = queues[tenants[0]]
@@ -162,6 +179,11 @@ class FairQueue:
             elif tenants:
                 out += [e[1] for e in islice(heapq.merge(*[queues[t] for t in tenants]), need)]
         return out
+
+    def first_jobs(self, skip: Collection[str], limit: int) -> list[JobState]:
+        """The jobs of `_first`'s orders: the strict quota loop's walk reads these as they are now."""
+        jobs = self._jobs
+        return [jobs[o] for o in self._first(skip, limit)]
 
     def _merged(self, skip: Collection[str]) -> Iterator[Entry]:
         for tenant_key, tenants in list(self._groups(skip)):
@@ -180,7 +202,7 @@ class FairQueue:
             return  # the common read: a cycle's second pass finds the queue empty
         # Under fairshare the head leaves `skip` out already: the ranking cannot move within an
         # instant, so reading a skipped tenant's block now or later makes no difference.
-        head = self._orders(skip if self.fairness.mode == "fairshare" else (), first)
+        head = self._first(skip if self.fairness.mode == "fairshare" else (), first)
         tenant_of = self._tenant
         for order in head:
             tenant = tenant_of[order]
@@ -245,26 +267,42 @@ class FairPolicy:
         return self.inner.soonest_change(entries, now)
 
 
-def tenant_walk(part: PartitionState, tenant_of: Callable[[JobState], str], skip: set[str],
-                queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterator[tuple[str, JobState]]:  # fmt: skip
-    """(tenant, job) of `part`'s queued jobs in queue order for the strict quota loop: a FairQueue's
-    `walk` (waiting tenants' blocks left out), else `queued(part, skip)` (`state.queued_then`).
+def tenant_walk(part: PartitionState, skip: set[str],
+                queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterable[JobState]:  # fmt: skip
+    """`part`'s queued jobs in queue order for the strict quota loop, which skips the jobs of
+    tenants in `skip` (it grows as the loop goes) itself: a FairQueue's `walk`, its first jobs as
+    read now (waiting tenants' blocks left out under fairshare), else `queued(part, skip)`
+    (`state.queued_then`). A job's tenant is the one the Scheduler stored on it (`job.tenant`).
 
-    A generator function, not a returned generator expression: compiled, mypyc built that
-    expression's items all at once, so the walk read the whole queue before the loop started a
-    job, and under drf (which re-ranks as jobs start) the compiled core ordered jobs otherwise
-    than the pure one (the drf-fifo golden of tests/sim/test_sim_fairness_golden.py)."""
+    Under a FairQueue the first ones are read at once, as a list: when there are no more (the
+    usual case) that list is the walk, with no generator to resume per job. The rest is read
+    lazily, as the loop reaches it (`_head_then_rest`): a generator function, not a returned
+    generator expression, which mypyc would build all at once (under drf, which re-ranks as jobs
+    start, the compiled core then ordered jobs otherwise than the pure one: bc77082)."""
     order = part.order
     if isinstance(order, FairQueue):
-        jobs = part.queued
+        fairshare = order.fairness.mode == "fairshare"
         # fairshare: the ranking holds within the instant, so the first read is kept short (the
-        # loop reads ~3 jobs a cycle); drf re-ranks as jobs start: its first 32 are a snapshot.
-        first = 8 if order.fairness.mode == "fairshare" else 32
-        for tenant, o in order.walk(skip, first):
-            yield tenant, jobs[o]
-        return
-    for job in queued(part, skip):
-        yield tenant_of(job), job
+        # loop reads ~3 jobs a cycle) but past one tenant's usual block: going on into `_rest`
+        # costs ~50,000 instructions, and on the 1M synthetic's long queues an 8-job read was
+        # used up by 8 % of walks. drf re-ranks as jobs start: its first 32 are a snapshot.
+        # Under fairshare the first read leaves `skip` out already: the ranking cannot move within
+        # an instant, so reading a skipped tenant's block now or later makes no difference (jobs
+        # queued meanwhile are reclaims' victims, whose tenants wait: read now or later, skipped).
+        first = 16 if fairshare else 32
+        head = order.first_jobs(skip if fairshare else (), first)
+        if len(head) < first:
+            return head
+        return _head_then_rest(order, head, skip)
+    return queued(part, skip)
+
+
+def _head_then_rest(order: FairQueue, head: list[JobState], skip: set[str]) -> Iterator[JobState]:
+    """`tenant_walk`'s first jobs, then the rest as queued then (`FairQueue._rest`)."""
+    yield from head
+    jobs = order._jobs
+    for _, o in order._rest(skip, {job.order for job in head}):
+        yield jobs[o]
 
 
 def fair_among(part: PartitionState, fairness: Fairness) -> None:

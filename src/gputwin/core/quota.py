@@ -16,16 +16,16 @@ Pure: no clock, every ordering deterministic.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NoReturn, Reversible, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Reversible, Sequence
 
 from gputwin.core.model import QuotaSpec
+from gputwin.core.quotapool import NO_LIMIT, Cohort, Held, Pool
 
 if TYPE_CHECKING:
     from gputwin.core.policies import Key
     from gputwin.core.state import JobState
 
 CATCH_ALL = "*"
-_set = dict.__setitem__  # a `_Held` entry set past its total's upkeep (`change` keeps the total itself)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,16 +40,6 @@ class TenantUsage:
     borrowed: float  # integral of max(0, U - N)
     delivered: float  # integral of min(U, N)
     entitled: float  # integral of min(D, N), D the GPUs its queued and running jobs ask for
-
-
-class _Areas:
-    """One tenant's running integrals (`TenantUsage`'s) and the instant they are up to: attributes,
-    not a list, so compiled they are unboxed floats (a list entry allocates a float per update)."""
-
-    __slots__ = ("used", "borrowed", "delivered", "entitled", "since")
-
-    def __init__(self) -> None:
-        self.used = self.borrowed = self.delivered = self.entitled = self.since = 0.0
 
 
 class PartitionQuota:
@@ -82,14 +72,18 @@ class PartitionQuota:
                     self.catch_all = self.catch_all or q.tenant
                 else:
                     self.of_user.setdefault(user, q.tenant)
-        self.used = _Held(self)
-        self.demand = {t: 0 for t in self.nominal}
-        # Tenants whose demand exceeds their usage (a job queued), kept by `change`: `used` and
-        # `demand` change only through it (a test may set `used` to ask `fits`, `reclaim`: `_Held`
-        # keeps the cohorts' totals right whichever way it is set).
+        cohorts = {c: Cohort(self.capacity[c], sum(self.cohort_reserved[c])) for c in self.members}
+        self._pools = {t: Pool(n, self.reserved[t], NO_LIMIT if self.borrowing[t] is None else self.borrowing[t],  # type: ignore[arg-type]
+                                None if self.cohort[t] is None else cohorts[self.cohort[t]])  # type: ignore[index]
+                       for t, n in self.nominal.items()}  # fmt: skip
+        self._cohorts = cohorts
+        # Each tenant's GPUs held and asked for, read (and `used` set, as tests do) through views
+        # of the pools: the pools are the state, changed by `change`.
+        self.used = Held(self._pools, cohorts, True)
+        self.demand = Held(self._pools, cohorts, False)
+        # Tenants whose demand exceeds their usage (a job queued), kept by `change`.
         self._queued: set[str] = set()
         self._now = 0.0  # the latest instant told: a change told late counts from here, as it always has
-        self._areas = {t: _Areas() for t in self.nominal}
 
     # --- reads ------------------------------------------------------------------------------------
 
@@ -128,25 +122,27 @@ class PartitionQuota:
 
     def fits(self, tenant: str, gpus: int) -> bool:
         """May a job of `gpus` GPUs of `tenant` start now, as far as quotas go?"""
-        return _fits(self, self.used, tenant, gpus)
+        return self._pools[tenant].fits(gpus)
 
     def within_guarantee(self, tenant: str, gpus: int) -> bool:
-        return self.used[tenant] + gpus <= self.nominal[tenant]
+        pool = self._pools[tenant]
+        return pool.used + gpus <= pool.nominal
 
     def admits(self, tenant: str, gpus: int, borrowing: bool) -> bool | None:
         """May a job start now as far as quotas go (`borrowing`: above its tenant's guarantee)?
         None: within the guarantee only if borrowed GPUs are reclaimed (the caller works that out)."""
+        pool = self._pools[tenant]  # one lookup, then the pool's native attributes
         if borrowing:
-            return self.fits(tenant, gpus)
-        if not self.within_guarantee(tenant, gpus):
+            return pool.fits(gpus)
+        if pool.used + gpus > pool.nominal:
             return False
-        return True if self.fits(tenant, gpus) else None
+        return True if pool.fits(gpus) else None
 
     def at_guarantee(self) -> set[str]:
         """The tenants with a queued job that hold their whole guarantee or more: within it none
         of their jobs can start (a reclaim only lowers a tenant it then makes wait)."""
-        used, nominal = self.used, self.nominal
-        return {t for t in self._queued if used[t] >= nominal[t]}
+        pools = self._pools
+        return {t for t in self._queued if pools[t].used >= pools[t].nominal}
 
     def all_waiting(self, waiting: set[str]) -> bool:
         """Is every tenant with a queued job in `waiting`? (Demand above usage is queued GPUs.)"""
@@ -158,37 +154,50 @@ class PartitionQuota:
         only while its tenant still borrows. None if there is nothing to do or it would not suffice.
         `running` is in start order, as a partition's `running` dict is (jobs enter it as they
         start, and orders only grow): read from its end, a reclaim stops where it has enough."""
-        cohort = self.cohort[tenant]
-        if cohort is None or not self.within_guarantee(tenant, gpus):
+        pools = self._pools
+        pool = pools[tenant]
+        cohort = pool.cohort
+        if cohort is None or pool.used + gpus > pool.nominal:
             return None
-        used = dict(self.used)
         # Only members above their guarantee lose work, and none rises above it here: the others'
         # jobs are never candidates (no borrower: nothing to reclaim, no running job read).
-        borrowers = {t for t in self.members[cohort] if t != tenant and used[t] > self.nominal[t]}
-        if not borrowers or (free_gpus >= gpus and _fits(self, used, tenant, gpus)):
+        members = self.members[self.cohort[tenant]]  # type: ignore[index]
+        borrowers = {t for t in members if t != tenant and pools[t].used > pools[t].nominal}
+        if not borrowers or (free_gpus >= gpus and pool.fits(gpus)):
             return None
-        owner_of, nominal = self.pool_of, self.nominal
+        # `_fits` as victims leave, kept as the cohort's total is: the tenant's own usage stays, so
+        # it fits once the total is at most `bound` (within its guarantee, no borrowing limit bites).
+        used = {t: pools[t].used for t in borrowers}
+        total, r = cohort.total, pool.reserved
+        after = pool.used + gpus
+        bound = cohort.capacity - (after if after > r else r) + (pool.used if pool.used > r else r)
+        owner_of = self.pool_of
         victims: list[JobState] = []
         for job in reversed(running):
             # The stored tenant first: `pool_of`'s getattr is a generic attribute lookup compiled.
             owner = job.tenant or owner_of(job)
-            if owner in borrowers and used[owner] > nominal[owner]:
-                victims.append(job)
-                used[owner] -= job.gpus
-                free_gpus += job.gpus
-                if free_gpus >= gpus and _fits(self, used, tenant, gpus):
-                    break
-        if not (victims and free_gpus >= gpus and _fits(self, used, tenant, gpus)):
+            if owner in borrowers:
+                held, lender = used[owner], pools[owner]
+                if held > lender.nominal:
+                    victims.append(job)
+                    used[owner] = left = held - job.gpus
+                    r = lender.reserved
+                    total += (left if left > r else r) - (held if held > r else r)
+                    free_gpus += job.gpus
+                    if free_gpus >= gpus and total <= bound:
+                        break
+        if not (victims and free_gpus >= gpus and total <= bound):
             return None
         # Fill back, as Kueue does: spare each victim, last chosen first, whose work is not needed.
         for job in reversed(victims[:]):
-            owner = owner_of(job)
-            used[owner] += job.gpus
-            if free_gpus - job.gpus >= gpus and _fits(self, used, tenant, gpus):
+            owner = job.tenant or owner_of(job)
+            held, r = used[owner], pools[owner].reserved
+            back = held + job.gpus
+            spared = total + (back if back > r else r) - (held if held > r else r)
+            if free_gpus - job.gpus >= gpus and spared <= bound:
                 victims.remove(job)
                 free_gpus -= job.gpus
-            else:
-                used[owner] -= job.gpus
+                used[owner], total = back, spared
         return victims
 
     # --- changes ----------------------------------------------------------------------------------
@@ -197,19 +206,13 @@ class PartitionQuota:
         """`tenant` holds `used` more GPUs and asks for `demand` more from `now` on."""
         if now > self._now:
             self._now = now
-        if self._areas[tenant].since != self._now:  # a tenant often changes twice an instant (submit, start)
-            self._advance(tenant)
-        held = self.used
-        before = held[tenant]
-        after = before + used
+        pool = self._pools[tenant]
+        if pool.since != self._now:  # a tenant often changes twice an instant (submit, start)
+            self._advance(pool)
+        after = pool.used + used
         if used:
-            # `_Held.__setitem__`, inlined (once per start and end): the cohort's total, then the entry.
-            cohort = self.cohort[tenant]
-            if cohort is not None:
-                r = self.reserved[tenant]
-                held.totals[cohort] += (after if after > r else r) - (before if before > r else r)
-            _set(held, tenant, after)
-        self.demand[tenant] = wanted = self.demand[tenant] + demand
+            pool.set_used(after)
+        pool.demand = wanted = pool.demand + demand
         if wanted != after:
             self._queued.add(tenant)
         else:
@@ -219,28 +222,27 @@ class PartitionQuota:
         """Integrate every tenant's usage and demand up to `now`."""
         if now > self._now:
             self._now = now
-        for t in self._areas:
-            self._advance(t)
+        for pool in self._pools.values():
+            self._advance(pool)
 
-    def _advance(self, tenant: str) -> None:
-        """Integrate `tenant`'s usage and demand up to the latest instant told (unchanged since its
+    def _advance(self, pool: Pool) -> None:
+        """Integrate a tenant's usage and demand up to the latest instant told (unchanged since its
         own last change: one product per area where every change of any tenant used to add one)."""
-        area = self._areas[tenant]
-        span = self._now - area.since
+        span = self._now - pool.since
         if span > 0.0:
-            u, n, d = self.used[tenant], self.nominal[tenant], self.demand[tenant]
-            area.used += u * span
+            u, n, d = pool.used, pool.nominal, pool.demand
+            pool.area_used += u * span
             if u > n:
-                area.borrowed += (u - n) * span
-            area.delivered += (u if u < n else n) * span
-            area.entitled += (d if d < n else n) * span
-            area.since = self._now
+                pool.borrowed += (u - n) * span
+            pool.delivered += (u if u < n else n) * span
+            pool.entitled += (d if d < n else n) * span
+            pool.since = self._now
 
     def report(self, now: float) -> tuple[TenantUsage, ...]:
         """Every tenant's integrals up to `now`, by tenant name."""
         self.advance(now)
-        return tuple(TenantUsage(t, self.partition, self.nominal[t], a.used, a.borrowed, a.delivered, a.entitled)
-                     for t, a in sorted(self._areas.items()))
+        return tuple(TenantUsage(t, self.partition, p.nominal, p.area_used, p.borrowed, p.delivered, p.entitled)
+                     for t, p in sorted(self._pools.items()))
 
 
 def _fits(quota: PartitionQuota, used: Mapping[str, int], tenant: str, gpus: int) -> bool:
@@ -252,56 +254,11 @@ def _fits(quota: PartitionQuota, used: Mapping[str, int], tenant: str, gpus: int
     limit = quota.borrowing[tenant]
     if limit is not None and after - own > limit:
         return False
-    # The cohort's sum over every member, then the tenant's own term swapped: the quota's own
-    # usage keeps that sum as it changes (a hot path), a caller's copy (`reclaim`) is summed.
+    # The cohort's sum over every member, then the tenant's own term swapped. (The quota's own
+    # usage keeps that sum as it changes: `Pool.fits`; a caller's copy, `reclaim`'s, is summed.)
     own_reserved = quota.reserved[tenant]
-    if isinstance(used, _Held):
-        total = used.totals[cohort]
-    else:
-        total = sum(map(max, map(used.__getitem__, quota.members[cohort]), quota.cohort_reserved[cohort]))
+    total = sum(map(max, map(used.__getitem__, quota.members[cohort]), quota.cohort_reserved[cohort]))
     return total - max(used[tenant], own_reserved) + max(after, own_reserved) <= quota.capacity[cohort]
-
-
-class _Held(dict[str, int]):
-    """Each tenant's GPUs held (0 to start), with each cohort's sum of max(held, reserved) over
-    its members kept as entries are set, so `_fits` reads it instead of summing every member."""
-
-    def __init__(self, quota: PartitionQuota) -> None:
-        super().__init__(dict.fromkeys(quota.nominal, 0))
-        self._cohort, self._reserved = quota.cohort, quota.reserved
-        self.totals = {c: sum(quota.cohort_reserved[c]) for c in quota.members}
-
-    def __setitem__(self, tenant: str, value: int) -> None:
-        cohort = self._cohort[tenant]  # a KeyError for a tenant of no quota, as before
-        if cohort is not None:
-            reserved = self._reserved[tenant]
-            self.totals[cohort] += max(value, reserved) - max(self[tenant], reserved)
-        super().__setitem__(tenant, value)
-
-    def update(self, *args: Any, **kwargs: int) -> None:  # as tests set usage: through __setitem__
-        for tenant, value in dict(*args, **kwargs).items():
-            self[tenant] = value
-
-    # Methods, not aliases of one (`pop = _fixed`): mypyc's compiled class keeps dict's own methods
-    # for aliases in its body, so a compiled quota would let a tenant be removed.
-    def __delitem__(self, tenant: str) -> None:
-        _fixed()
-
-    def pop(self, *_: Any) -> Any:
-        _fixed()
-
-    def popitem(self) -> Any:
-        _fixed()
-
-    def setdefault(self, *_: Any) -> Any:
-        _fixed()
-
-    def clear(self) -> None:
-        _fixed()
-
-
-def _fixed() -> NoReturn:
-    raise TypeError("a quota's tenants are fixed: set their usage, do not add or remove them")
 
 
 def quota_problem(quota: PartitionQuota, user: str, gpus: int, model: str = "") -> str | None:
