@@ -118,3 +118,16 @@ def test_per_model_quotas_through_the_simulator(quotas, rows, expected) -> None:
     assert {k: done[k] for k in expected} == expected
     if "a1" in done and len(rows) == 2:
         assert done["a1"][2] == 1  # the borrower was preempted once, its work kept
+
+
+def test_a_preemptive_rerank_under_quotas_counts_each_models_gpus() -> None:
+    # srtf under a quota, n0 a100 and n1 h100: the 5 s h100 job outranks both running jobs, but only
+    # the h100 one (90 s left) holds GPUs it can use. Counted as one pool, the quota walk admitted
+    # the short job and the h100 job, and preempted the a100 job (last in rank) for nothing: the
+    # short job still could not start, and waited for the h100 job to end at 100.
+    cluster = _two_models((Q("a", 16),), PolicySpec(queue="srtf", checkpoint_seconds=0.0))
+    rows = [("a", 0, 200, 8, "a", "a100"), ("h", 0, 100, 8, "a", "h100"), ("short", 10, 5, 8, "a", "h100")]
+    done = _run(cluster, rows)
+    assert done["short"][:2] == (10, 15)
+    assert done["a"] == (0, 200, 0)
+    assert done["h"] == (0, 105, 1)

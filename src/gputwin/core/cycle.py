@@ -14,7 +14,7 @@ from gputwin.core.compat import HeliosQssf
 from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, new_start
 from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import tenant_walk
-from gputwin.core.modelrank import rank_by_model
+from gputwin.core.modelrank import budget_of, rank_by_model
 from gputwin.core.options import SchedulerOptions
 from gputwin.core.placement import Slots, place_model
 from gputwin.core.policies import NEVER, RunningEntry
@@ -300,10 +300,8 @@ class Cycle:
     def _rerank_quota(self, part: PartitionState, quota: PartitionQuota, running: list[RunningEntry]
                       ) -> tuple[list[JobState], list[JobState]]:  # fmt: skip
         """`_rerank` under quotas: guaranteed demand first, then borrowing (`rank_with_quota`)."""
-        ledger, partial = part.ledger, part.ledger.has_out_of_service
         queued = [(key, order, part.queued[order]) for key, order in part.order]
-        return rank_with_quota(quota, queued, [(e[0], e[1], e[2]) for e in running], ledger.usable_gpus(),
-                               lambda job: ledger.held_in_service(job.slots) if partial else job.gpus, partial)
+        return rank_with_quota(quota, queued, [(e[0], e[1], e[2]) for e in running], budget_of(part, running))
 
     # --- commits ----------------------------------------------------------------------------------
 

@@ -1,34 +1,108 @@
-"""The preemptive re-rank of a partition whose nodes declare GPU models (docs/tenancy.md).
+"""What a preemptive re-rank has left to hand out: one pool of GPUs, or a budget per GPU model.
 
-The plain re-rank (`gputwin.core.cycle`) counts one pool of GPUs: a queued job ranked ahead of a
-running one takes its place whatever model either runs on. With models that would preempt an a100
-job for an h100 job that cannot start on its GPUs, paying the a100 job's checkpoint for nothing.
-Here each model has a budget of its own beside the partition's: a job asking for a model spends
-that model's GPUs and the total; a job asking for any model spends the total only (where it lands
-is the placer's choice, so it may still start fewer than were ranked); a running job spends the
-GPUs it holds, model by model. A running job is kept while every model it holds has room.
+A re-rank (`gputwin.core.cycle`, and `gputwin.core.quota.rank_with_quota` under quotas) walks queued
+and running jobs in key order and keeps or starts each that its budget still allows. Counted as one
+pool, a queued job ranked ahead of a running one takes its place whatever model either runs on: that
+would preempt an a100 job for an h100 job that cannot start on its GPUs, paying the a100 job's
+checkpoint for nothing. So a partition whose nodes declare models (docs/tenancy.md) spends a
+`ModelBudget`: each model has a budget of its own beside the partition's; a job asking for a model
+spends that model's GPUs and the total; a job asking for any model spends the total only (where it
+lands is the placer's choice, so it may still start fewer than were ranked); a running job spends
+the GPUs it holds, model by model, and is kept while every model it holds has room.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
 from gputwin.core.ledger import Ledger
 from gputwin.core.placement import ModelPools
 from gputwin.core.policies import Key, RunningEntry
-from gputwin.core.state import JobState
+from gputwin.core.state import JobState, PartitionState
+
+
+class GpuBudget(Protocol):
+    """The GPUs a re-rank walk has left: `take` spends what a job needs if it has room."""
+
+    def take(self, job: JobState, running: bool) -> bool:
+        """Spend what `job` (`running` or queued) needs and say True, or spend nothing and say False."""
+        ...
+
+    def spent(self) -> bool:
+        """Nothing more can be taken: the walk may stop."""
+        ...
+
+
+class PoolBudget:
+    """One pool of `gpus`; a running job needs `need(job)` of them (with nodes out of service
+    (`partial`), what it holds in service, which may be none: then the walk cannot stop early)."""
+
+    def __init__(self, gpus: int, need: Callable[[JobState], int], partial: bool) -> None:
+        self.gpus, self.need, self.partial = gpus, need, partial
+
+    def take(self, job: JobState, running: bool) -> bool:
+        size = self.need(job) if running else job.gpus
+        if size > self.gpus:
+            return False
+        self.gpus -= size
+        return True
+
+    def spent(self) -> bool:
+        return self.gpus == 0 and not self.partial
+
+
+class ModelBudget:
+    """The partition's usable GPUs and, per model, its free GPUs plus those the `running` jobs hold."""
+
+    def __init__(self, pools: ModelPools, ledger: Ledger, running: Iterable[RunningEntry]) -> None:
+        self.held = {entry[1]: _held(pools, ledger, entry[2]) for entry in running}
+        self.budget = {model: sum(ledger.free_of(n) for n in nodes) for model, nodes in pools.nodes.items()}
+        for models in self.held.values():
+            for model, gpus in models.items():
+                self.budget[model] += gpus
+        self.total = ledger.usable_gpus()
+
+    def take(self, job: JobState, running: bool) -> bool:
+        if running:
+            return self._take_held(self.held[job.order])
+        model = job.spec.model
+        if job.gpus > self.total or (model and job.gpus > self.budget[model]):
+            return False
+        self.total -= job.gpus
+        if model:
+            self.budget[model] -= job.gpus
+        return True
+
+    def _take_held(self, models: dict[str, int]) -> bool:
+        need = sum(models.values())
+        if need > self.total or any(gpus > self.budget[model] for model, gpus in models.items()):
+            return False
+        self.total -= need
+        for model, gpus in models.items():
+            self.budget[model] -= gpus
+        return True
+
+    def spent(self) -> bool:
+        # A running job holding GPUs only out of service needs none: never stop early.
+        return False
+
+
+def budget_of(part: PartitionState, running: Iterable[RunningEntry]) -> GpuBudget:
+    """What `part`'s re-rank may hand out, `running` its running jobs: per model where it has models."""
+    ledger = part.ledger
+    if part.models is not None:
+        return ModelBudget(part.models, ledger, running)
+    partial = ledger.has_out_of_service
+    return PoolBudget(ledger.usable_gpus(), lambda job: ledger.held_in_service(job.slots) if partial else job.gpus,
+                      partial)
 
 
 def rank_by_model(pools: ModelPools, ledger: Ledger, order: Iterable[tuple[Key, int]], queued: Mapping[int, JobState],
                   running: list[RunningEntry]) -> tuple[list[JobState], list[JobState]]:  # fmt: skip
     """Walk the queue (`order`, in key order) and the running jobs (`running`, sorted) in key order,
     queued first on equal keys; the jobs to start, and the running jobs to preempt (`victims`)."""
-    held = {entry[1]: _held(pools, ledger, entry[2]) for entry in running}
-    budget = {model: sum(ledger.free_of(n) for n in nodes) for model, nodes in pools.nodes.items()}
-    for models in held.values():
-        for model, gpus in models.items():
-            budget[model] += gpus
-    total = ledger.usable_gpus()
+    budget = ModelBudget(pools, ledger, running)
     to_run: list[JobState] = []
     victims: list[JobState] = []
     entries = iter(order)
@@ -37,23 +111,13 @@ def rank_by_model(pools: ModelPools, ledger: Ledger, order: Iterable[tuple[Key, 
     while entry is not None or r < count:
         if entry is not None and (r == count or entry[0] <= running[r][0]):
             job, entry = queued[entry[1]], next(entries, None)
-            model = job.spec.model
-            if job.gpus > total or (model and job.gpus > budget[model]):
-                continue
-            total -= job.gpus
-            if model:
-                budget[model] -= job.gpus
-            to_run.append(job)
+            if budget.take(job, False):
+                to_run.append(job)
         else:
-            job, models = running[r][2], held[running[r][1]]
+            job = running[r][2]
             r += 1
-            need = sum(models.values())
-            if need > total or any(gpus > budget[model] for model, gpus in models.items()):
+            if not budget.take(job, True):
                 victims.append(job)
-                continue
-            total -= need
-            for model, gpus in models.items():
-                budget[model] -= gpus
     return to_run, victims
 
 
@@ -67,4 +131,4 @@ def _held(pools: ModelPools, ledger: Ledger, job: JobState) -> dict[str, int]:
     return out
 
 
-__all__ = ["rank_by_model"]
+__all__ = ["GpuBudget", "ModelBudget", "PoolBudget", "budget_of", "rank_by_model"]

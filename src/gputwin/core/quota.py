@@ -22,6 +22,7 @@ from gputwin.core.model import QuotaSpec
 from gputwin.core.quotapool import NO_LIMIT, Cohort, Held, Pool
 
 if TYPE_CHECKING:
+    from gputwin.core.modelrank import GpuBudget
     from gputwin.core.policies import Key
     from gputwin.core.state import JobState
 
@@ -286,33 +287,30 @@ def rank_with_quota(
     quota: PartitionQuota,
     queued: Sequence[tuple[Key, int, JobState]],
     running: Sequence[tuple[Key, int, JobState]],
-    gpus: int,
-    need: Callable[[JobState], int],
-    partial: bool = False,
+    budget: GpuBudget,
 ) -> tuple[list[JobState], list[JobState]]:
     """A preemptive partition's walk under quotas: (jobs to start, running jobs to preempt).
 
     Queued and running jobs in key order (queued first on equal keys, then order) are admitted in
     two passes from no usage: first each that stays within its tenant's guarantee, then each that
-    borrowing allows, while `gpus` last (a running job takes `need(job)` of them; `partial`: some
-    may need none, so the walk goes on with no GPU left). So guaranteed demand always ranks
-    ahead of borrowed work; what is left running is preempted."""
+    borrowing allows, while the partition's GPUs last (`budget`: one pool, or one per GPU model,
+    `gputwin.core.modelrank`). So guaranteed demand always ranks ahead of borrowed work; what is
+    left running is preempted."""
     walk = sorted([(key, 0, order, job) for key, order, job in queued] +
                   [(key, 1, order, job) for key, order, job in running], key=lambda e: e[:3])  # fmt: skip
     used = {t: 0 for t in quota.nominal}
     admitted: set[int] = set()
     for guaranteed in (True, False):
         for _, is_running, order, job in walk:
-            if gpus == 0 and not partial:
+            if budget.spent():
                 break  # every GPU is spoken for: nothing more is admitted
             if order in admitted:
                 continue
-            tenant, size = quota.pool_of(job), need(job) if is_running else job.gpus
+            tenant = quota.pool_of(job)
             ok = used[tenant] + job.gpus <= quota.nominal[tenant] if guaranteed else _fits(quota, used, tenant, job.gpus)
-            if ok and size <= gpus:
+            if ok and budget.take(job, is_running == 1):
                 admitted.add(order)
                 used[tenant] += job.gpus
-                gpus -= size
     to_run = [job for _, is_running, order, job in walk if not is_running and order in admitted]
     victims = [job for _, is_running, order, job in walk if is_running and order not in admitted]
     return to_run, victims
