@@ -1,9 +1,9 @@
 """Properties of whole simulations on random small clusters and traces, for every queue policy,
 every placer and backfill on/off.
 
-Each run is instrumented: `Scheduler.run_cycle` and `Scheduler.complete` are wrapped on the
-instance, so after every cycle the ledgers are checked against the running jobs, and every run
-segment (start, preemption, end) is recorded. Then, per job:
+Each run is instrumented by a listener on the runtime (`Checked`): at every transition the
+ledgers are checked against the running jobs, and every run segment (start, preemption, end) is
+recorded; it runs the same on the compiled core (.ci/run runs it on the wheel). Then, per job:
 
 * it finishes exactly once (or was rejected, and only for a task type no partition serves);
 * work is conserved: each run starts with the work the previous one left (never below 0) plus the
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -28,6 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gputwin.core.compat import helios_checkpoint_cost
+from gputwin.core.decision import Preempt, Reject, Resize, Start
 from gputwin.core.model import (
     ClusterSpec,
     JobSpec,
@@ -39,8 +41,8 @@ from gputwin.core.model import (
     TopologySpec,
 )
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
-from gputwin.core.state import Phase
-from gputwin.sim.engine import SimOutcome, Simulator
+from gputwin.core.state import JobState, Phase
+from gputwin.sim.engine import Recorder, SimOutcome, Simulator
 
 QUEUES = ("fifo", "sjf", "priority", "qssf", "srtf", "las")
 PLACERS = ("first-fit", "consolidate", "topology-aware", "random")
@@ -162,7 +164,6 @@ class Record:
     segments: dict[str, list[Segment]] = field(default_factory=lambda: defaultdict(list))
     preemptions: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))  # checkpoint costs
     completions: Counter = field(default_factory=Counter)
-    cycles: int = 0
 
 
 def check_ledgers(sched: Scheduler) -> None:
@@ -193,38 +194,60 @@ def check_ledgers(sched: Scheduler) -> None:
         assert sorted(map(id, in_order)) == sorted(map(id, part.queued.values()))  # each queued job once
 
 
+class Checked:
+    """The runtime's listener for a checked run (`gputwin.runtime.loop.Transitions`): records every
+    run segment and checks the ledgers at each transition, then tells the simulator's own Recorder.
+    A listener, not a wrapped Scheduler method: the compiled core's methods cannot be replaced, and
+    the runtime calls them directly, so this runs the same on the pure and the compiled core."""
+
+    def __init__(self, inner: Recorder, sched: Scheduler, rec: Record) -> None:
+        self.inner, self.sched, self.rec = inner, sched, rec
+
+    def started(self, starts: Sequence[Start], now: float) -> None:
+        for start in starts:
+            segs = self.rec.segments[start.job_id]
+            assert not segs or segs[-1].end is not None  # never started twice without stopping
+            segs.append(Segment(now, start.overhead, start.run_seconds, sum(g for _, g in start.slots)))
+        check_ledgers(self.sched)
+        self.inner.started(starts, now)
+
+    def preempted(self, preempt: Preempt, now: float) -> None:
+        seg = self.rec.segments[preempt.job_id][-1]
+        assert seg.end is None  # only a running job is preempted
+        seg.end = now
+        self.rec.preemptions[preempt.job_id].append(preempt.checkpoint_seconds)
+        check_ledgers(self.sched)
+        self.inner.preempted(preempt, now)
+
+    def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None:
+        for state, end in ends:
+            self.rec.completions[state.spec.job_id] += 1
+            seg = self.rec.segments[state.spec.job_id][-1]
+            assert seg.end is None
+            seg.end = end
+        check_ledgers(self.sched)
+        self.inner.completed(ends, now)
+
+    def submitted(self, specs: Sequence[JobSpec], now: float) -> None:
+        self.inner.submitted(specs, now)
+
+    def start_failed(self, start: Start, error: Exception, now: float) -> None:
+        raise AssertionError(f"a virtual run failed to start: {start}")
+
+    def ended_elsewhere(self, job_id: str, end: float, now: float) -> None:
+        raise AssertionError(f"a virtual run ended that the scheduler did not start: {job_id}")
+
+    def rejected(self, reject: Reject, now: float) -> None:
+        self.inner.rejected(reject, now)
+
+    def resized(self, resize: Resize, now: float) -> None:
+        self.inner.resized(resize, now)
+
+
 def instrumented_run(scenario: Scenario) -> tuple[SimOutcome, Record, Simulator]:
     sim = Simulator(scenario.cluster, scenario.options)
-    sched = sim.scheduler
     rec = Record()
-    run_cycle, complete = sched.run_cycle, sched.complete
-
-    def checked_cycle(now: float):
-        decision = run_cycle(now)
-        rec.cycles += 1
-        for pre in decision.preempts:
-            seg = rec.segments[pre.job_id][-1]
-            assert seg.end is None
-            seg.end = now
-            rec.preemptions[pre.job_id].append(pre.checkpoint_seconds)
-        for start in decision.starts:
-            segs = rec.segments[start.job_id]
-            assert not segs or segs[-1].end is not None  # never started twice without stopping
-            gpus = sum(g for _, g in start.slots)
-            segs.append(Segment(now, start.overhead, start.run_seconds, gpus))
-        check_ledgers(sched)
-        return decision
-
-    def recorded_complete(job_id: str, now: float):
-        job = complete(job_id, now)
-        rec.completions[job_id] += 1
-        seg = rec.segments[job_id][-1]
-        assert seg.end is None
-        seg.end = now
-        return job
-
-    sched.run_cycle = checked_cycle  # type: ignore[method-assign]
-    sched.complete = recorded_complete  # type: ignore[method-assign]
+    sim.runtime.listener = Checked(sim.recorder, sim.scheduler, rec)
     return sim.run(scenario.jobs), rec, sim
 
 
