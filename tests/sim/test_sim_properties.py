@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from listening import Forwarding
 
 from gputwin.core.compat import helios_checkpoint_cost
-from gputwin.core.decision import Preempt, Reject, Resize, Start
+from gputwin.core.decision import Preempt, Start
 from gputwin.core.model import (
     ClusterSpec,
     JobSpec,
@@ -194,14 +195,14 @@ def check_ledgers(sched: Scheduler) -> None:
         assert sorted(map(id, in_order)) == sorted(map(id, part.queued.values()))  # each queued job once
 
 
-class Checked:
+class Checked(Forwarding):
     """The runtime's listener for a checked run (`gputwin.runtime.loop.Transitions`): records every
     run segment and checks the ledgers at each transition, then tells the simulator's own Recorder.
-    A listener, not a wrapped Scheduler method: the compiled core's methods cannot be replaced, and
-    the runtime calls them directly, so this runs the same on the pure and the compiled core."""
+    A listener (tests/listening.py): it runs the same on the pure and the compiled core."""
 
     def __init__(self, inner: Recorder, sched: Scheduler, rec: Record) -> None:
-        self.inner, self.sched, self.rec = inner, sched, rec
+        super().__init__(inner)
+        self.sched, self.rec = sched, rec
 
     def started(self, starts: Sequence[Start], now: float) -> None:
         for start in starts:
@@ -227,21 +228,6 @@ class Checked:
             seg.end = end
         check_ledgers(self.sched)
         self.inner.completed(ends, now)
-
-    def submitted(self, specs: Sequence[JobSpec], now: float) -> None:
-        self.inner.submitted(specs, now)
-
-    def start_failed(self, start: Start, error: Exception, now: float) -> None:
-        raise AssertionError(f"a virtual run failed to start: {start}")
-
-    def ended_elsewhere(self, job_id: str, end: float, now: float) -> None:
-        raise AssertionError(f"a virtual run ended that the scheduler did not start: {job_id}")
-
-    def rejected(self, reject: Reject, now: float) -> None:
-        self.inner.rejected(reject, now)
-
-    def resized(self, resize: Resize, now: float) -> None:
-        self.inner.resized(resize, now)
 
 
 def instrumented_run(scenario: Scenario) -> tuple[SimOutcome, Record, Simulator]:

@@ -1,7 +1,7 @@
 """Properties of whole simulations under tenants' quotas (gputwin.core.quota), on random small
 clusters, quotas and traces, for every queue policy, with and without backfill.
 
-After every scheduling cycle: the quota's usage is what the running jobs hold; no tenant holds more
+After every scheduling cycle (a listener on the runtime: it runs on the compiled core too): the quota's usage is what the running jobs hold; no tenant holds more
 than its guarantee (no cohort) or its guarantee plus borrowing limit; no cohort lends more than its
 lenders have idle within their lending limits; no GPU is over-committed. Per job: it finishes once,
 or was refused by a quota rule; reclaim never loses work (the runs' work, net of overhead, is the
@@ -13,12 +13,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from listening import Forwarding
 
 from gputwin.core.compat import helios_checkpoint_cost
+from gputwin.core.decision import Preempt, Reject, Start
 from gputwin.core.model import (
     ClusterSpec,
     JobSpec,
@@ -31,7 +35,10 @@ from gputwin.core.model import (
 )
 from gputwin.core.quota import PartitionQuota
 from gputwin.core.scheduler import Scheduler
-from gputwin.sim.engine import Simulator
+from gputwin.core.state import JobState
+from gputwin.runtime.clock import Replay, VirtualClock, run_steps
+from gputwin.sim.engine import Recorder, Simulator
+from gputwin.sim.finished import FinishedLog
 
 QUEUES = ("fifo", "sjf", "priority", "qssf", "srtf", "las")
 USERS = ("u0", "u1", "u2", "u3")
@@ -91,34 +98,63 @@ def check_cohort(quota: PartitionQuota, members: tuple[str, ...]) -> None:
     assert borrowed <= lendable
 
 
-def run_checked(cluster: ClusterSpec, jobs: list[JobSpec]):
-    sim = Simulator(cluster)
-    sched = sim.scheduler
-    segments: dict[str, list[list[float]]] = defaultdict(list)  # [start, overhead, end]
-    costs: dict[str, list[float]] = defaultdict(list)
-    completions: Counter[str] = Counter()
-    run_cycle, complete = sched.run_cycle, sched.complete
+class Checked(Forwarding):
+    """The runtime's listener (`gputwin.runtime.loop.Transitions`) for a checked run: records each
+    run segment, then tells the simulator's own Recorder; `step_done`, the replay's end-of-instant
+    hook, closes a decision (one cycle an instant) and checks the quotas (tests/listening.py)."""
 
-    def checked_cycle(now: float):
-        decision = run_cycle(now)
+    def __init__(self, inner: Recorder, sched: Scheduler) -> None:
+        super().__init__(inner)
+        self.sched = sched
+        self.segments: dict[str, list[list[float]]] = defaultdict(list)  # [start, overhead, end]
+        self.costs: dict[str, list[float]] = defaultdict(list)
+        self.completions: Counter[str] = Counter()
+        self.preempted_now: set[str] = set()  # this instant's decision
+        self.started_now: set[str] = set()
+
+    def step_done(self, now: float) -> None:
         # borrowing and reclaim run in that order, so no job is started and preempted in one cycle
-        assert not {s.job_id for s in decision.starts} & {p.job_id for p in decision.preempts}
-        for pre in decision.preempts:
-            segments[pre.job_id][-1][2] = now
-            costs[pre.job_id].append(pre.checkpoint_seconds)
-        for start in decision.starts:
-            segments[start.job_id].append([now, start.overhead, math.nan])
-        check_quota(sched)
-        return decision
+        assert not self.started_now & self.preempted_now
+        self.started_now.clear()
+        self.preempted_now.clear()
+        check_quota(self.sched)  # looked up now: the per-model properties put their own in
 
-    def recorded_complete(job_id: str, now: float):
-        completions[job_id] += 1
-        segments[job_id][-1][2] = now
-        return complete(job_id, now)
+    def started(self, starts: Sequence[Start], now: float) -> None:
+        for start in starts:
+            self.segments[start.job_id].append([now, start.overhead, math.nan])
+            self.started_now.add(start.job_id)
+        self.inner.started(starts, now)
 
-    sched.run_cycle = checked_cycle  # type: ignore[method-assign]
-    sched.complete = recorded_complete  # type: ignore[method-assign]
-    return sim.run(jobs), segments, costs, completions
+    def preempted(self, preempt: Preempt, now: float) -> None:
+        segment = self.segments[preempt.job_id][-1]
+        assert math.isnan(segment[2])  # only a running job is preempted
+        segment[2] = now
+        self.costs[preempt.job_id].append(preempt.checkpoint_seconds)
+        self.preempted_now.add(preempt.job_id)
+        self.inner.preempted(preempt, now)
+
+    def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None:
+        for state, end in ends:
+            self.completions[state.spec.job_id] += 1
+            self.segments[state.spec.job_id][-1][2] = end
+        self.inner.completed(ends, now)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    finished: FinishedLog
+    rejected: list[Reject]
+
+
+def run_checked(cluster: ClusterSpec, jobs: list[JobSpec]):
+    """Replay `jobs` as `Simulator.run` does, with `Checked` listening and closing each instant."""
+    sim = Simulator(cluster)
+    checked = Checked(sim.recorder, sim.scheduler)
+    sim.runtime.listener = checked
+    run_steps(Replay(sim.runtime, jobs, after=checked.step_done), VirtualClock())
+    sim.recorder.close()
+    outcome = Outcome(sim.recorder.finished, sim.recorder.rejects)
+    return outcome, checked.segments, checked.costs, checked.completions
 
 
 @pytest.mark.parametrize("queue", QUEUES)
