@@ -33,6 +33,11 @@ class FreeIndex:
         self.topology = topology
         self.nodes: tuple[int, ...] = tuple(sorted(nodes))  # local index -> global index
         self._local = {g: i for i, g in enumerate(self.nodes)}
+        # The same as a list by global index (-1: not this partition's): `Ledger._take` looks each
+        # slot's node up, and a dict's get of a boxed int cost ~10x a list's read compiled.
+        self._local_at: list[int] = [-1] * (max(self.nodes, default=-1) + 1)
+        for i, g in enumerate(self.nodes):
+            self._local_at[g] = i
         self.capacity: list[int] = [topology.node_gpus[g] for g in self.nodes]
         leaf_of = [topology.node_leaf[g] for g in self.nodes]  # global leaf indexes
         self.total_gpus = sum(self.capacity)

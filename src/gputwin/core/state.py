@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from operator import itemgetter
-from typing import Collection, Iterator
+from typing import Any, Collection, Iterator
 
 from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import FairQueue
@@ -27,7 +27,7 @@ from gputwin.core.policies import Key, QueuePolicy, static
 from gputwin.core.quota import PartitionQuota
 from gputwin.core.sharing import Shares
 from gputwin.core.sizing import Sizer
-from gputwin.core.sortedqueue import Entry, SortedQueue
+from gputwin.core.sortedqueue import SortedQueue
 
 
 _KEY = itemgetter(0)  # a queue entry's key
@@ -228,17 +228,18 @@ class PartitionState:
         return [self.queued[order] for _, order in entries]
 
 
-def _by_rank(entries: list[Entry], places: list[int]) -> list[Entry]:
+def _by_rank(entries: list[Any], places: list[int]) -> list[Any]:
     """`entries` put at their `places`: directly when those are each place once (a hint that
-    holds), else sorted by place (stable)."""
+    holds), else sorted by place (stable). Read as objects: an entry typed as a (Key, int) is
+    unboxed when read and boxed anew (a tuple) when stored."""
     count = len(entries)
-    out: list[Entry | None] = [None] * count
+    out: list[Any] = [None] * count
     for k in range(count):
         place = places[k]
         if not 0 <= place < count or out[place] is not None:
             return [entries[k] for k in sorted(range(count), key=places.__getitem__)]
         out[place] = entries[k]
-    return [entry for entry in out if entry is not None]
+    return out
 
 
 class Ends:

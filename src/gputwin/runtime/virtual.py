@@ -75,7 +75,8 @@ class VirtualRuns:
         out: list[tuple[str, float]] = []
         while heap and heap[0] <= now:
             end = heappop(heap)
-            runs = at.pop(end)
+            runs = at[end]  # and deleted: compiled, `dict.pop` is a generic method call
+            del at[end]
             self.popped += len(runs)
             for seq, job_id in runs:
                 if live.get(job_id) == seq:
