@@ -75,8 +75,7 @@ class VirtualRuns:
         out: list[tuple[str, float]] = []
         while heap and heap[0] <= now:
             end = heappop(heap)
-            runs = at[end]  # and deleted: compiled, `dict.pop` is a generic method call
-            del at[end]
+            runs = at.pop(end)
             self.popped += len(runs)
             for seq, job_id in runs:
                 if live.get(job_id) == seq:
