@@ -8,7 +8,7 @@ variants and `_strict_plain`; `_loop_of` picks a partition's once: a cycle tests
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from gputwin.core.compat import HeliosQssf
 from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, new_start
@@ -176,8 +176,9 @@ class Cycle:
         queued, depth = part.queued, self.options.backfill_depth
         first, shadow, extra, window = (backfill_start(part, depth, head, now) if not shares
                                         else (0, -1.0, 0, part.order[1:1 + depth]))  # fmt: skip
+        entries: list[tuple[Any, Any]] = window  # an order read as an object (typed: unboxed, boxed anew)
         for i in range(first, len(window)):
-            job = queued[window[i][1]]
+            job = queued[entries[i][1]]
             if job.gpus > ledger.free_gpus and not (shares and job.spec.gpu_milli < 1000):
                 if not (ledger.free_gpus or shares):
                     return  # every later job needs a GPU too

@@ -33,6 +33,11 @@ class FreeIndex:
         self.topology = topology
         self.nodes: tuple[int, ...] = tuple(sorted(nodes))  # local index -> global index
         self._local = {g: i for i, g in enumerate(self.nodes)}
+        # The same as a list by global index (-1: not this partition's): `Ledger._take` looks each
+        # slot's node up, and a dict's get of a boxed int cost ~10x a list's read compiled.
+        self._local_at: list[int] = [-1] * (max(self.nodes, default=-1) + 1)
+        for i, g in enumerate(self.nodes):
+            self._local_at[g] = i
         self.capacity: list[int] = [topology.node_gpus[g] for g in self.nodes]
         leaf_of = [topology.node_leaf[g] for g in self.nodes]  # global leaf indexes
         self.total_gpus = sum(self.capacity)
@@ -193,24 +198,28 @@ class FreeIndex:
             # Only the bits that change are flipped (XOR): the node is in `_by_free[before]`, in
             # `_avail` iff before > 0 and in `_idle` iff before is its capacity (delta is never 0).
             # On a 250-node partition a bitset is a 9-digit int: each operation allocates one.
+            # A list item is written `x[k] = x[k] op y`, not `x[k] op= y`: compiled, the augmented
+            # form is a generic PyNumber_InPlace* call, the plain one typed int arithmetic.
             bit = self._bit[i]
             by_free, counts = self._by_free, self._counts
             if before:
-                by_free[before] ^= bit
-                counts[before] -= 1
+                by_free[before] = by_free[before] ^ bit
+                counts[before] = counts[before] - 1
                 if not after:
                     self._avail ^= bit
             else:
                 self._avail ^= bit  # after > 0
             if after:
-                by_free[after] ^= bit
-                counts[after] += 1
+                by_free[after] = by_free[after] ^ bit
+                counts[after] = counts[after] + 1
             cap = self.capacity[i]
             if before == cap or after == cap:
                 self._idle ^= bit
-                self._full[cap] += 1 if after == cap else -1
+                full = self._full
+                full[cap] = full[cap] + (1 if after == cap else -1)
             self.free_gpus += delta
-            self._leaf_free[self._leaf_of[i]] += delta
+            leaf_free, leaf = self._leaf_free, self._leaf_of[i]
+            leaf_free[leaf] = leaf_free[leaf] + delta
             self._shown[i] = after
             return
         before = self._visible(i)

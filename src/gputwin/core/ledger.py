@@ -178,16 +178,16 @@ class Ledger(FreeIndex):
         (`_per_node`, which the callers then use to say what is wrong); and no list or set is built
         for a job's slots, as a check of all of them before any change needed (placers never
         repeat a node: this is every job's path)."""
-        local, free, capacity = self._local, self._free, self.capacity
+        at, free, capacity = self._local_at, self._free, self.capacity
         done = 0
         for node, gpus in slots:
-            i = local.get(node)
-            if i is None or gpus <= 0 or ((free[i] < gpus) if sign < 0 else (free[i] + gpus > capacity[i])):
+            i = at[node] if 0 <= node < len(at) else -1
+            if i < 0 or gpus <= 0 or ((free[i] < gpus) if sign < 0 else (free[i] + gpus > capacity[i])):
                 for undo in range(done):  # back to where it was (every change is undone exactly)
                     back_node, back = slots[undo]
-                    self._change(local[back_node], -sign * back)
+                    self._change(self._local[back_node], -sign * back)
                 return False
-            self._change(i, sign * gpus)
+            self._change(i, gpus if sign > 0 else -gpus)
             done += 1
         return True
 

@@ -70,7 +70,8 @@ def _entries(policy: QueuePolicy, jobs: Iterable[JobState], now: float) -> list[
 
 
 class _Static:
-    """A non-preemptive policy whose key is a pure function of the job."""
+    """A non-preemptive policy whose key is a pure function of the job. Typed as one (`static`),
+    its `key` is a direct call compiled, not the Protocol's generic one."""
 
     preemptive = False
     timed = False
@@ -103,7 +104,22 @@ def sjf() -> QueuePolicy:
 
 def priority() -> QueuePolicy:
     """Highest declared priority first, then earliest submission."""
-    return _Static("priority", lambda j: (-float(j.spec.priority), j.spec.submit))
+    return _Priority()
+
+
+class _Priority(_Static):
+    """priority's key as a method of its own (as `_Qssf`'s): compiled, a job queued through a
+    `_Static` costs one direct call, not the lambda's generic one (SLURM's order: a forecast
+    queues 10,000 jobs per sample with it)."""
+
+    def __init__(self) -> None:
+        super().__init__("priority", self._of)
+
+    def key(self, job: JobState, now: float) -> Key:
+        return (-float(job.spec.priority), job.spec.submit)
+
+    def _of(self, job: JobState) -> Key:
+        return self.key(job, 0.0)
 
 
 def qssf(prior: float = DEFAULT_PRIOR) -> QueuePolicy:
@@ -130,6 +146,11 @@ class _Qssf(_Static):
 
     def _gpu_time(self, job: JobState) -> Key:
         return self.key(job, 0.0)
+
+
+def static(policy: QueuePolicy) -> _Static | None:
+    """`policy` as a `_Static` (its `key` then a direct call compiled), or None."""
+    return policy if isinstance(policy, _Static) else None
 
 
 def number_param(params: Mapping[str, object], key: str, default: float, high: float, what: str) -> float:

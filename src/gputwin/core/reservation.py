@@ -30,7 +30,7 @@ def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float
     elif free >= head.gpus:
         shadow, extra = now, free - head.gpus
     elif part.ends is not None:
-        shadow, extra = _first_enough(part.ends.entries, free, head.gpus, part.ends.first)
+        shadow, extra = _first_ending(part.ends.jobs, free, head.gpus, part.ends.first)
     elif part.running:
         shadow, extra = _first_enough(ending(part.running.values()), free, head.gpus)
     max_wait = part.max_wait
@@ -118,8 +118,9 @@ def _first_in(part: PartitionState, window: list[Entry], kept: tuple[list[tuple[
             return len(window), shadow, extra
     least_of: dict[int, float] = {}
     queued = part.queued
+    entries: list[tuple[Any, Any]] = window  # an order read as an object (typed: unboxed, boxed anew)
     for i in range(len(window)):
-        job = queued[window[i][1]]
+        job = queued[entries[i][1]]
         gpus, work = job.gpus, job.work_left
         if gpus <= free:
             if shadow < 0.0:
@@ -165,7 +166,7 @@ def _kept_least(part: PartitionState, window: list[Entry], changes: int
     merged = list(least)
     queued = part.queued
     for i in range(new, len(window)):
-        job = queued[window[i][1]]
+        job = queued[items[i][1]]
         _lower(merged, job.gpus, job.work_left)
     kept = (merged, exact and new == len(seen))
     part.window = (window, merged, enqueued, kept[1], changes)
@@ -203,6 +204,16 @@ def _first_enough(ends: list[tuple[float, int, int]], free: int, need: int, firs
         free += gpus
         if free >= need:
             return end, free - need
+    return float("inf"), 0
+
+
+def _first_ending(jobs: list[JobState], free: int, need: int, first: int) -> tuple[float, int]:
+    """`_first_enough` over running jobs sorted as `PartitionState.ends` keeps them."""
+    for k in range(first, len(jobs)):
+        job = jobs[k]
+        free += job.gpus
+        if free >= need:
+            return job.seg_end, free - need
     return float("inf"), 0
 
 

@@ -26,7 +26,7 @@ from gputwin.core.options import SchedulerOptions as SchedulerOptions
 from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import fair_among
 from gputwin.core.decision import EMPTY, Decision, DecisionBuilder, Reject, Resize
-from gputwin.core.history import Estimator, HistoryEstimator, JobHistory, Mean, observe_means
+from gputwin.core.history import Estimator, HistoryEstimator, JobHistory, Mean, Points, observe_means
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import ClusterSpec, JobSpec, PartitionSpec
 from gputwin.core.placement import Slots, model_pools
@@ -64,6 +64,8 @@ class Scheduler(Cycle):
         self._predicts = estimator is not None or any(p.queue == "qssf" for p in policies)
         # The built-in estimator, typed: a job's groups are looked up once (`JobState.means`).
         self._history = self.estimator if type(self.estimator) is HistoryEstimator else None
+        # A forecast's frozen points, typed: asked directly (the Protocol's call is generic), told nothing.
+        self._points = self.estimator if type(self.estimator) is Points else None
         self._sizes = any(p.sizing != "as-requested" for p in policies)
         self._order = 0
         self._dirty = set()
@@ -147,6 +149,8 @@ class Scheduler(Cycle):
         elif (history := self._history) is not None:
             means = history.means_of(spec)
             predicted = history.predict_from(means)
+        elif (points := self._points) is not None:
+            predicted = points.predict(spec)
         else:
             predicted = self.estimator.predict(spec)
         job = JobState(spec, name, gpus, length, predicted)
@@ -266,7 +270,7 @@ class Scheduler(Cycle):
             self.history.record(job.partition, job.spec, job.gpus, job.duration, job.wait)
         if job.means:  # the built-in estimator's groups, kept since its submit
             observe_means(job.means, job.spec.duration)
-        elif self._predicts:
+        elif self._predicts and self._points is None:  # frozen points learn nothing
             self.estimator.observe(job.spec, job.spec.duration)
         self._dirty.add(job.partition)
         return job

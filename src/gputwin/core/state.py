@@ -12,11 +12,10 @@ work it had not done, plus the checkpoint/restore cost.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from enum import Enum
 from operator import itemgetter
-from typing import Collection, Iterator
+from typing import Any, Collection, Iterator
 
 from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import FairQueue
@@ -24,7 +23,7 @@ from gputwin.core.history import Mean
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import JobSpec, PartitionSpec
 from gputwin.core.placement import ModelPools, Placer
-from gputwin.core.policies import Key, QueuePolicy
+from gputwin.core.policies import Key, QueuePolicy, static
 from gputwin.core.quota import PartitionQuota
 from gputwin.core.sharing import Shares
 from gputwin.core.sizing import Sizer
@@ -186,14 +185,15 @@ class PartitionState:
             return
         entries = []
         policy, queued = self.policy, self.queued
+        fixed = static(policy)  # compiled, its `key` a direct call (the Protocol's: ~2,000 instructions)
         for job in jobs:
             job.phase = Phase.QUEUED
-            job.key = key = policy.key(job, job.queued_since)
+            since = job.queued_since
+            job.key = key = policy.key(job, since) if fixed is None else fixed.key(job, since)
             queued[job.order] = job
             entries.append((key, job.order))
         if ranks is not None:
-            places = [ranks.get(job.spec.job_id, -1) for job in jobs]
-            entries = [entries[k] for k in sorted(range(len(entries)), key=places.__getitem__)]
+            entries = _by_rank(entries, [ranks.get(job.spec.job_id, -1) for job in jobs])
             entries.sort()
         else:
             # Sorted by key alone, which is stable: the orders are ascending already, so equal
@@ -228,72 +228,86 @@ class PartitionState:
         return [self.queued[order] for _, order in entries]
 
 
-class Ends:
-    """A partition's running jobs as (seg_end, gpus, order), sorted (`PartitionState.ends`), and
-    beside them their ends alone: a bisect finds a job's place among the floats, comparing
-    tuples only among equal ends (bisecting the tuples was ~10 % of a forecast's replay). The
-    bisects over the floats are this module's own (`_after`, `_before`): compiled, they compare
-    unboxed floats, where `bisect`'s calls cost ~1,600 instructions each (a forecast's sample
-    makes ~20,000). Jobs end mostly in the order of their ends, so the first entry is the one
-    that usually goes: it is skipped (`first`), not moved out, and the lists drop what they
-    skip only once it is half of them (moving every entry up for each end was ~3 % of a sample).
-    The entries from `first` on are the running jobs."""
+def _by_rank(entries: list[Any], places: list[int]) -> list[Any]:
+    """`entries` put at their `places`: directly when those are each place once (a hint that
+    holds), else sorted by place (stable). Read as objects: an entry typed as a (Key, int) is
+    unboxed when read and boxed anew (a tuple) when stored."""
+    count = len(entries)
+    out: list[Any] = [None] * count
+    for k in range(count):
+        place = places[k]
+        if not 0 <= place < count or out[place] is not None:
+            return [entries[k] for k in sorted(range(count), key=places.__getitem__)]
+        out[place] = entries[k]
+    return out
 
-    __slots__ = ("entries", "times", "first")
+
+class Ends:
+    """A partition's running jobs sorted by (seg_end, gpus, order) (`PartitionState.ends`): the
+    jobs themselves, one list, bisected on their `seg_end` (a running job's never changes while it
+    is held here), ties placed by (gpus, order). Compiled, the bisects (`_after`, `_before`) read
+    unboxed floats from the jobs' fields; no entry tuple is built and no list of boxed ends is
+    kept beside (two inserts per start and the tuple were most of a forecast's `add`). Jobs end
+    mostly in the order of their ends, so the first entry is the one that usually goes: it is
+    skipped (`first`), not moved out, and the list drops what it skips only once it is half of it
+    (moving every entry up for each end was ~3 % of a sample). The jobs from `first` on run."""
+
+    __slots__ = ("jobs", "first")
 
     def __init__(self) -> None:
-        self.entries: list[tuple[float, int, int]] = []
-        self.times: list[float] = []
-        self.first = 0  # entries before it have stopped running
+        self.jobs: list[JobState] = []
+        self.first = 0  # jobs before it have stopped running
 
     def __iter__(self) -> Iterator[tuple[float, int, int]]:
-        return iter(self.entries[self.first:])
+        return iter([(job.seg_end, job.gpus, job.order) for job in self.jobs[self.first:]])
 
     def __len__(self) -> int:
-        return len(self.entries) - self.first
+        return len(self.jobs) - self.first
 
     def add(self, job: JobState) -> None:
-        """`job` started: its entry in."""
-        times, end, first = self.times, job.seg_end, self.first
-        i = _after(times, end, first, len(times))
-        if i > first and times[i - 1] == end:  # a tie on the end: (gpus, order) place it among those
-            i = bisect_right(self.entries, (end, job.gpus, job.order), _before(times, end, first, i), i)
-        self.entries.insert(i, (end, job.gpus, job.order))
-        times.insert(i, end)
+        """`job` started: in at its place."""
+        jobs, end, first = self.jobs, job.seg_end, self.first
+        i = _after(jobs, end, first, len(jobs))
+        while i > first and (other := jobs[i - 1]).seg_end == end and _tied_after(other, job):
+            i -= 1  # a tie on the end: (gpus, order) place it among those
+        jobs.insert(i, job)
 
     def drop(self, job: JobState) -> None:
-        """`job` stopped running: its entry out (entries are unique: orders are)."""
-        entries, order, times, first = self.entries, job.order, self.times, self.first
-        i = _before(times, job.seg_end, first, len(times))
-        while entries[i][2] != order:  # past the other jobs that end at the same time
+        """`job` stopped running: out (found by identity among those ending when it does)."""
+        jobs, first = self.jobs, self.first
+        i = _before(jobs, job.seg_end, first, len(jobs))
+        while jobs[i] is not job:  # past the other jobs that end at the same time
             i += 1
         if i > first:
-            entries.pop(i)  # compiled, direct list ops (`del` is the generic one)
-            times.pop(i)
-        elif 2 * (first + 1) < len(times) or first < 64:
+            jobs.pop(i)  # compiled, a direct list op (`del` is the generic one)
+        elif 2 * (first + 1) < len(jobs) or first < 64:
             self.first = first + 1
         else:
-            del entries[:first + 1]
-            del times[:first + 1]
+            del jobs[:first + 1]
             self.first = 0
 
 
-def _after(times: list[float], end: float, lo: int, hi: int) -> int:
-    """`bisect.bisect_right(times, end, lo, hi)`: the same comparisons, on unboxed floats."""
+def _tied_after(other: JobState, job: JobState) -> bool:
+    """Whether `other`, ending when `job` does, comes after it: (gpus, order) is greater."""
+    return other.gpus > job.gpus or (other.gpus == job.gpus and other.order > job.order)
+
+
+def _after(jobs: list[JobState], end: float, lo: int, hi: int) -> int:
+    """`bisect.bisect_right` of `end` among the jobs' `seg_end`s: compiled, on unboxed floats."""
     while lo < hi:
         mid = (lo + hi) >> 1
-        if end < times[mid]:
+        if end < jobs[mid].seg_end:
             hi = mid
         else:
             lo = mid + 1
     return lo
 
 
-def _before(times: list[float], end: float, lo: int, hi: int) -> int:
-    """`bisect.bisect_left(times, end, lo, hi)`: the same comparisons, on unboxed floats."""
+def _before(jobs: list[JobState], end: float, lo: int, hi: int) -> int:
+    """`bisect.bisect_left` of `end` among the jobs' `seg_end`s: compiled, on unboxed floats."""
     while lo < hi:
         mid = (lo + hi) >> 1
-        if times[mid] < end:
+        if jobs[mid].seg_end < end:
             lo = mid + 1
         else:
             hi = mid

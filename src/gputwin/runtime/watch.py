@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from gputwin.core.decision import Preempt, Reject, Resize, Start
 from gputwin.core.model import JobSpec
 from gputwin.core.state import JobState
+from gputwin.runtime.loop import Quiet
 
 
-class Watch:
+class Watch(Quiet):
     """What one replay saw: each job's first start and latest known end, and rejections.
 
-    A `Transitions` listener written out in full (`gputwin.runtime.loop.Quiet` records nothing)."""
+    A `Transitions` listener written out in full. A `Quiet` (which records nothing): compiled, the
+    runtime tells it directly, not through `_Tell`'s generic calls (a forecast: every start)."""
 
     def __init__(self) -> None:
         self.starts: dict[str, float] = {}

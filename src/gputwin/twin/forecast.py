@@ -64,6 +64,11 @@ class JobForecast(NamedTuple):
     rejected: str = ""  # why the twin's scheduler refused it ("" if it did not)
 
 
+# `JobForecast(...)` without its `__new__` (Python source that collections generates: a call per
+# pending job in the summary, the parent's serial part), as `gputwin.core.decision` builds a Start.
+_new = tuple.__new__
+
+
 @dataclass(frozen=True, slots=True)
 class DrainForecast:
     """Seconds after the snapshot until every job pending now in `partition` has started."""
@@ -231,12 +236,12 @@ def _summary(snap: Snapshot, runs: list[Sample], horizon: float, seed: int, work
     columns = zip(snap.pending, zip(*(r[0] for r in runs)), zip(*(r[1] for r in runs)))
     for job, column, ends_column in columns:
         starts, ends = sorted(column), sorted(ends_column)
-        jobs.append(JobForecast(
+        jobs.append(_new(JobForecast, (
             job.job_id, job.partition, job.gpus,
             _finite(starts[mid], until), _finite(starts[high], until),
             _finite(ends[mid], until), _finite(ends[high], until),
             bisect_right(starts, until) / len(starts), rejects.get(job.job_id, ""),
-        ))  # fmt: skip
+        )))  # fmt: skip
     left_out = tuple(sorted(runs[0][3].items())) if runs else ()
     return Forecast(snap.taken_at, horizon, len(runs), seed, tuple(jobs), _drains(snap, runs, until),
                     left_out, workers, wall)  # fmt: skip
