@@ -92,8 +92,12 @@ class DecisionBuilder:
     def build(self) -> Decision:
         """The decisions collected, frozen; the builder is empty again after (a Scheduler keeps one
         for all its cycles: making one per cycle was ~600 instructions a job compiled)."""
-        if not (self.starts or self.preempts or self.resizes or self.rejects or self.wakes):
-            return EMPTY
+        if not (self.preempts or self.resizes or self.rejects or self.wakes):  # most cycles: starts at most
+            if not self.starts:
+                return EMPTY
+            out = _new(_DECISION, (tuple(self.starts), (), (), (), ()))
+            self.starts.clear()
+            return out
         wakes = tuple(sorted((t, p) for p, t in self.wakes.items()))
         out = _new(_DECISION, (tuple(self.starts), tuple(self.preempts), tuple(self.resizes), tuple(self.rejects), wakes))
         self.starts.clear()

@@ -150,6 +150,12 @@ class Ledger(FreeIndex):
 
     def allocate(self, slots: Sequence[tuple[int, int]]) -> None:
         """Take GPUs; all-or-nothing, so a refused allocation changes nothing."""
+        if isinstance(slots, tuple) and len(slots) == 1:  # most jobs: one node, checked and taken here
+            node, gpus = slots[0]
+            at = self._local_at
+            if 0 <= node < len(at) and (i := at[node]) >= 0 and 0 < gpus <= self._free[i]:
+                self._change(i, -gpus)
+                return
         if self._take(slots, -1):
             return
         wanted = self._per_node(slots)  # repeats that do not fit, or something is wrong: say what
@@ -161,6 +167,12 @@ class Ledger(FreeIndex):
 
     def release(self, slots: Sequence[tuple[int, int]]) -> None:
         """Give GPUs back; all-or-nothing, like `allocate`."""
+        if isinstance(slots, tuple) and len(slots) == 1:  # one node, as in `allocate`
+            node, gpus = slots[0]
+            at = self._local_at
+            if 0 <= node < len(at) and (i := at[node]) >= 0 and 0 < gpus <= self.capacity[i] - self._free[i]:
+                self._change(i, gpus)
+                return
         if self._take(slots, 1):
             return
         returned = self._per_node(slots)
@@ -178,14 +190,14 @@ class Ledger(FreeIndex):
         (`_per_node`, which the callers then use to say what is wrong); and no list or set is built
         for a job's slots, as a check of all of them before any change needed (placers never
         repeat a node: this is every job's path)."""
-        local, free, capacity = self._local, self._free, self.capacity
+        at, free, capacity = self._local_at, self._free, self.capacity
         done = 0
         for node, gpus in slots:
-            i = local.get(node)
-            if i is None or gpus <= 0 or ((free[i] < gpus) if sign < 0 else (free[i] + gpus > capacity[i])):
+            i = at[node] if 0 <= node < len(at) else -1
+            if i < 0 or gpus <= 0 or ((free[i] < gpus) if sign < 0 else (free[i] + gpus > capacity[i])):
                 for undo in range(done):  # back to where it was (every change is undone exactly)
                     back_node, back = slots[undo]
-                    self._change(local[back_node], -sign * back)
+                    self._change(at[back_node], -sign * back)
                 return False
             self._change(i, sign * gpus)
             done += 1
