@@ -16,7 +16,7 @@ from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import tenant_walk
 from gputwin.core.modelrank import budget_of, rank_by_model
 from gputwin.core.options import SchedulerOptions
-from gputwin.core.placement import Slots, place_model
+from gputwin.core.placement import Slots, TopologyAware, place_model
 from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
 from gputwin.core.reservation import backfill_start, reservation
@@ -63,7 +63,7 @@ class Cycle:
         except BaseException:
             self._out = DecisionBuilder()  # a cycle that failed leaves nothing to the next one
             raise
-        self.cycled |= self._dirty
+        self.cycled.update(self._dirty)  # (compiled, a set method, not the generic in-place or)
         self._dirty.clear()
         return out.build()
 
@@ -98,14 +98,15 @@ class Cycle:
                 return
 
     def _strict_plain(self, part: PartitionState, now: float, out: DecisionBuilder) -> None:
-        """`_strict` without GPU models, fairness or shares (most partitions): `_try_start` in one path."""
-        # A first GPU share since: the general loop. (A SortedQueue without fairness: narrowed, direct calls.)
+        """`_strict` without GPU models, fairness or shares (most partitions) in one path (shares: `_strict`).
+        A topology-aware placer is called narrowed: compiled, a direct call, not through the Protocol."""
         if part.shares is not None or not isinstance(order := part.order, SortedQueue):
             return self._strict(part, now, out)
         queued, ledger, placer = part.queued, part.ledger, part.placer
         while queued:
             job = queued[order.head_order()]
-            slots = placer.place(ledger, job.gpus, now - job.queued_since) if job.gpus <= ledger.free_gpus else None
+            slots = (None if job.gpus > ledger.free_gpus else placer.place(ledger, job.gpus, now - job.queued_since)
+                     if isinstance(placer, TopologyAware) else placer.place(ledger, job.gpus, now - job.queued_since))
             if slots is None:  # as `_place` does: a placer that waits for a better one is asked again
                 if job.gpus <= ledger.free_gpus and (wait := part.max_wait) is not None:
                     out.wake(job.queued_since + wait, part.name)

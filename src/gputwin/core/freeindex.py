@@ -33,9 +33,9 @@ class FreeIndex:
         self.topology = topology
         self.nodes: tuple[int, ...] = tuple(sorted(nodes))  # local index -> global index
         self._local = {g: i for i, g in enumerate(self.nodes)}
-        # The same as a list by global index (-1: not this partition's): `Ledger._take` looks each
-        # slot's node up, and a dict's get of a boxed int cost ~10x a list's read compiled.
-        self._local_at: list[int] = [-1] * (max(self.nodes, default=-1) + 1)
+        # Global node index -> local index, -1 for another partition's node: `Ledger.allocate` and
+        # `release` read a job's one node here (a list read; the dict look-up boxed the index).
+        self._local_at: list[int] = [-1] * len(topology.node_gpus)
         for i, g in enumerate(self.nodes):
             self._local_at[g] = i
         self.capacity: list[int] = [topology.node_gpus[g] for g in self.nodes]
@@ -89,9 +89,10 @@ class FreeIndex:
     def best_fit_node(self, gpus: int, leaf: int | None = None, exclude: int = 0) -> int | None:
         """The node whose free GPUs are the smallest count >= `gpus` (lowest index on ties)."""
         scope = ~exclude if leaf is None else self._leaf_mask[leaf] & ~exclude
+        whole = leaf is None and not exclude  # scope ~0: a bitset ANDed with it would only be copied
         by_free = self._by_free
         for f in range(max(gpus, 1), self.max_node_gpus + 1):
-            mask = by_free[f] & scope
+            mask = by_free[f] if whole else by_free[f] & scope
             if mask:
                 return self.nodes[(mask & -mask).bit_length() - 1]
         return None
@@ -112,17 +113,17 @@ class FreeIndex:
 
         One walk over the bitsets by local index, rather than `best_fit_node`, `fullest_first`,
         `free_of` and `mask_of` calls and their generators: this runs for most jobs placed."""
-        scope = -1 if leaf is None else self._leaf_mask[leaf]
+        scope = -1 if leaf is None else self._leaf_mask[leaf]  # (-1: every node, no AND needed)
         by_free, nodes, top = self._by_free, self.nodes, self.max_node_gpus
         for f in range(max(gpus, 1), top + 1):
-            mask = by_free[f] & scope
+            mask = by_free[f] if leaf is None else by_free[f] & scope
             if mask:  # fits on one node: that is the fewest, and the best fit
                 return ((nodes[(mask & -mask).bit_length() - 1], gpus),)
         chosen: list[tuple[int, int]] = []
         need, taken = gpus, 0
         cap = -1 if max_nodes is None else max_nodes - 1
         for f in range(min(top, need - 1), 0, -1):  # no node holds `gpus`: every free count is below it
-            mask = by_free[f] & scope
+            mask = by_free[f] if leaf is None else by_free[f] & scope
             while mask:
                 if f >= need or len(chosen) == cap:  # the next node holds the rest, or no more nodes
                     return self._with_best_fit(chosen, need, leaf, taken)
@@ -198,8 +199,8 @@ class FreeIndex:
             # Only the bits that change are flipped (XOR): the node is in `_by_free[before]`, in
             # `_avail` iff before > 0 and in `_idle` iff before is its capacity (delta is never 0).
             # On a 250-node partition a bitset is a 9-digit int: each operation allocates one.
-            # A list item is written `x[k] = x[k] op y`, not `x[k] op= y`: compiled, the augmented
-            # form is a generic PyNumber_InPlace* call, the plain one typed int arithmetic.
+            # Each list item written as `a[k] = a[k] - 1`, not `a[k] -= 1`: compiled, the augmented
+            # form is a generic number operation on boxed ints; this one is a machine add.
             bit = self._bit[i]
             by_free, counts = self._by_free, self._counts
             if before:
@@ -215,11 +216,10 @@ class FreeIndex:
             cap = self.capacity[i]
             if before == cap or after == cap:
                 self._idle ^= bit
-                full = self._full
-                full[cap] = full[cap] + (1 if after == cap else -1)
+                self._full[cap] = self._full[cap] + (1 if after == cap else -1)
             self.free_gpus += delta
-            leaf_free, leaf = self._leaf_free, self._leaf_of[i]
-            leaf_free[leaf] = leaf_free[leaf] + delta
+            k = self._leaf_of[i]
+            self._leaf_free[k] = self._leaf_free[k] + delta
             self._shown[i] = after
             return
         before = self._visible(i)

@@ -150,6 +150,12 @@ class Ledger(FreeIndex):
 
     def allocate(self, slots: Sequence[tuple[int, int]]) -> None:
         """Take GPUs; all-or-nothing, so a refused allocation changes nothing."""
+        if isinstance(slots, tuple) and len(slots) == 1:  # most jobs: one node, checked and taken here
+            node, gpus = slots[0]
+            at = self._local_at
+            if 0 <= node < len(at) and (i := at[node]) >= 0 and 0 < gpus <= self._free[i]:
+                self._change(i, -gpus)
+                return
         if self._take(slots, -1):
             return
         wanted = self._per_node(slots)  # repeats that do not fit, or something is wrong: say what
@@ -161,6 +167,12 @@ class Ledger(FreeIndex):
 
     def release(self, slots: Sequence[tuple[int, int]]) -> None:
         """Give GPUs back; all-or-nothing, like `allocate`."""
+        if isinstance(slots, tuple) and len(slots) == 1:  # one node, as in `allocate`
+            node, gpus = slots[0]
+            at = self._local_at
+            if 0 <= node < len(at) and (i := at[node]) >= 0 and 0 < gpus <= self.capacity[i] - self._free[i]:
+                self._change(i, gpus)
+                return
         if self._take(slots, 1):
             return
         returned = self._per_node(slots)
@@ -185,7 +197,7 @@ class Ledger(FreeIndex):
             if i < 0 or gpus <= 0 or ((free[i] < gpus) if sign < 0 else (free[i] + gpus > capacity[i])):
                 for undo in range(done):  # back to where it was (every change is undone exactly)
                     back_node, back = slots[undo]
-                    self._change(self._local[back_node], -sign * back)
+                    self._change(at[back_node], -sign * back)
                 return False
             self._change(i, gpus if sign > 0 else -gpus)
             done += 1

@@ -130,12 +130,13 @@ def qssf(prior: float = DEFAULT_PRIOR) -> QueuePolicy:
     `prior` (param `qssf_prior`, seconds) is the duration assumed for a job the estimator knows
     nothing like: low puts unknown jobs ahead of learnt ones, high behind them.
     """
-    return _Qssf(prior)
+    return Qssf(prior)
 
 
-class _Qssf(_Static):
+class Qssf(_Static):
     """qssf's key as a method of its own: compiled, a job queued costs one call, not that and the
-    lambda's generic one (the simulator's busiest policy: issue 17)."""
+    lambda's generic one (the simulator's busiest policy: issue 17); a caller that narrows a
+    policy to it (`PartitionState.enqueue`) calls the key directly, not through the Protocol."""
 
     def __init__(self, prior: float) -> None:
         super().__init__("qssf", self._gpu_time)

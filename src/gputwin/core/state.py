@@ -23,7 +23,7 @@ from gputwin.core.history import Mean
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import JobSpec, PartitionSpec
 from gputwin.core.placement import ModelPools, Placer
-from gputwin.core.policies import Key, QueuePolicy, static
+from gputwin.core.policies import Key, Qssf, QueuePolicy, static
 from gputwin.core.quota import PartitionQuota
 from gputwin.core.sharing import Shares
 from gputwin.core.sizing import Sizer
@@ -158,7 +158,8 @@ class PartitionState:
         job.phase = Phase.QUEUED
         job.order = order
         job.queued_since = now
-        job.key = self.policy.key(job, now)
+        # Narrowed to qssf (the busiest policy): compiled, a direct call, not the Protocol's generic one.
+        job.key = policy.key(job, now) if isinstance(policy := self.policy, Qssf) else policy.key(job, now)
         self.queued[order] = job  # first: a FairQueue finds the entry's tenant from its job
         # Narrowed (a FairQueue only under fairness): compiled, a direct call, not a generic one.
         if isinstance(queue := self.order, SortedQueue):

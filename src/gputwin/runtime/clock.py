@@ -66,6 +66,11 @@ def run_steps(target: Steps, clock: Clock, until: float = float("inf")) -> int:
     """The one loop: wait for the target's next event, step there; until it has none left (or the
     next is after `until`). The number of steps taken."""
     steps = 0
+    if isinstance(target, Replay) and isinstance(clock, VirtualClock):  # a replay: compiled, direct calls
+        while (when := target.next_event()) is not None and when <= until:
+            target.step(clock.advance_to(when))
+            steps += 1
+        return steps
     while (when := target.next_event()) is not None and when <= until:
         target.step(clock.advance_to(when))
         steps += 1
@@ -107,21 +112,25 @@ class Replay:
             self.jobs, self._stream = (), iter(jobs)
             self._head = next(self._stream, None)
         self._count = len(self.jobs)
+        self._listed = jobs if isinstance(jobs, list) else None  # read directly compiled (`next_event`)
 
     def next_event(self) -> float | None:
-        # `runtime.next_event()`, inlined: this and `step` run once per instant of a replay.
+        # `runtime.next_event()`, inlined: this and `step` run once per instant of a replay. The
+        # times are compared as plain floats (`found`: there is one), not as `float | None` (boxed).
         runtime = self.runtime
-        when = runtime.runs.next_event() if (virtual := runtime.virtual) is None else virtual.next_event()
+        end = runtime.runs.next_event() if (virtual := runtime.virtual) is None else virtual.next_event()
+        found, when = end is not None, 0.0 if end is None else end
         wakes = runtime.wakes
-        if wakes and (when is None or wakes[0][0] < when):
-            when = wakes[0][0]
+        if wakes and (not found or wakes[0][0] < when):
+            found, when = True, wakes[0][0]
         if self.submitted < self._count:
-            arrival = self.jobs[self.submitted].submit
-            if when is None or arrival < when:
-                return arrival
-        elif self._head is not None and (when is None or self._head.submit < when):
-            return self._head.submit
-        return when
+            listed = self._listed
+            job: JobSpec = self.jobs[self.submitted] if listed is None else listed[self.submitted]
+            if not found or job.submit < when:
+                return job.submit
+        elif (head := self._head) is not None and (not found or head.submit < when):
+            return head.submit
+        return when if found else None
 
     def step(self, now: float) -> None:
         runtime = self.runtime

@@ -189,7 +189,10 @@ class Runtime:
         the listener hears of the submits in one batch, cut before any decision a submit returned."""
         scheduler, n, i, told = self.scheduler, len(jobs), first, first  # (not its bound method: see `due`)
         listed = jobs if isinstance(jobs, list) else None  # a list's items are read directly compiled
-        while i < n and (spec := jobs[i] if listed is None else listed[i]).submit <= now:
+        while i < n:
+            spec: JobSpec = jobs[i] if listed is None else listed[i]
+            if spec.submit > now:  # (a plain float compare compiled: not in the loop's condition, boxed)
+                break
             decision = scheduler.submit(spec, spec.submit)  # = min(now, spec.submit), as in `submit`
             i += 1
             if decision is not EMPTY:

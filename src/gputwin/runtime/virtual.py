@@ -32,6 +32,10 @@ class VirtualRuns:
         self._live: dict[str, int] = {}  # job id -> sequence of its current run
         self._seq = 0
         self.popped = 0  # ends taken off the heap, stale ones included (the simulator's event count)
+        # Whether the heap may hold a run that is no longer live (stopped, or its job started again):
+        # until then every run in it is, and `ended` and `next_event` skip checking each (a replay
+        # without preemptions: one string look-up a job and a float and a string one an instant).
+        self._stale = False
 
     def start_all(
         self, starts: Sequence[Start], node_names: Sequence[str], now: float
@@ -44,7 +48,10 @@ class VirtualRuns:
                 refused.append((start, _too_late(start, self.latest_label)))
                 continue
             seq += 1
+            count = len(live)
             live[start.job_id] = seq
+            if len(live) == count:  # it was live already: its earlier run's end is stale now
+                self._stale = True
             self._push(end, seq, start.job_id)
         self._seq = seq
         return refused
@@ -56,7 +63,10 @@ class VirtualRuns:
         """`adopt` without a `Start` (a forecast adopts every running job of every sample: the
         NamedTuple's interpreted `__new__` was a third of that)."""
         self._seq += 1
-        self._live[job_id] = self._seq
+        live, count = self._live, len(self._live)
+        live[job_id] = self._seq
+        if len(live) == count:  # it was live already (as in `start_all`)
+            self._stale = True
         self._push(since + run_seconds, self._seq, job_id)
 
     def _push(self, end: float, seq: int, job_id: str) -> None:
@@ -68,7 +78,8 @@ class VirtualRuns:
             runs.append((seq, job_id))
 
     def stop(self, job_id: str, grace: float | None = None) -> None:
-        self._live.pop(job_id, None)  # a virtual run stops at once: no grace to give
+        if self._live.pop(job_id, None) is not None:  # a virtual run stops at once: no grace to give
+            self._stale = True  # its end stays in the heap
 
     def ended(self, now: float) -> list[tuple[str, float]]:
         heap, at, live = self._heap, self._at, self._live
@@ -77,6 +88,11 @@ class VirtualRuns:
             end = heappop(heap)
             runs = at.pop(end)
             self.popped += len(runs)
+            if not self._stale:  # every run in the heap is live
+                for _, job_id in runs:
+                    del live[job_id]
+                    out.append((job_id, end))
+                continue
             for seq, job_id in runs:
                 if live.get(job_id) == seq:
                     del live[job_id]
@@ -85,6 +101,8 @@ class VirtualRuns:
 
     def next_event(self) -> float | None:
         heap, at, live = self._heap, self._at, self._live
+        if not self._stale:  # the earliest end is a live run's
+            return heap[0] if heap else None
         while heap:
             runs = at[heap[0]]
             for seq, job_id in runs:

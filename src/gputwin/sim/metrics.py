@@ -54,7 +54,9 @@ class Busy:
         self.busy = 0.0  # a GPU share counts its fraction
         self.since = 0.0
         self.area = 0.0
-        self.buckets: defaultdict[int, float] = defaultdict(float)
+        # A plain dict (read with `get`), not a defaultdict: compiled, its look-ups are the dict's own
+        # C calls, not generic item calls (a start and an end every job add to one).
+        self.buckets: dict[int, float] = {}
 
 
 class BusyTracker:
@@ -80,7 +82,7 @@ class BusyTracker:
         return {name: part.area for name, part in self.parts.items()}
 
     @property
-    def buckets(self) -> dict[str, defaultdict[int, float]]:
+    def buckets(self) -> dict[str, dict[int, float]]:
         """Busy GPU-seconds per bucket of `interval` seconds, per partition."""
         return {name: part.buckets for name, part in self.parts.items()}
 
@@ -101,13 +103,13 @@ class BusyTracker:
             width = self.interval
         buckets = part.buckets
         if first == last:
-            buckets[first] += busy * (end - start)
+            buckets[first] = buckets.get(first, 0.0) + busy * (end - start)
             return
-        buckets[first] += busy * ((first + 1) * width - start)
+        buckets[first] = buckets.get(first, 0.0) + busy * ((first + 1) * width - start)
         for b in range(first + 1, last):
-            buckets[b] += busy * width
+            buckets[b] = buckets.get(b, 0.0) + busy * width
         if end > last * width:  # a period ending exactly on a border adds nothing to the next
-            buckets[last] += busy * (end - last * width)
+            buckets[last] = buckets.get(last, 0.0) + busy * (end - last * width)
 
     def _fit(self, start: float, end: float) -> tuple[int, int]:
         """The buckets of `start` and `end`, after widening them until all fit in MAX_BUCKETS."""
@@ -125,9 +127,9 @@ class BusyTracker:
         """Double the bucket width: buckets 2k and 2k+1 become bucket k."""
         self.interval *= 2
         for part in self.parts.values():
-            merged: defaultdict[int, float] = defaultdict(float)
+            merged: dict[int, float] = {}
             for bucket in sorted(part.buckets):
-                merged[bucket // 2] += part.buckets[bucket]
+                merged[bucket // 2] = merged.get(bucket // 2, 0.0) + part.buckets[bucket]
             part.buckets = merged
         if self._span is not None:
             self._span = (self._span[0] // 2, self._span[1] // 2)
