@@ -148,3 +148,11 @@ def test_an_output_folder_under_a_file_is_refused_naming_the_file(tmp_path: Path
     (tmp_path / "file").write_text("mine")
     with pytest.raises(OutputError, match=rf"^{tmp_path / 'file'}: not a folder, cannot hold"):
         check(tmp_path / "file" / "out", SIMULATE)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux procfs, where no folder can be made")
+def test_a_folder_that_cannot_be_made_is_named_as_the_user_gave_it() -> None:
+    dest = Path("/proc/gputwin-report")  # procfs: mkdtemp fails with ENOENT for its own temporary name
+    with pytest.raises(OutputError, match=rf"^{dest}: no such file or directory$"):
+        with atomic_folder(dest, REPORT):
+            pass

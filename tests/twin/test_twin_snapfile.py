@@ -58,9 +58,14 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path, mon
         (lambda d: d["pending"][0].update(time_limit=0), "pending[0].time_limit"),
         (lambda d: d["partitions"][1].update(nodes=["n3"]), "partitions[1].nodes"),
         (lambda d: d["out_of_service"][0].update(node="n3"), "out_of_service[0].node"),
+        (lambda d: d["nodes"][0].update(switch="nope"), "nodes[0].switch"),
+        (lambda d: d["switches"][1].update(parent="nope"), "switches[1].parent"),
+        (lambda d: d["switches"][0].update(name="core"), "switches[1].parent"),
+        (lambda d: d["switches"][0].update(parent="leaf"), "nodes[0].switch"),  # a cycle: "leaf" has a child
     ],
     ids=["unknown-node", "more-gpus-than-the-node", "no-slots", "start-after-now", "duplicate-id", "zero-limit",
-         "partition-unknown-node", "out-of-service-unknown-node"],
+         "partition-unknown-node", "out-of-service-unknown-node", "node-on-unknown-switch", "unknown-parent",
+         "renamed-root", "cycle"],
 )  # fmt: skip
 def test_an_inconsistent_snapshot_names_the_field(tmp_path: Path, change, field: str) -> None:
     data = dump_snapshot(SNAP)
@@ -68,6 +73,25 @@ def test_an_inconsistent_snapshot_names_the_field(tmp_path: Path, change, field:
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
     with pytest.raises(SnapshotError, match="^" + re.escape(f"{path}: {field}: ")):
+        load_snapshot(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("[]", "kind"),
+        ('{"kind": "other", "version": 1}', "kind"),
+        ('{"kind": "gputwin-snapshot", "version": 2}', "version"),
+        ('{"kind": "gputwin-snapshot", "version": true}', "version"),  # JSON true is not 1
+        ('{"kind": "gputwin-snapshot", "version": "1"}', "version"),
+        ('{"kind": "gputwin-snapshot"', "document"),
+    ],
+    ids=["not-an-object", "other-kind", "newer-version", "true-version", "string-version", "cut-short"],
+)  # fmt: skip
+def test_a_file_of_another_kind_or_version_is_refused(tmp_path: Path, text: str, field: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(SnapshotError, match=re.escape(f": {field}: ")):
         load_snapshot(path)
 
 

@@ -40,6 +40,7 @@ from gputwin.cli.manifests import (
     read_manifests,
     resource,
 )
+from gputwin.cli.params import FiniteRange
 from gputwin.operator.backends import SimBackend
 from gputwin.operator.config import ConfigError, models_dir, trace_access
 from gputwin.operator.controller import Controller
@@ -222,7 +223,7 @@ def _delete_keys(
 
 @click.command()
 @click.option(
-    "--until", "until", type=click.FloatRange(min=0), help="Advance at most this many virtual seconds."
+    "--until", "until", type=FiniteRange(min=0), help="Advance at most this many virtual seconds."
 )
 @json_option
 @state_option

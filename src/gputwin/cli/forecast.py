@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import click
 
+from gputwin.cli.params import FiniteRange
 from gputwin.errors import InputError
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)", re.ASCII)
@@ -50,7 +51,7 @@ REPLAY_OPTIONS = (
                  help="How far ahead to replay (seconds, or with a unit: 90m, 12h, 7d)."),
     click.option("--samples", default=32, show_default=True, type=click.IntRange(1, 4096), help="Seeded replays."),
     click.option("--seed", default=0, show_default=True, type=int, help="Seed of the run-time draws."),
-    click.option("--start-latency", "start_latency", type=click.FloatRange(0, 3600), metavar="SECONDS",
+    click.option("--start-latency", "start_latency", type=FiniteRange(0, 3600), metavar="SECONDS",
                  help="The live scheduler's delay from the event that makes room to a job's start, as measured "
                       "(benchmarks/sim_to_real.py prints it) [default: the snapshot's; --kube: "
                       "GPUTWIN_FORECAST_START_LATENCY, else 0]."),

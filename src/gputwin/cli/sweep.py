@@ -19,6 +19,7 @@ import click
 from gputwin.adapters.sweeps import DEFAULT_IMAGE, EXECUTORS, Executor, SweepError, run_task
 from gputwin.adapters.sweeps.local import LocalExecutor
 from gputwin.adapters.slurm.sweeps import SlurmExecutor
+from gputwin.cli.params import FiniteRange
 
 F = TypeVar("F", bound=Callable[..., Any])
 INDEX_VARIABLES = ("SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX")
@@ -35,7 +36,7 @@ def executor_options(func: F) -> F:
         click.option("--volume-claim", default=None,
                      help="kubernetes: a PersistentVolumeClaim holding --out (default: --out as a hostPath, "
                           "for one-node clusters such as kind)."),
-        click.option("--timeout", "sweep_timeout", default=3600.0, show_default=True, type=click.FloatRange(1),
+        click.option("--timeout", "sweep_timeout", default=3600.0, show_default=True, type=FiniteRange(1),
                      help="slurm/kubernetes: seconds to wait for the tasks."),
     )  # fmt: skip
     for option in reversed(options):

@@ -35,6 +35,7 @@ from gputwin.api.workloads import search_vocabulary
 from gputwin.api.yamlfiles import Budget, YamlFileError, documents, read_text
 from gputwin.cli.options import load_inputs, trace_and_cluster
 from gputwin.cli.output import ranked_table
+from gputwin.cli.params import FiniteRange
 from gputwin.cli.progress import sweep_progress
 from gputwin.cli.version import command_line, core_flavour
 from gputwin.core.model import ClusterSpec, PolicySpec
@@ -169,7 +170,7 @@ def print_result(result: TuneResult, data: Mapping[str, Any], title: str) -> Non
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the sampler and of placement.")
 @click.option(
     "--holdout",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=FiniteRange(0, 1, min_open=True, max_open=True),
     help="Tune on the earliest jobs, report on this last fraction too (split by submit time).",
 )
 @click.option(

@@ -125,6 +125,8 @@ def atomic_folder(dest: Path, layout: Layout) -> Iterator[Path]:
         dest.parent.mkdir(parents=True, exist_ok=True)
         new = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.new-"))
     except OSError as exc:
+        if exc.filename is not None and Path(exc.filename).name.startswith(f".{dest.name}.new-"):
+            exc.filename = None  # mkdtemp's own name for the folder: the user knows it as `dest`
         raise OutputError(describe(exc, dest)) from None
     try:
         _set_mode(new, dest)

@@ -202,8 +202,9 @@ def _parse(path: Path, data: bytes) -> str:
         raise SnapshotError(f"{path}: document: not usable JSON ({str(exc)[:80] or 'nested too deeply'})") from None
     if not isinstance(data, dict) or data.get("kind") != KIND:
         raise SnapshotError(f"{path}: kind: not a gputwin snapshot (want an object with \"kind\": \"{KIND}\")")
-    if data.get("version") != VERSION:
-        raise SnapshotError(f"{path}: version: {str(data.get('version'))[:20]!r} is not {VERSION}, the version "
+    version = data.get("version")
+    if type(version) is not int or version != VERSION:  # JSON `true` would compare equal to 1
+        raise SnapshotError(f"{path}: version: {str(version)[:20]!r} is not {VERSION}, the version "
                             "this gputwin reads")  # fmt: skip
     return text
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from gputwin.core.model import TopologySpec
 from gputwin.core.sharing import profile_milli, profile_slices
+from gputwin.core.topology import Topology, TopologyError
 
 VERSION = 1
 MAX_START_LATENCY = 3600.0  # a scheduler slower than this to start a job is broken, not slow
@@ -107,6 +108,10 @@ class Snapshot:
         """What is inconsistent, as (field path, reason); empty for a usable snapshot."""
         nodes = {n.name: n.gpus for n in self.topology.nodes}
         found: list[tuple[str, str]] = []
+        try:  # the switch tree's own checks, first: a node on an unknown switch makes the rest moot
+            Topology(self.topology)
+        except TopologyError as exc:
+            found.append((exc.field, exc.reason))
         if not 0.0 <= self.start_latency_s <= MAX_START_LATENCY:
             found.append(("start_latency_s", f"must be in [0, {MAX_START_LATENCY:g}] seconds"))
         ids: set[str] = set()
