@@ -42,7 +42,8 @@ class VirtualRuns:
     ) -> list[tuple[Start, Exception]]:
         live, seq, latest = self._live, self._seq, self.latest
         refused: list[tuple[Start, Exception]] = []
-        for start in starts:
+        # A tuple (a Decision's starts), read as one: compiled, indexed directly, not a generic iterator.
+        for start in starts if isinstance(starts, tuple) else tuple(starts):
             end = now + start.run_seconds
             if not end <= latest:  # also refuses NaN
                 refused.append((start, _too_late(start, self.latest_label)))
