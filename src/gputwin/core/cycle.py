@@ -21,7 +21,7 @@ from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
 from gputwin.core.reservation import backfill_start, reservation
 from gputwin.core.sortedqueue import SortedQueue
-from gputwin.core.state import JobState, PartitionState, Phase, queued_then, release
+from gputwin.core.state import JobState, PartitionState, Phase, in_order, queued_then, release
 from gputwin.core.topology import Span, Topology
 
 _ONE_NODE = Span(1, 0)
@@ -56,7 +56,7 @@ class Cycle:
             return EMPTY
         partitions, loops, out, dirty = self.partitions, self._loops, self._out, self._dirty
         try:
-            for name in dirty if len(dirty) == 1 else self._in_order(dirty):
+            for name in dirty if len(dirty) == 1 else in_order(self._names, dirty):
                 if (loop := loops[name]) is None:  # `_strict_plain`, called directly (compiled: not a generic call)
                     self._strict_plain(partitions[name], now, out)
                 else:
@@ -67,12 +67,6 @@ class Cycle:
         self.cycled.update(self._dirty)  # (compiled, a set method, not the generic in-place or)
         self._dirty.clear()
         return out.build()
-
-    def _in_order(self, dirty: set[str]) -> list[str]:
-        """`sorted(dirty)`: the partitions' names kept sorted once, filtered (sorting a set of two
-        names each cycle was ~1,000 instructions compiled); sorted when it names another."""
-        names = [name for name in self._names if name in dirty]
-        return names if len(names) == len(dirty) else sorted(dirty)
 
     def _loop_of(self, part: PartitionState) -> Loop | None:
         """The loop that serves `part`, chosen once (policy and quotas never change): a cycle tests no
@@ -365,7 +359,7 @@ class Cycle:
         if job.first_start is None:
             job.first_start = now
         run = job.work_left * slowdown
-        if part.policy.preemptive:
+        if part.preemptive:
             run += self.options.release_lag
         job.seg_end = now + run
         job.order = self._order = self._order + 1
