@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from gputwin.core.compat import HeliosQssf
-from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, new_start
+from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
 from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import tenant_walk
 from gputwin.core.modelrank import budget_of, rank_by_model
@@ -21,7 +21,7 @@ from gputwin.core.policies import NEVER, RunningEntry
 from gputwin.core.quota import PartitionQuota, rank_with_quota
 from gputwin.core.reservation import backfill_start, reservation
 from gputwin.core.sortedqueue import SortedQueue
-from gputwin.core.state import JobState, PartitionState, Phase, queued_then, release
+from gputwin.core.state import JobState, PartitionState, Phase, in_order, queued_then, release
 from gputwin.core.topology import Span, Topology
 
 _ONE_NODE = Span(1, 0)
@@ -39,6 +39,7 @@ class Cycle:
     _order: int
     _fairness: list[Fairness]  # the partitions' that have one
     _loops: dict[str, Loop | None]  # partition -> the loop that serves it (`_loop_of`)
+    _names: list[str]  # the partitions' names, sorted (the order a cycle decides in)
     _out: DecisionBuilder  # every cycle's, emptied as it builds its Decision
 
     def _next_order(self) -> int:
@@ -53,9 +54,9 @@ class Cycle:
             fair.at(now)  # tenants' keys are read at the cycle's instant
         if not self._dirty:
             return EMPTY
-        partitions, loops, out = self.partitions, self._loops, self._out
+        partitions, loops, out, dirty = self.partitions, self._loops, self._out, self._dirty
         try:
-            for name in sorted(self._dirty) if len(self._dirty) > 1 else self._dirty:
+            for name in dirty if len(dirty) == 1 else in_order(self._names, dirty):
                 if (loop := loops[name]) is None:  # `_strict_plain`, called directly (compiled: not a generic call)
                     self._strict_plain(partitions[name], now, out)
                 else:
@@ -358,7 +359,7 @@ class Cycle:
         if job.first_start is None:
             job.first_start = now
         run = job.work_left * slowdown
-        if part.policy.preemptive:
+        if part.preemptive:
             run += self.options.release_lag
         job.seg_end = now + run
         job.order = self._order = self._order + 1
@@ -371,7 +372,7 @@ class Cycle:
             part.quota.change(now, job.tenant, used=job.gpus)
         if part.fair is not None:
             part.fair.change(now, job, job.gpus, job.tenant)
-        out.starts.append(new_start(job_id, job.partition, slots, run, fraction, leaves, tiers, generation))
+        out.starts.append(Start(job_id, job.partition, slots, run, fraction, leaves, tiers, generation))
 
     def _preempt(self, part: PartitionState, job: JobState, now: float, out: DecisionBuilder) -> None:
         cost = self.options.checkpoint_cost(job.gpus)

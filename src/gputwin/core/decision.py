@@ -8,35 +8,43 @@ its own accounting, so a driver that fails to carry one out must tell the core (
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, NamedTuple
+from typing import final
 
-# `tuple.__new__`, called with a NamedTuple class: what the class's own `__new__` does, without it.
-# That `__new__` is Python source that collections generates (interpreted even in the compiled
-# core: ~3,800 instructions a Start and a Decision), so the hot paths build both through this.
-_new: Final = tuple.__new__  # Final: compiled, a C static, not a look-up in the module's dict
+@final
+class Start:
+    """Run `job_id` on `slots` now. A value (compared, hashed and shown by its fields, never changed
+    once made), written as a plain class: compiled, one is built by a direct C call (~200
+    instructions). A NamedTuple, built through `tuple.__new__`, cost ~1,500 a job started, and a
+    frozen dataclass's `__init__` stays interpreted."""
 
+    __slots__ = ("job_id", "partition", "slots", "run_seconds", "overhead", "leaves", "tiers", "generation")
 
-class Start(NamedTuple):
-    """Run `job_id` on `slots` now. A NamedTuple, not a frozen dataclass: one is made per job
-    start, and a tuple is built several times faster - it is just as immutable."""
+    def __init__(self, job_id: str, partition: str, slots: tuple[tuple[int, int], ...], run_seconds: float,
+                 overhead: float, leaves: int, tiers: int, generation: int) -> None:  # fmt: skip
+        self.job_id = job_id
+        self.partition = partition
+        self.slots = slots  # (node index, GPUs)
+        self.run_seconds = run_seconds  # how long this run segment lasts, overhead included
+        self.overhead = overhead  # communication overhead fraction applied to this segment
+        self.leaves = leaves
+        self.tiers = tiers
+        self.generation = generation
 
-    job_id: str
-    partition: str
-    slots: tuple[tuple[int, int], ...]  # (node index, GPUs)
-    run_seconds: float  # how long this run segment lasts, overhead included
-    overhead: float  # communication overhead fraction applied to this segment
-    leaves: int
-    tiers: int
-    generation: int
+    def fields(self) -> tuple[str, str, tuple[tuple[int, int], ...], float, float, int, int, int]:
+        """Its fields, in the constructor's order."""
+        return (self.job_id, self.partition, self.slots, self.run_seconds, self.overhead, self.leaves, self.tiers,
+                self.generation)  # fmt: skip
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Start) and self.fields() == other.fields()
 
-_START: Final = Start  # (the class is a NamedTuple, not a native class: else a module-dict look-up)
+    def __hash__(self) -> int:
+        return hash(self.fields())
 
-
-def new_start(job_id: str, partition: str, slots: tuple[tuple[int, int], ...], run_seconds: float, overhead: float,
-              leaves: int, tiers: int, generation: int) -> Start:  # fmt: skip
-    """`Start(...)`, built by `tuple.__new__` (see `_new`): a scheduling cycle makes one per job started."""
-    return _new(_START, (job_id, partition, slots, run_seconds, overhead, leaves, tiers, generation))
+    def __repr__(self) -> str:
+        return (f"Start(job_id={self.job_id!r}, partition={self.partition!r}, slots={self.slots!r}, "
+                f"run_seconds={self.run_seconds!r}, overhead={self.overhead!r}, leaves={self.leaves!r}, "
+                f"tiers={self.tiers!r}, generation={self.generation!r})")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +67,38 @@ class Reject:
     reason: str
 
 
-class Decision(NamedTuple):
-    """One cycle's (or submit's) decisions. A NamedTuple, as `Start` is: a cycle that starts a job
-    builds one, and a frozen dataclass's interpreted __init__ cost ~7,500 instructions compiled."""
+@final
+class Decision:
+    """One cycle's (or submit's) decisions: a value, as `Start` is, and a plain class for the same
+    reason (a cycle that starts a job builds one: through `tuple.__new__` as a NamedTuple, ~900
+    instructions compiled; a frozen dataclass's interpreted __init__, ~7,500)."""
 
-    starts: tuple[Start, ...] = ()
-    preempts: tuple[Preempt, ...] = ()
-    resizes: tuple[Resize, ...] = ()
-    rejects: tuple[Reject, ...] = ()
-    # (time, partition): run that partition's cycle again by then even if nothing else happens
-    wakes: tuple[tuple[float, str], ...] = ()
+    __slots__ = ("starts", "preempts", "resizes", "rejects", "wakes")
+
+    def __init__(self, starts: tuple[Start, ...] = (), preempts: tuple[Preempt, ...] = (),
+                 resizes: tuple[Resize, ...] = (), rejects: tuple[Reject, ...] = (),
+                 wakes: tuple[tuple[float, str], ...] = ()) -> None:  # fmt: skip
+        self.starts = starts
+        self.preempts = preempts
+        self.resizes = resizes
+        self.rejects = rejects
+        # (time, partition): run that partition's cycle again by then even if nothing else happens
+        self.wakes = wakes
+
+    def fields(self) -> tuple[tuple[Start, ...], tuple[Preempt, ...], tuple[Resize, ...], tuple[Reject, ...],
+                              tuple[tuple[float, str], ...]]:  # fmt: skip
+        """Its fields, in the constructor's order."""
+        return self.starts, self.preempts, self.resizes, self.rejects, self.wakes
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Decision) and self.fields() == other.fields()
+
+    def __hash__(self) -> int:
+        return hash(self.fields())
+
+    def __repr__(self) -> str:
+        return (f"Decision(starts={self.starts!r}, preempts={self.preempts!r}, resizes={self.resizes!r}, "
+                f"rejects={self.rejects!r}, wakes={self.wakes!r})")  # fmt: skip
 
 
 class DecisionBuilder:
@@ -97,11 +127,11 @@ class DecisionBuilder:
                 return EMPTY
             # Starts alone (most cycles that decide anything, a forecast's nearly all): no empty
             # list made a tuple, cleared or sorted.
-            out = _new(_DECISION, (tuple(self.starts), (), (), (), ()))
+            out = Decision(tuple(self.starts))
             self.starts.clear()
             return out
         wakes = tuple(sorted((t, p) for p, t in self.wakes.items()))
-        out = _new(_DECISION, (tuple(self.starts), tuple(self.preempts), tuple(self.resizes), tuple(self.rejects), wakes))
+        out = Decision(tuple(self.starts), tuple(self.preempts), tuple(self.resizes), tuple(self.rejects), wakes)
         self.starts.clear()
         self.preempts.clear()
         self.resizes.clear()
@@ -110,5 +140,4 @@ class DecisionBuilder:
         return out
 
 
-_DECISION: Final = Decision
 EMPTY = Decision()

@@ -75,6 +75,7 @@ class Scheduler(Cycle):
         self.cycled: set[str] = set()
         self._fairness = [p.fair for p in self.partitions.values() if p.fair is not None]
         self._loops = {name: self._loop_of(part) for name, part in self.partitions.items()}
+        self._names = sorted(self.partitions)
         self._out = DecisionBuilder()
         self.saw_shares = False  # some job submitted asked for a GPU share (gputwin.core.sharing)
         self._batch: dict[str, list[JobState]] | None = None  # jobs `submit_all` queues at its end
@@ -250,7 +251,9 @@ class Scheduler(Cycle):
 
     def complete(self, job_id: str, now: float) -> JobState:
         """A running job finished at `now`: free its GPUs and learn from it."""
-        job = self.jobs.pop(job_id)
+        jobs = self.jobs
+        job = jobs[job_id]  # and deleted: compiled, `pop` is a generic method call
+        del jobs[job_id]
         part = self.partitions[job.partition]
         del part.running[job_id]
         if part.ends is not None:

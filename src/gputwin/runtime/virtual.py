@@ -42,7 +42,9 @@ class VirtualRuns:
     ) -> list[tuple[Start, Exception]]:
         live, seq, latest = self._live, self._seq, self.latest
         refused: list[tuple[Start, Exception]] = []
-        for start in starts:
+        # A tuple (a Decision's starts) in a typed local: compiled, indexed directly, not a generic iterator.
+        listed: tuple[Start, ...] = starts if isinstance(starts, tuple) else tuple(starts)
+        for start in listed:
             end = now + start.run_seconds
             if not end <= latest:  # also refuses NaN
                 refused.append((start, _too_late(start, self.latest_label)))

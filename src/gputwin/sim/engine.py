@@ -58,7 +58,9 @@ class Recorder(Quiet):
     def started(self, starts: Sequence[Start], now: float) -> None:
         # The tracker, not its bound method: compiled, a typed local's method is a direct C call.
         jobs, busy = self.jobs, self.busy
-        for start in starts:
+        # A tuple (a Decision's starts) in a typed local: compiled, indexed directly, not iterated generically.
+        listed: tuple[Start, ...] = starts if isinstance(starts, tuple) else tuple(starts)
+        for start in listed:
             job = jobs[start.job_id]  # a GPU share (gputwin.core.sharing) is busy by its fraction
             busy.change(start.partition, now, job.gpus if job.spec.gpu_milli == 1000 else job.spec.gpu_milli / 1000)
 
@@ -68,7 +70,8 @@ class Recorder(Quiet):
 
     def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None:
         busy, done = self.busy, self._done
-        for state, end in ends:
+        listed: list[tuple[JobState, float]] = ends if isinstance(ends, list) else list(ends)  # (as in `started`)
+        for state, end in listed:
             milli = state.spec.gpu_milli
             busy.change(state.partition, end, -state.gpus if milli == 1000 else -milli / 1000)
             done.append(state)

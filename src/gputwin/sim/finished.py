@@ -13,7 +13,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from operator import attrgetter
-from typing import NamedTuple, overload
+from typing import NamedTuple, cast, overload
 
 from gputwin.core.model import JobSpec
 from gputwin.core.state import JobState
@@ -162,17 +162,21 @@ class FinishedLog(Sequence[FinishedJob]):
     def _extend_slots(self, jobs: list[JobState]) -> None:
         # A loop, not chain/accumulate/zip(*pairs) (an iterator per tuple): fewer instructions
         # interpreted, and compiled it indexes the native tuples directly.
-        nodes: list[int] = []
-        gpus: list[int] = []
+        # The slots' items are moved as the objects they are (`tuple[object, object]`): read as ints,
+        # compiled, each would be unboxed and boxed again (a node index above 256 is a new int).
+        nodes: list[object] = []
+        gpus: list[object] = []
         ends: list[int] = []
         end = len(self.nodes)
         for job in jobs:
-            for node, n in job.slots:
+            slots: tuple[tuple[object, object], ...] = job.slots
+            for node, n in slots:
                 nodes.append(node)
                 gpus.append(n)
-            end += len(job.slots)
+            end += len(slots)
             ends.append(end)
-        self.nodes, self.slot_gpus = extended(self.nodes, nodes), extended(self.slot_gpus, gpus)
+        self.nodes = extended(self.nodes, cast("list[int]", nodes))
+        self.slot_gpus = extended(self.slot_gpus, cast("list[int]", gpus))
         self.slot_end = extended(self.slot_end, ends)
 
     def __len__(self) -> int:
