@@ -160,12 +160,11 @@ class PartitionState:
         job.queued_since = now
         # Narrowed to qssf (the busiest policy): compiled, a direct call, not the Protocol's generic one.
         job.key = policy.key(job, now) if isinstance(policy := self.policy, Qssf) else policy.key(job, now)
-        self.queued[order] = job  # first: a FairQueue finds the entry's tenant from its job
-        # Narrowed (a FairQueue only under fairness): compiled, a direct call, not a generic one.
+        self.queued[order] = job
         if isinstance(queue := self.order, SortedQueue):
             queue.add((job.key, order))
-        else:
-            queue.add((job.key, order))
+        else:  # a FairQueue (under fairness): the job itself, found in its tenant's queue by its tenant
+            queue.add_job(job)
         self.enqueued += 1
 
     def enqueue_all(self, jobs: list[JobState], ranks: dict[str, int] | None = None) -> None:
@@ -209,7 +208,7 @@ class PartitionState:
         if isinstance(queue := self.order, SortedQueue):  # narrowed, as in `enqueue`
             queue.remove((job.key, job.order))
         else:
-            queue.remove((job.key, job.order))
+            queue.remove_job(job)
 
     def head(self) -> JobState | None:
         """The queued job with the lowest key (ties: lowest order), or None."""
@@ -218,7 +217,7 @@ class PartitionState:
         if not self.queued:
             return None
         queue = self.order
-        return self.queued[queue.head_order() if isinstance(queue, SortedQueue) else queue[0][1]]
+        return self.queued[queue.head_order()] if isinstance(queue, SortedQueue) else queue.head_job()
 
     def queued_jobs(self, limit: int | None = None, skip: Collection[str] = ()) -> list[JobState]:
         """Queued jobs in queue order (the first `limit` of them); under fairness, those of the
