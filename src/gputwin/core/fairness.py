@@ -19,7 +19,7 @@ Pure: time is always an argument (`at(now)` sets the instant keys are read at).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Final, Mapping
 
 from gputwin.core.bounds import MAX_DURATION_SECONDS
 
@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 FAIRNESS = ("none", "drf", "fairshare")
 DEFAULT_HALF_LIFE = 7 * 24 * 3600.0  # SLURM's PriorityDecayHalfLife default, 7-0
 MAX_WEIGHT = 1e6
-REBASE = 64 * math.log(2.0)  # fairshare's epoch moves every 64 half-lives: G stays below 2**64
+# fairshare's epoch moves every 64 half-lives: G stays below 2**64 (Final: compiled, a C static, not a
+# look-up in the module's dict at every instant and change)
+REBASE: Final = 64 * math.log(2.0)
 
 
 def fairness_problem(mode: str, half_life: float, weights: Mapping[str, float]) -> str | None:

@@ -2,15 +2,15 @@
 
 `FairQueue` keeps one sorted queue per tenant and merges them by tenant key when read: the cycle's
 loops read it as the one sorted queue they always read, and the strict quota loop walks it tenant
-block by tenant block (`tenant_walk`). `FairPolicy` prefixes a running job's key the same way for
-the preemptive loop; `fair_among` sets a partition up with both. Pure: no I/O, no clock.
+block by tenant block (`fair_head`, `fair_rest`). `FairPolicy` prefixes a running job's key the
+same way for the preemptive loop; `fair_among` sets a partition up with both. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
 import heapq
 from itertools import islice
-from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Sequence, overload
+from typing import TYPE_CHECKING, Collection, Iterable, Iterator, Sequence, overload
 
 from gputwin.core.fairness import Fairness, TenantState
 
@@ -46,6 +46,8 @@ class FairQueue:
 
     def __init__(self, fairness: Fairness, jobs: dict[int, JobState]) -> None:
         self.fairness = fairness
+        self.fairshare = fairness.mode == "fairshare"
+        self.first = 16 if self.fairshare else 32  # the strict quota loop's first read (`fair_head`)
         self._jobs = jobs  # order -> queued job (`add` and `remove` by entry find the job here)
         self._queues: dict[str, TenantQueue] = {}
         self._active: list[TenantQueue] = []  # the tenants with a queued job, in no order
@@ -75,7 +77,8 @@ class FairQueue:
         """Take `job`, queued at (job.key, job.order), out of the queue."""
         queue = self._queue_of(job)
         jobs = queue.jobs
-        i = 0 if jobs and jobs[0] is job else _place(jobs, job.key, job.order) - 1  # usually its tenant's head starts
+        # Usually its tenant's head starts: found by identity, else by bisection.
+        i = 0 if jobs and jobs[0] is job else _place(jobs, job.key, job.order) - 1
         if i < 0 or jobs[i] is not job:
             raise ValueError(f"{(job.key, job.order)!r} is not queued")  # as SortedList.remove
         jobs.pop(i)  # not `del jobs[i]`: compiled, a list's pop is a direct call
@@ -130,16 +133,12 @@ class FairQueue:
             queue.key = key = state.key if state.stamp == stamp else fair.key_of(queue.tenant, state)
             i = len(ranked)
             ranked.append(queue)
-            while i > 0 and (key < (other := ranked[i - 1]).key or key == other.key and queue.tenant < other.tenant):
-                ranked[i] = other
+            while i > 0 and _ranks_after(ranked[i - 1], key, queue.tenant):
+                ranked[i] = ranked[i - 1]
                 i -= 1
             ranked[i] = queue
         self._ranked, self._ranked_at = ranked, fair.version
         return ranked
-
-    def ranked(self) -> list[tuple[float, str]]:
-        """The tenants with a queued job as (key, tenant), sorted: lower keys go first."""
-        return [(queue.key, queue.tenant) for queue in self._rank()]
 
     def _groups(self, skip: Collection[str] = ()) -> list[tuple[float, list[TenantQueue]]]:
         """The ranking's tenants (less `skip`) grouped by key: tenant keys rarely tie."""
@@ -208,10 +207,9 @@ class FairQueue:
         return out
 
     def first_jobs(self, skip: set[str], limit: int) -> list[JobState]:
-        """The first `limit` queued jobs of all tenants but `skip` in queue order, as they are now:
-        the strict quota loop's walk reads these. The ranking is walked here, not by `_groups` (a
-        cycle reads this once or twice, usually one tenant's few jobs), and a tenant whose key ties
-        no other's is read alone."""
+        """The first `limit` queued jobs of all tenants but `skip` in queue order, as they are now
+        (`fair_head`'s): the ranking walked here, not grouped by `_groups` (usually one tenant's
+        few jobs are read), a tenant whose key ties no other's read alone."""
         active = self._active
         if len(active) == 1:  # most reads: one tenant queued, so no ranking, no key to work out
             queue = active[0]
@@ -243,27 +241,24 @@ class FairQueue:
 
     def walk(self, skip: set[str], first: int = 32) -> Iterator[tuple[str, int]]:
         """(tenant, order) of the queued jobs in queue order, for a walk that starts and preempts
-        jobs meanwhile, as `gputwin.core.state.queued_then` reads them: the first `first` as read now,
-        then the rest as queued then (less those already read); a job of a tenant in `skip` (which
-        the caller may grow) is left out when reached. The rest is read lazily, a tenant at a
-        time, from its live queue: a walk usually stops or skips the tenant long before its end."""
+        jobs meanwhile, as `fair_head` and `fair_rest` read them: the first `first` as read now
+        (under fairshare less `skip`'s), then the rest as queued then, less those already read and
+        those of tenants in `skip` (which the caller may grow) when reached, lazily, a tenant at a
+        time, from its live queue (a walk usually stops or skips the tenant long before its end)."""
         if not self._count:
-            return  # the common read: a cycle's second pass finds the queue empty
-        # Under fairshare the head leaves `skip` out already: the ranking cannot move within an
-        # instant, so reading a skipped tenant's block now or later makes no difference.
+            return
         head = [(job.tenant or self.fairness.tenant_of(job), job.order)
-                for job in self.first_jobs(skip if self.fairness.mode == "fairshare" else _NOBODY, first)]  # fmt: skip
+                for job in self.first_jobs(skip if self.fairshare else _NOBODY, first)]  # fmt: skip
         for tenant, order in head:
             if tenant not in skip:
                 yield tenant, order
         if len(head) < first:
             return
-        for tenant, job in self._rest(skip, {order for _, order in head}):
-            yield tenant, job.order
+        for job in self._rest(skip, {order for _, order in head}):
+            yield job.tenant or self.fairness.tenant_of(job), job.order
 
-    def _rest(self, skip: set[str], seen: set[int]) -> Iterator[tuple[str, JobState]]:
-        """`walk`'s rest, (tenant, job): the tenants as ranked now, each read from its live queue
-        when reached."""
+    def _rest(self, skip: set[str], seen: set[int]) -> Iterator[JobState]:
+        """`walk`'s rest: the tenants as ranked now, each read from its live queue when reached."""
         for _, queues in self._groups(skip):
             reads = [_live(queue) for queue in queues]
             for _, order, queue, job in reads[0] if len(reads) == 1 else heapq.merge(*reads):
@@ -273,7 +268,7 @@ class FairQueue:
                     if len(queues) == 1:
                         break  # the tenant waits: the rest of its block is skipped too
                     continue
-                yield queue.tenant, job
+                yield job
 
 
 def _precedes(key: Key, order: int, job: JobState) -> bool:
@@ -282,6 +277,11 @@ def _precedes(key: Key, order: int, job: JobState) -> bool:
     if key == other:
         return order < job.order
     return key < other
+
+
+def _ranks_after(queue: TenantQueue, key: float, tenant: str) -> bool:
+    """Does `queue` rank after a tenant's of `key`: (key, tenant) order, names breaking ties."""
+    return key < queue.key or key == queue.key and tenant < queue.tenant
 
 
 def _place(jobs: list[JobState], key: Key, order: int) -> int:
@@ -352,42 +352,33 @@ class FairPolicy:
         return self.inner.soonest_change(entries, now)
 
 
-def tenant_walk(part: PartitionState, skip: set[str],
-                queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterable[JobState]:  # fmt: skip
-    """`part`'s queued jobs in queue order for the strict quota loop, which skips the jobs of
-    tenants in `skip` (it grows as the loop goes) itself: a FairQueue's first jobs as read now
-    (waiting tenants' blocks left out under fairshare), then the rest as queued then, else
-    `queued(part, skip)` (`state.queued_then`). A job's tenant is the one the Scheduler stored on
-    it (`job.tenant`).
+def fair_head(part: PartitionState, skip: set[str]) -> list[JobState] | None:
+    """The first jobs of `part`'s FairQueue in queue order for the strict quota loop, which skips
+    the jobs of tenants in `skip` (it grows as the loop goes) itself (a job's tenant is the one
+    the Scheduler stored on it, `job.tenant`), as read now: a list, which the loop reads natively;
+    `fair_rest` the rest. None: `part` has no FairQueue (`state.queued_then` walks its queue).
 
-    Under a FairQueue the first ones are read at once, as a list: when there are no more (the
-    usual case) that list is the walk, with no generator to resume per job. The rest is read
-    lazily, as the loop reaches it (`_head_then_rest`): a generator function, not a returned
-    generator expression, which mypyc would build all at once (under drf, which re-ranks as jobs
-    start, the compiled core then ordered jobs otherwise than the pure one: bc77082)."""
+    fairshare: the ranking holds within the instant, so the first read is kept short (the loop
+    reads ~3 jobs a cycle) but past one tenant's usual block: going on into the rest costs ~50,000
+    instructions, and on the 1M synthetic's long queues an 8-job read was used up by 8 % of walks.
+    It leaves `skip` out already: reading a skipped tenant's block now or later makes no difference
+    (jobs queued meanwhile are reclaims' victims, whose tenants wait: read now or later, skipped).
+    drf re-ranks as jobs start: its first 32 are a snapshot."""
     order = part.order
-    if isinstance(order, FairQueue):
-        fairshare = order.fairness.mode == "fairshare"
-        # fairshare: the ranking holds within the instant, so the first read is kept short (the
-        # loop reads ~3 jobs a cycle) but past one tenant's usual block: going on into `_rest`
-        # costs ~50,000 instructions, and on the 1M synthetic's long queues an 8-job read was
-        # used up by 8 % of walks. drf re-ranks as jobs start: its first 32 are a snapshot.
-        # Under fairshare the first read leaves `skip` out already: the ranking cannot move within
-        # an instant, so reading a skipped tenant's block now or later makes no difference (jobs
-        # queued meanwhile are reclaims' victims, whose tenants wait: read now or later, skipped).
-        first = 16 if fairshare else 32
-        head = order.first_jobs(skip if fairshare else _NOBODY, first)
-        if len(head) < first:
-            return head
-        return _head_then_rest(order, head, skip)
-    return queued(part, skip)
+    if not isinstance(order, FairQueue):
+        return None
+    return order.first_jobs(skip if order.fairshare else _NOBODY, order.first)
 
 
-def _head_then_rest(order: FairQueue, head: list[JobState], skip: set[str]) -> Iterator[JobState]:
-    """`tenant_walk`'s first jobs, then the rest as queued then (`FairQueue._rest`)."""
-    yield from head
-    for _, job in order._rest(skip, {job.order for job in head}):
-        yield job
+def fair_rest(part: PartitionState, head: list[JobState], skip: set[str]) -> Iterator[JobState] | None:
+    """The jobs after `fair_head`'s `head` (once the loop has read it), as queued then, read lazily
+    as the loop reaches them (`FairQueue._rest`: a generator, where a returned generator expression
+    would be built at once, compiled: bc77082); None if `head` had them all."""
+    order = part.order
+    assert isinstance(order, FairQueue)
+    if len(head) < order.first:
+        return None
+    return order._rest(skip, {job.order for job in head})
 
 
 def fair_among(part: PartitionState, fairness: Fairness) -> None:

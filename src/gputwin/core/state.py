@@ -18,7 +18,7 @@ from operator import itemgetter
 from typing import Any, Collection, Iterator
 
 from gputwin.core.fairness import Fairness
-from gputwin.core.fairqueue import FairQueue
+from gputwin.core.fairqueue import FairPolicy, FairQueue
 from gputwin.core.history import Mean
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import JobSpec, PartitionSpec
@@ -159,7 +159,7 @@ class PartitionState:
         job.order = order
         job.queued_since = now
         # Narrowed to qssf (the busiest policy): compiled, a direct call, not the Protocol's generic one.
-        job.key = policy.key(job, now) if isinstance(policy := self.policy, Qssf) else policy.key(job, now)
+        job.key = policy.key(job, now) if isinstance(policy := self.policy, Qssf) else _key(policy, job, now)
         self.queued[order] = job
         if isinstance(queue := self.order, SortedQueue):
             queue.add((job.key, order))
@@ -226,6 +226,15 @@ class PartitionState:
             return [self.queued[order] for _, order in self.order.without(skip)]
         entries = self.order if limit is None else self.order[:limit]
         return [self.queued[order] for _, order in entries]
+
+
+def _key(policy: QueuePolicy, job: JobState, now: float) -> Key:
+    """`policy.key(job, now)`; under fairness (`FairPolicy`) its inner policy's key, narrowed as
+    `PartitionState.enqueue` narrows qssf (the wrapper adds no prefix to a queued job's key)."""
+    if isinstance(policy, FairPolicy):
+        inner = policy.inner
+        return inner.key(job, now) if isinstance(inner, Qssf) else inner.key(job, now)
+    return policy.key(job, now)
 
 
 def _by_rank(entries: list[Any], places: list[int]) -> list[Any]:
