@@ -270,6 +270,10 @@ class Cycle:
             return self._rerank_quota(part, part.quota, running)
         if part.models is not None:
             return rank_by_model(part.models, part.ledger, part.order, part.queued, sorted(running))
+        return self._rerank(part, running)
+
+    def _rerank(self, part: PartitionState, running: list[RunningEntry]) -> tuple[list[JobState], list[JobState]]:
+        """`rank_pool`: one pool of GPUs (a method: a pure-Python test overrides it with the plain walk)."""
         return rank_pool(part, running)
 
     def _rerank_quota(self, part: PartitionState, quota: PartitionQuota, running: list[RunningEntry]

@@ -265,11 +265,12 @@ def _fits(quota: PartitionQuota, used: Mapping[str, int], tenant: str, gpus: int
 def quota_problem(quota: PartitionQuota, user: str, gpus: int, model: str = "") -> str | None:
     """Why a job of `user` asking for `gpus` GPUs (of `model`, "": any) can never start in this
     partition, or None."""
-    tenant = quota.tenant(user)
+    # `tenant`, `pool` and `ceiling` inlined: this runs at every submit.
+    tenant = quota.of_user.get(user, quota.catch_all)
     if tenant is None:
         return f"user {user!r} has no quota in partition {quota.partition!r}"
-    pool = quota.pool(tenant, model)
-    ceiling = quota.ceiling(pool)
+    pool = quota.pool(tenant, model) if quota.by_model else tenant
+    ceiling = quota._ceilings[pool]
     if gpus > ceiling:
         what = f"tenant {tenant!r}" if pool == tenant else f"tenant {tenant!r} of model {model!r}"
         other = " (any model not named in its quota)" if pool == tenant and tenant in quota.by_model else ""
