@@ -61,7 +61,7 @@ def test_the_cached_ranking_follows_every_change_of_usage_and_time(mode: str, jo
 @given(jobs=JOBS, skip=st.sets(st.sampled_from(TENANTS)), first=st.integers(1, 40))
 def test_the_walk_reads_the_queue_order_less_the_skipped_tenants(jobs, skip, first) -> None:
     queue, _ = _queue("fairshare", jobs)
-    expected = [(queue._tenant[o], o) for _, o in queue if queue._tenant[o] not in skip]
+    expected = [(TENANTS[jobs[o][0]], o) for _, o in queue if TENANTS[jobs[o][0]] not in skip]
     assert list(queue.walk(set(skip), first)) == expected
 
 

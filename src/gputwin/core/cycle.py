@@ -8,13 +8,13 @@ variants and `_strict_plain`; `_loop_of` picks a partition's once: a cycle tests
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Final, Iterable
 
 from gputwin.core.compat import HeliosQssf
 from gputwin.core.decision import Decision, DecisionBuilder, EMPTY, Preempt, Start
 from gputwin.core.fairness import Fairness
-from gputwin.core.fairqueue import tenant_walk
-from gputwin.core.modelrank import budget_of, rank_by_model
+from gputwin.core.fairqueue import fair_head, fair_rest
+from gputwin.core.modelrank import budget_of, rank_by_model, rank_pool
 from gputwin.core.options import SchedulerOptions
 from gputwin.core.placement import Slots, TopologyAware, place_model
 from gputwin.core.policies import NEVER, RunningEntry
@@ -25,6 +25,10 @@ from gputwin.core.state import JobState, PartitionState, Phase, in_order, queued
 from gputwin.core.topology import Span, Topology
 
 _ONE_NODE = Span(1, 0)
+# What a job of the strict quota loop's walk leaves it to do (Final: compiled, inlined constants).
+_ON: Final = 0
+_PASSED: Final = 1
+_STOP: Final = 2
 Loop = Callable[[PartitionState, float, DecisionBuilder], None]
 
 
@@ -126,7 +130,8 @@ class Cycle:
         quota = part.quota
         assert quota is not None
         before = self._order  # jobs preempted this cycle queue again with later orders
-        for borrowing in (False, True):
+        for second in range(2):  # (a range: compiled, no tuple of the passes built per cycle)
+            borrowing = second == 1
             if not part.queued:
                 return  # nothing to start (a cycle after an end, or the first pass started all)
             if borrowing and part.shares is None and not part.ledger.free_gpus:
@@ -136,18 +141,46 @@ class Cycle:
             waiting = set() if borrowing else quota.at_guarantee()
             if waiting and quota.all_waiting(waiting):
                 continue
-            for job in tenant_walk(part, waiting, queued_then):
-                if (tenant := job.tenant) in waiting:  # the tenant the Scheduler stored on it
-                    continue
-                admitted = job.order <= before and quota.admits(tenant, job.gpus, borrowing)  # None: reclaim?
-                if not (admitted or admitted is None and self._admits(part, quota, job, borrowing, now, out, waiting)):
-                    waiting.add(tenant)
-                    if quota.all_waiting(waiting):
-                        break
-                    continue
-                if not self._try_start(part, job, now, out):
-                    self._backfill(part, job, now, out)
-                    return
+            # A FairQueue's first jobs are a list, walked natively; the rest, if any, lazily.
+            step, head = _ON, fair_head(part, waiting)
+            if head is not None:
+                step = self._quota_list(part, quota, head, borrowing, waiting, before, now, out)
+            rest = queued_then(part, waiting) if head is None else None if step != _ON else fair_rest(part, head, waiting)
+            if rest is not None:
+                step = self._quota_iter(part, quota, rest, borrowing, waiting, before, now, out)
+            if step == _STOP:
+                return
+
+    def _quota_list(self, part: PartitionState, quota: PartitionQuota, jobs: list[JobState], borrowing: bool,
+                    waiting: set[str], before: int, now: float, out: DecisionBuilder) -> int:  # fmt: skip
+        """`_quota_step` for each of `jobs` (a list: compiled, read natively) while it says go on."""
+        for job in jobs:
+            if (step := self._quota_step(part, quota, job, borrowing, waiting, before, now, out)) != _ON:
+                return step
+        return _ON
+
+    def _quota_iter(self, part: PartitionState, quota: PartitionQuota, jobs: Iterable[JobState], borrowing: bool,
+                    waiting: set[str], before: int, now: float, out: DecisionBuilder) -> int:  # fmt: skip
+        """`_quota_list` for jobs read lazily."""
+        for job in jobs:
+            if (step := self._quota_step(part, quota, job, borrowing, waiting, before, now, out)) != _ON:
+                return step
+        return _ON
+
+    def _quota_step(self, part: PartitionState, quota: PartitionQuota, job: JobState, borrowing: bool,
+                    waiting: set[str], before: int, now: float, out: DecisionBuilder) -> int:  # fmt: skip
+        """One job of `_strict_quota`'s walk: _ON (go on), _PASSED (every queued tenant waits: the
+        pass is over) or _STOP (it fits its quota but not the GPUs: the queue stops)."""
+        if (tenant := job.tenant) in waiting:  # the tenant the Scheduler stored on it
+            return _ON
+        admitted = job.order <= before and quota.admits(tenant, job.gpus, borrowing)  # None: reclaim?
+        if not (admitted or admitted is None and self._admits(part, quota, job, borrowing, now, out, waiting)):
+            waiting.add(tenant)
+            return _PASSED if quota.all_waiting(waiting) else _ON
+        if not self._try_start(part, job, now, out):
+            self._backfill(part, job, now, out)
+            return _STOP
+        return _ON
 
     def _admits(self, part: PartitionState, quota: PartitionQuota, job: JobState, borrowing: bool, now: float,
                 out: DecisionBuilder, waiting: set[str]) -> bool:  # fmt: skip
@@ -241,68 +274,12 @@ class Cycle:
         return self._rerank(part, running)
 
     def _rerank(self, part: PartitionState, running: list[RunningEntry]) -> tuple[list[JobState], list[JobState]]:
-        """Walk queued (already in key order) and running jobs (`running`, unsorted) in key order,
-        queued first on equal keys, then arrival order; keep or start each job that still fits the
-        quota. The walk stops once every GPU is spoken for: what is left of the queue cannot run,
-        and every running job not yet kept is a victim. Returns (jobs to start, victims)."""
-        ledger = part.ledger
-        quota = ledger.usable_gpus()
-        # With nodes out of service a running job needs from the quota only the GPUs it holds on
-        # nodes in service (it keeps the others, which nobody else could use); one that needs
-        # nothing is kept even when the quota is spent, so the walk cannot stop early.
-        partial = ledger.has_out_of_service
-        # Running jobs whose key is below the queue head's come before every queued job: the walk
-        # meets them first, as a sorted prefix. They fit the quota (it counts every GPU running
-        # jobs hold in service), so each is kept whatever their order, and the quota drops by
-        # their total: only the other running jobs need sorting. Sorting every running job each
-        # cycle was a good part of a preemptive replay's cost, and usually far fewer rank behind
-        # the head. Should they not fit after all, the full walk below decides, as it always did.
-        head = part.order[0][0]
-        ahead = 0
-        contested: list[RunningEntry] = []
-        for item in running:
-            if item[0] < head:
-                ahead += ledger.held_in_service(item[2].slots) if partial else item[2].gpus
-            else:
-                contested.append(item)
-        victims: list[JobState] = []
-        if ahead <= quota:
-            quota -= ahead
-            running = contested
-            if ahead and quota == 0 and not partial:
-                # The walk would stop after the last of them (every GPU spoken for) and preempt
-                # the rest in key order; this saves it a pass over a queue that cannot start.
-                victims.extend(e[2] for e in sorted(contested))
-                return [], victims
-        running.sort()  # orders are unique: jobs and change times are never compared
-        to_run: list[JobState] = []
-        queued, jobs = iter(part.order), part.queued
-        entry = next(queued, None)
-        count, r = len(running), 0
-        while entry is not None or r < count:
-            if entry is not None and (r == count or entry[0] <= running[r][0]):
-                job = jobs[entry[1]]
-                entry = next(queued, None)
-                if job.gpus > quota:
-                    continue
-                quota -= job.gpus
-                to_run.append(job)
-            else:
-                job = running[r][2]
-                r += 1
-                need = ledger.held_in_service(job.slots) if partial else job.gpus
-                if need > quota:
-                    victims.append(job)
-                    continue
-                quota -= need
-            if quota == 0 and not partial:
-                victims.extend(e[2] for e in running[r:])
-                break
-        return to_run, victims
+        """`rank_pool`: one pool of GPUs (a method: a pure-Python test overrides it with the plain walk)."""
+        return rank_pool(part, running)
 
     def _rerank_quota(self, part: PartitionState, quota: PartitionQuota, running: list[RunningEntry]
                       ) -> tuple[list[JobState], list[JobState]]:  # fmt: skip
-        """`_rerank` under quotas: guaranteed demand first, then borrowing (`rank_with_quota`)."""
+        """`rank_pool` under quotas: guaranteed demand first, then borrowing (`rank_with_quota`)."""
         queued = [(key, order, part.queued[order]) for key, order in part.order]
         return rank_with_quota(quota, queued, [(e[0], e[1], e[2]) for e in running], budget_of(part, running))
 
@@ -321,7 +298,9 @@ class Cycle:
         if job.gpus > part.ledger.free_gpus:
             return None
         if part.models is None:  # the usual case: no GPU models declared, no filter (`place_model`)
-            slots = part.placer.place(part.ledger, job.gpus, now - job.queued_since)
+            placer = part.placer  # narrowed as in `_strict_plain`: compiled, a direct call
+            slots = (placer.place(part.ledger, job.gpus, now - job.queued_since) if isinstance(placer, TopologyAware)
+                     else placer.place(part.ledger, job.gpus, now - job.queued_since))  # fmt: skip
         else:
             slots = place_model(part.placer, part.ledger, job.gpus, now - job.queued_since, part.models,
                                 job.spec.model)  # fmt: skip

@@ -19,7 +19,7 @@ Pure: time is always an argument (`at(now)` sets the instant keys are read at).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Final, Mapping
 
 from gputwin.core.bounds import MAX_DURATION_SECONDS
 
@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 FAIRNESS = ("none", "drf", "fairshare")
 DEFAULT_HALF_LIFE = 7 * 24 * 3600.0  # SLURM's PriorityDecayHalfLife default, 7-0
 MAX_WEIGHT = 1e6
-REBASE = 64 * math.log(2.0)  # fairshare's epoch moves every 64 half-lives: G stays below 2**64
+# fairshare's epoch moves every 64 half-lives: G stays below 2**64 (Final: compiled, a C static, not a
+# look-up in the module's dict at every instant and change)
+REBASE: Final = 64 * math.log(2.0)
 
 
 def fairness_problem(mode: str, half_life: float, weights: Mapping[str, float]) -> str | None:
@@ -44,7 +46,7 @@ def fairness_problem(mode: str, half_life: float, weights: Mapping[str, float]) 
     return None
 
 
-class _Tenant:
+class TenantState:
     """One tenant's GPUs held and (fairshare) decayed usage as U * G with G and the instant of its
     last change, and its key as last read: a native object's attributes, compiled unboxed."""
 
@@ -72,12 +74,12 @@ class Fairness:
         self.rate = math.log(2.0) / half_life  # decay per second
         self.weights = dict(weights or {})
         self.tenant_of: Callable[[JobState], str] = tenant_of or (lambda job: job.spec.user)
-        # Per tenant (`_Tenant`): GPUs held, and under fairshare U(since) * G(since), G(since) and
+        # Per tenant (`TenantState`): GPUs held, and under fairshare U(since) * G(since), G(since) and
         # since, U the decayed usage and G(t) = exp(rate * (t - epoch)) a growth shared by every
         # tenant: U * G grows by the GPUs held times (G(t) - G(since)) / rate, so a change costs
         # no exp of its own, only one G per instant (`_grown`). The epoch moves on (`_rebase`)
         # before G could overflow.
-        self._tenants: dict[str, _Tenant] = {}
+        self._tenants: dict[str, TenantState] = {}
         self._epoch = 0.0
         self._grown_at, self._grown_g = 0.0, 1.0  # G at one instant, reused until it moves
         self.now = 0.0
@@ -94,10 +96,10 @@ class Fairness:
         """GPUs each tenant holds (a copy)."""
         return {t: state.held for t, state in self._tenants.items()}
 
-    def _of(self, tenant: str) -> _Tenant:
+    def _of(self, tenant: str) -> TenantState:
         state = self._tenants.get(tenant)
         if state is None:
-            state = self._tenants[tenant] = _Tenant()
+            state = self._tenants[tenant] = TenantState()
         return state
 
     def at(self, now: float) -> None:
@@ -134,7 +136,7 @@ class Fairness:
             return 0.0
         return self._usage_of(state, now)
 
-    def _usage_of(self, state: _Tenant, now: float) -> float:
+    def _usage_of(self, state: TenantState, now: float) -> float:
         """`usage` of a tenant with usage kept."""
         if self.rate * (now - self._epoch) > REBASE:
             return self._decayed(state, now)  # far past the epoch: asked, not rebased (a read)
@@ -150,7 +152,7 @@ class Fairness:
             self._grown_at, self._grown_g = now, math.exp(self.rate * (now - self._epoch))
         return self._grown_g
 
-    def _decayed(self, state: _Tenant, now: float) -> float:
+    def _decayed(self, state: TenantState, now: float) -> float:
         """U(now) by the exponential itself, from the tenant's last change (any span: no G)."""
         keep = math.exp(-self.rate * max(0.0, now - state.since))
         return state.value / state.grown * keep + state.held * (1.0 - keep) / self.rate
@@ -166,45 +168,24 @@ class Fairness:
 
     def key(self, tenant: str) -> float:
         """The tenant's fairness key now: lower goes first."""
+        self.fresh()
+        return self.key_of(tenant, self._of(tenant))
+
+    def state_of(self, tenant: str) -> TenantState:
+        """`tenant`'s state, kept for good: a FairQueue reads its key from it, with no look-up."""
+        return self._of(tenant)
+
+    def fresh(self) -> int:
+        """The stamp of the keys read at `now` (it moves with the instant): a key of a state with
+        this stamp is `state.key`, else `key_of`'s."""
         if self._keys_at != self.now:
             self._stamp += 1
             self._keys_at = self.now
-        return self._key_of(tenant, self._of(tenant))
+        return self._stamp
 
-    def ranking(self, tenants: list[str]) -> list[tuple[float, str]]:
-        """(key, tenant) of each of `tenants`, sorted: `key`'s, in one pass (a FairQueue ranks
-        its queued tenants at every instant it is read)."""
-        if self._keys_at != self.now:
-            self._stamp += 1
-            self._keys_at = self.now
-        stamp, states, now = self._stamp, self._tenants, self.now
-        # fairshare, the usual case (the epoch close): `_usage_of` with G(now) read once for all.
-        inline = self._fairshare and self.rate * (now - self._epoch) <= REBASE
-        g = self._grown(now) if inline else 1.0
-        out: list[tuple[float, str]] = []
-        for tenant in tenants:
-            state = states.get(tenant)
-            if state is None:
-                state = states[tenant] = _Tenant()
-            if state.stamp == stamp:
-                key = state.key
-            elif not inline:
-                key = self._key_of(tenant, state)
-            else:
-                if not state.tracked:
-                    usage = 0.0
-                elif g <= state.grown:
-                    usage = state.value / state.grown
-                else:
-                    usage = (state.value + state.held * (g - state.grown) / self.rate) / g
-                key = usage / self.weights.get(tenant, 1.0)
-                state.key, state.stamp = key, stamp
-            out.append((key, tenant))
-        out.sort()
-        return out
-
-    def _key_of(self, tenant: str, state: _Tenant) -> float:
-        """`tenant`'s key now (`state` its own), worked out once per instant and kept."""
+    def key_of(self, tenant: str, state: TenantState) -> float:
+        """`tenant`'s key now (`state` its own), worked out once per instant and kept (`fresh`
+        called at this instant first)."""
         if state.stamp == self._stamp:
             return state.key
         weight = self.weights.get(tenant, 1.0)

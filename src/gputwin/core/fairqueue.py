@@ -2,107 +2,171 @@
 
 `FairQueue` keeps one sorted queue per tenant and merges them by tenant key when read: the cycle's
 loops read it as the one sorted queue they always read, and the strict quota loop walks it tenant
-block by tenant block (`tenant_walk`). `FairPolicy` prefixes a running job's key the same way for
-the preemptive loop; `fair_among` sets a partition up with both. Pure: no I/O, no clock.
+block by tenant block (`fair_head`, `fair_rest`). `FairPolicy` prefixes a running job's key the
+same way for the preemptive loop; `fair_among` sets a partition up with both. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right, insort
 from itertools import islice
-from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Mapping, Sequence, overload
+from typing import TYPE_CHECKING, Collection, Iterable, Iterator, Sequence, overload
 
-from gputwin.core.fairness import Fairness
+from gputwin.core.fairness import Fairness, TenantState
 
 if TYPE_CHECKING:
     from gputwin.core.policies import Key, QueuePolicy, RunningEntry
     from gputwin.core.state import JobState, PartitionState
 
 Entry = tuple["Key", int]
+_NOBODY: set[str] = set()  # a walk's skip when it skips no tenant (never changed)
+
+
+class TenantQueue:
+    """One tenant's queued jobs in a FairQueue, sorted by (policy key, order) as their entries
+    are, its fairness state and its key as last ranked: kept while the tenant has no job queued
+    (tenants come and go from the queue at nearly every start). Jobs, not entries: a walk reads
+    them with no look-up per job, and a start finds its job's queue from the job's tenant."""
+
+    __slots__ = ("tenant", "jobs", "state", "key")
+
+    def __init__(self, tenant: str, state: TenantState) -> None:
+        self.tenant = tenant
+        self.jobs: list[JobState] = []
+        self.state = state
+        self.key = 0.0
 
 
 class FairQueue:
-    """A partition's queued (policy key, order) entries, one sorted list per tenant, read as one
-    queue sorted by (tenant key, *policy key) then order: the SortedList interface `PartitionState`
-    and the cycle use (add, remove, [0], [:k], iteration, len). A tenant's entries are a plain list
-    kept sorted (bisect): C-level insort and del beat a SortedList's interpreted bookkeeping where a
-    tenant queues dozens (49 at most in the 300k synthetic); at 100,000 an insert's memmove is ~20 us."""
+    """A partition's queued jobs, one `TenantQueue` per tenant, read as one queue of (policy key,
+    order) entries sorted by (tenant key, *policy key) then order: the SortedList interface
+    `PartitionState` and the cycle use (add, remove, [0], [:k], iteration, len). A tenant's jobs
+    are a plain list kept sorted by bisection: a tenant queues dozens at most (49 in the 300k
+    synthetic, 97 in the 1M), usually one or none."""
 
     def __init__(self, fairness: Fairness, jobs: dict[int, JobState]) -> None:
         self.fairness = fairness
-        self._jobs = jobs  # order -> queued job: an entry's tenant is its job's
-        self._queues: dict[str, list[Entry]] = {}
-        self._tenant: dict[int, str] = {}
-        # The tenants with a queued job, (key, tenant) sorted: the cycle reads the queue several
-        # times an instant, and the ranking moves only with the keys (`version`) or that set.
-        self._ranked: list[tuple[float, str]] | None = None
-        self._ranked_at = -1
+        self.fairshare = fairness.mode == "fairshare"
+        self.first = 16 if self.fairshare else 32  # the strict quota loop's first read (`fair_head`)
+        self._jobs = jobs  # order -> queued job (`add` and `remove` by entry find the job here)
+        self._queues: dict[str, TenantQueue] = {}
+        self._active: list[TenantQueue] = []  # the tenants with a queued job, in no order
+        self._count = 0
+        # `_active` ranked by (key, tenant): the cycle reads the queue several times an instant,
+        # and the ranking moves only with the keys (the fairness's `version`) or that set.
+        self._ranked: list[TenantQueue] = []
+        self._ranked_at = -1  # the version ranked at; -1: `_active` changed since
+
+    # --- changes ----------------------------------------------------------------------------------
+
+    def add_job(self, job: JobState) -> None:
+        """Queue `job` at its entry (job.key, job.order), behind its tenant's jobs of lower entries."""
+        queue = self._queue_of(job)
+        jobs = queue.jobs
+        if not jobs:
+            jobs.append(job)
+            self._active.append(queue)
+            self._ranked_at = -1
+        elif _precedes(jobs[-1].key, jobs[-1].order, job):
+            jobs.append(job)  # a first-come queue (fifo) adds behind its tenant's last
+        else:
+            jobs.insert(_place(jobs, job.key, job.order), job)
+        self._count += 1
+
+    def remove_job(self, job: JobState) -> None:
+        """Take `job`, queued at (job.key, job.order), out of the queue."""
+        queue = self._queue_of(job)
+        jobs = queue.jobs
+        # Usually its tenant's head starts: found by identity, else by bisection.
+        i = 0 if jobs and jobs[0] is job else _place(jobs, job.key, job.order) - 1
+        if i < 0 or jobs[i] is not job:
+            raise ValueError(f"{(job.key, job.order)!r} is not queued")  # as SortedList.remove
+        jobs.pop(i)  # not `del jobs[i]`: compiled, a list's pop is a direct call
+        self._count -= 1
+        if not jobs:
+            self._active.remove(queue)
+            self._ranked_at = -1
 
     def add(self, entry: Entry) -> None:
+        """Queue the job of `entry`'s order (in the jobs given) at `entry`: its policy key is
+        `job.key` from now on (as `PartitionState.enqueue` sets it)."""
         job = self._jobs[entry[1]]
-        # The tenant the Scheduler stored on the job, else looked up (a job queued by hand).
-        tenant = getattr(job, "tenant", "") or self.fairness.tenant_of(job)
-        self._tenant[entry[1]] = tenant
-        queue = self._queues.get(tenant)
-        if queue is None:  # not setdefault: that would build a list per entry added
-            self._queues[tenant] = [entry]
-            self._ranked = None
-        elif entry > queue[-1]:
-            queue.append(entry)  # a first-come queue (fifo) adds behind its tenant's last
-        else:
-            insort(queue, entry)
+        job.key, job.order = entry
+        self.add_job(job)
 
     def remove(self, entry: Entry) -> None:
-        order = entry[1]
-        tenant = self._tenant[order]  # looked up, then deleted: compiled, dict.pop is a method call
-        del self._tenant[order]
-        queue = self._queues[tenant]
-        i = 0 if queue[0] == entry else bisect_left(queue, entry)  # usually its tenant's head starts
-        if i == len(queue) or queue[i] != entry:
-            raise ValueError(f"{entry!r} is not queued")  # as SortedList.remove
-        queue.pop(i)  # not `del queue[i]`: compiled, a list's pop is a direct call
-        if not queue:
-            del self._queues[tenant]
-            self._ranked = None
+        """Take `entry` out: the job of its order, found by its tenant (in the jobs given) or else
+        among every tenant's."""
+        key, order = entry
+        job = self._jobs.get(order)
+        queues = [self._queue_of(job)] if job is not None else list(self._active)
+        for queue in queues:
+            i = _place(queue.jobs, key, order) - 1
+            if i >= 0 and queue.jobs[i].order == order and queue.jobs[i].key == key:
+                self.remove_job(queue.jobs[i])
+                return
+        raise ValueError(f"{entry!r} is not queued")
+
+    def _queue_of(self, job: JobState) -> TenantQueue:
+        # The tenant the Scheduler stored on the job, else looked up (a job queued by hand).
+        tenant = job.tenant or self.fairness.tenant_of(job)
+        queue = self._queues.get(tenant)
+        if queue is None:
+            queue = self._queues[tenant] = TenantQueue(tenant, self.fairness.state_of(tenant))
+        return queue
+
+    # --- reads ------------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._tenant)
+        return self._count
 
-    def ranked(self) -> list[tuple[float, str]]:
-        """The tenants with a queued job as (key, tenant), sorted: lower keys go first."""
-        if self._ranked is None or self._ranked_at != self.fairness.version:
-            self._ranked = self.fairness.ranking(list(self._queues))
-            self._ranked_at = self.fairness.version
-        return self._ranked
+    def _rank(self) -> list[TenantQueue]:
+        """The tenants with a queued job, (key, tenant) sorted: lower keys go first. Sorted by
+        insertion on the queues' native keys: a few tenants, no (key, tenant) tuple each."""
+        fair = self.fairness
+        if self._ranked_at == fair.version:
+            return self._ranked
+        stamp = fair.fresh()
+        ranked: list[TenantQueue] = []
+        for queue in self._active:
+            state = queue.state
+            queue.key = key = state.key if state.stamp == stamp else fair.key_of(queue.tenant, state)
+            i = len(ranked)
+            ranked.append(queue)
+            while i > 0 and _ranks_after(ranked[i - 1], key, queue.tenant):
+                ranked[i] = ranked[i - 1]
+                i -= 1
+            ranked[i] = queue
+        self._ranked, self._ranked_at = ranked, fair.version
+        return ranked
 
-    def _groups(self, skip: Collection[str] = ()) -> Iterator[tuple[float, list[str]]]:
+    def _groups(self, skip: Collection[str] = ()) -> list[tuple[float, list[TenantQueue]]]:
         """The ranking's tenants (less `skip`) grouped by key: tenant keys rarely tie."""
-        ranked = [r for r in self.ranked() if r[1] not in skip] if skip else self.ranked()
-        i, n = 0, len(ranked)
-        while i < n:
-            tenant_key, j = ranked[i][0], i + 1
-            while j < n and ranked[j][0] == tenant_key:
-                j += 1
-            yield tenant_key, [t for _, t in ranked[i:j]]
-            i = j
+        out: list[tuple[float, list[TenantQueue]]] = []
+        for queue in self._rank():
+            if queue.tenant in skip:
+                continue
+            if out and out[-1][0] == queue.key:
+                out[-1][1].append(queue)
+            else:
+                out.append((queue.key, [queue]))
+        return out
 
-    def _head(self) -> Entry:
-        ranked = self.ranked()
+    def head_job(self) -> JobState:
+        """The queued job of the lowest entry: the first-ranked tenants' (those tied follow the
+        first) lowest head (entries are unique: orders are)."""
+        ranked = self._rank()
         if not ranked:
             raise IndexError("queue is empty")
-        # the lowest key's tenants (usually one, the first ranked: those tied follow it), then
-        # their lowest head entry (entries are unique: orders are)
-        tenant_key, tenant = ranked[0]
-        queues = self._queues
-        head = queues[tenant][0]
+        first = ranked[0]
+        head = first.jobs[0]
         for i in range(1, len(ranked)):
-            if ranked[i][0] != tenant_key:
+            if ranked[i].key != first.key:
                 break
-            entry = queues[ranked[i][1]][0]
-            if entry < head:
-                head = entry
-        return (tenant_key,) + head[0], head[1]
+            job = ranked[i].jobs[0]
+            if _precedes(job.key, job.order, head):
+                head = job
+        return head
 
     @overload
     def __getitem__(self, index: int) -> Entry: ...
@@ -110,13 +174,14 @@ class FairQueue:
     def __getitem__(self, index: slice) -> list[Entry]: ...
     def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
         if isinstance(index, slice):
-            if not self._queues:
+            if not self._count:
                 return []  # the common read: a cycle asks for the first few of an empty queue
             if index.step or index.stop is None or index.stop < 0 or (index.start or 0) < 0:
                 return self._take((), None)[index]
             return self._take((), index.stop)[index.start:]  # the cycle's usual read
         if index == 0:
-            return self._head()  # the head: the cycle asks for it once per job started
+            head = self.head_job()  # the head: the cycle asks for it once per job started
+            return (self._rank()[0].key,) + head.key, head.order
         return self._take((), None)[index]
 
     def __iter__(self) -> Iterator[Entry]:
@@ -132,111 +197,131 @@ class FairQueue:
         """The first `limit` (None: all) entries of all tenants but `skip` in queue order, as a
         list: tenants by key, each tenant's queue sliced whole, tied tenants merged."""
         out: list[Entry] = []
-        for tenant_key, tenants in self._groups(skip):
+        for tenant_key, queues in self._groups(skip):
             if limit is not None and len(out) >= limit:
                 break
             need = None if limit is None else limit - len(out)
-            if len(tenants) == 1:
-                queue = self._queues[tenants[0]]
-                group: Iterable[Entry] = queue if need is None or need >= len(queue) else queue[:need]
-            else:
-                group = heapq.merge(*[self._queues[t] for t in tenants])
-                group = group if need is None else islice(group, need)
             prefix = (tenant_key,)
-            out += [(prefix + policy_key, order) for policy_key, order in group]
+            group = queues[0].jobs if len(queues) == 1 else _merge(queues, need)
+            out += [(prefix + job.key, job.order) for job in (group if need is None else group[:need])]
         return out
 
-    def _first(self, skip: Collection[str], limit: int) -> list[int]:
-        """The orders of `_take`'s first `limit` entries: the walk needs no (tenant key, *policy
-        key) tuple per entry. The ranking is walked here, not by `_groups` (a cycle reads this
-        once or twice: a generator and a list per group cost more than the usual read, one
-        tenant's few jobs), and a tenant whose key ties no other's is read alone."""
-        queues = self._queues
-        if len(queues) == 1:  # most reads: one tenant queued, so no ranking, no key to work out
-            ((tenant, queue),) = queues.items()
-            if tenant in skip:
-                return []
-            return [e[1] for e in (queue if len(queue) <= limit else queue[:limit])]
-        ranked = self.ranked()
-        out: list[int] = []
+    def first_jobs(self, skip: set[str], limit: int) -> list[JobState]:
+        """The first `limit` queued jobs of all tenants but `skip` in queue order, as they are now
+        (`fair_head`'s): the ranking walked here, not grouped by `_groups` (usually one tenant's
+        few jobs are read), a tenant whose key ties no other's read alone."""
+        active = self._active
+        if len(active) == 1:  # most reads: one tenant queued, so no ranking, no key to work out
+            queue = active[0]
+            return [] if queue.tenant in skip else queue.jobs[:limit]
+        ranked = self._rank()
+        out: list[JobState] = []
         i, n = 0, len(ranked)
         while i < n and len(out) < limit:
-            tenant_key, tenant = ranked[i]
+            queue = ranked[i]
             i += 1
-            if i == n or ranked[i][0] != tenant_key:  # its key ties none: its block alone (usual)
-                if tenant not in skip:
-                    queue, need = queues[tenant], limit - len(out)
-                    out += [e[1] for e in (queue if len(queue) <= need else queue[:need])]
+            if i == n or ranked[i].key != queue.key:  # its key ties none: its block alone (usual)
+                if queue.tenant not in skip:
+                    out.extend(queue.jobs[:limit - len(out)])
                 continue
             j = i
-            while j < n and ranked[j][0] == tenant_key:
+            while j < n and ranked[j].key == queue.key:
                 j += 1
-            tenants = [t for _, t in ranked[i - 1:j] if t not in skip]
-            i, need = j, limit - len(out)
-            if len(tenants) == 1:
-                queue = queues[tenants[0]]
-                out += [e[1] for e in (queue if len(queue) <= need else queue[:need])]
-            elif tenants:
-                out += [e[1] for e in islice(heapq.merge(*[queues[t] for t in tenants]), need)]
+            tied = [q for q in ranked[i - 1:j] if q.tenant not in skip]
+            i = j
+            if tied:
+                out.extend(_merge(tied, limit - len(out)))
         return out
 
-    def first_jobs(self, skip: Collection[str], limit: int) -> list[JobState]:
-        """The jobs of `_first`'s orders: the strict quota loop's walk reads these as they are now."""
-        jobs = self._jobs
-        return [jobs[o] for o in self._first(skip, limit)]
-
     def _merged(self, skip: Collection[str]) -> Iterator[Entry]:
-        for tenant_key, tenants in list(self._groups(skip)):
+        for tenant_key, queues in self._groups(skip):
             prefix = (tenant_key,)
-            group: Sequence[Iterable[Entry]] = [self._queues[t] for t in tenants]
-            for policy_key, order in group[0] if len(group) == 1 else heapq.merge(*group):
-                yield prefix + policy_key, order
+            for job in queues[0].jobs if len(queues) == 1 else _merge(queues, None):
+                yield prefix + job.key, job.order
 
     def walk(self, skip: set[str], first: int = 32) -> Iterator[tuple[str, int]]:
         """(tenant, order) of the queued jobs in queue order, for a walk that starts and preempts
-        jobs meanwhile, as `gputwin.core.state.queued_then` reads them: the first `first` as read now,
-        then the rest as queued then (less those already read); a job of a tenant in `skip` (which
-        the caller may grow) is left out when reached. The rest is read lazily, a tenant at a
-        time, from its live queue: a walk usually stops or skips the tenant long before its end."""
-        if not self._queues:
-            return  # the common read: a cycle's second pass finds the queue empty
-        # Under fairshare the head leaves `skip` out already: the ranking cannot move within an
-        # instant, so reading a skipped tenant's block now or later makes no difference.
-        head = self._first(skip if self.fairness.mode == "fairshare" else (), first)
-        tenant_of = self._tenant
-        for order in head:
-            tenant = tenant_of[order]
+        jobs meanwhile, as `fair_head` and `fair_rest` read them: the first `first` as read now
+        (under fairshare less `skip`'s), then the rest as queued then, less those already read and
+        those of tenants in `skip` (which the caller may grow) when reached, lazily, a tenant at a
+        time, from its live queue (a walk usually stops or skips the tenant long before its end)."""
+        if not self._count:
+            return
+        head = [(job.tenant or self.fairness.tenant_of(job), job.order)
+                for job in self.first_jobs(skip if self.fairshare else _NOBODY, first)]  # fmt: skip
+        for tenant, order in head:
             if tenant not in skip:
                 yield tenant, order
         if len(head) < first:
             return
-        yield from self._rest(skip, set(head))
+        for job in self._rest(skip, {order for _, order in head}):
+            yield job.tenant or self.fairness.tenant_of(job), job.order
 
-    def _rest(self, skip: set[str], seen: set[int]) -> Iterator[tuple[str, int]]:
+    def _rest(self, skip: set[str], seen: set[int]) -> Iterator[JobState]:
         """`walk`'s rest: the tenants as ranked now, each read from its live queue when reached."""
-        tenant_of = self._tenant
-        for _, tenants in list(self._groups(skip)):
-            group = [_live(self._queues[t]) for t in tenants]
-            for entry in group[0] if len(group) == 1 else heapq.merge(*group):  # indexed: compiled,
-                owner = tenant_of.get(order := entry[1])  # unpacking iterates; None: no longer queued
-                if order in seen or owner is None:
-                    continue
-                if owner in skip:
-                    if len(tenants) == 1:
+        for _, queues in self._groups(skip):
+            reads = [_live(queue) for queue in queues]
+            for _, order, queue, job in reads[0] if len(reads) == 1 else heapq.merge(*reads):
+                if order in seen or not _holds(queue.jobs, job, order):
+                    continue  # read already, or no longer queued (started meanwhile)
+                if queue.tenant in skip:
+                    if len(queues) == 1:
                         break  # the tenant waits: the rest of its block is skipped too
                     continue
-                yield owner, order
+                yield job
 
 
-def _live(queue: list[Entry], chunk: int = 16) -> Iterator[Entry]:
-    """`queue`'s entries in order while it changes: read a chunk past the last one at a time
-    (the walk starts and so removes entries it has read; entries added behind it are read)."""
-    entries = queue[:chunk]
-    while entries:
-        yield from entries
+def _precedes(key: Key, order: int, job: JobState) -> bool:
+    """Is the entry (key, order) before `job`'s? Compiled, with no entry tuple built."""
+    other = job.key
+    if key == other:
+        return order < job.order
+    return key < other
+
+
+def _ranks_after(queue: TenantQueue, key: float, tenant: str) -> bool:
+    """Does `queue` rank after a tenant's of `key`: (key, tenant) order, names breaking ties."""
+    return key < queue.key or key == queue.key and tenant < queue.tenant
+
+
+def _place(jobs: list[JobState], key: Key, order: int) -> int:
+    """Where the entry (key, order) goes among `jobs` (sorted): the number of jobs not after it
+    (`bisect.bisect_right` on their entries)."""
+    lo, hi = 0, len(jobs)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _precedes(key, order, jobs[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _holds(jobs: list[JobState], job: JobState, order: int) -> bool:
+    """Is `job` still among `jobs` at `order` (not started, not queued again since read)?"""
+    if job.order != order:
+        return False
+    i = _place(jobs, job.key, order) - 1
+    return i >= 0 and jobs[i] is job
+
+
+def _merge(queues: list[TenantQueue], limit: int | None) -> list[JobState]:
+    """The first `limit` (None: all) jobs of tied tenants' queues in entry order."""
+    merged = heapq.merge(*[[(job.key, job.order, job) for job in queue.jobs] for queue in queues])
+    return [entry[2] for entry in (merged if limit is None else islice(merged, limit))]
+
+
+def _live(queue: TenantQueue, chunk: int = 16) -> Iterator[tuple[Key, int, TenantQueue, JobState]]:
+    """`queue`'s jobs in order while it changes, as (key, order) as read, the queue and the job:
+    read a chunk past the last one at a time (the walk starts and so removes jobs it has read;
+    jobs added behind it are read)."""
+    jobs = queue.jobs
+    reads = [(job.key, job.order, queue, job) for job in jobs[:chunk]]
+    while reads:
+        yield from reads
         chunk = min(chunk * 2, 4096)
-        start = bisect_right(queue, entries[-1])
-        entries = queue[start:start + chunk]
+        start = _place(jobs, reads[-1][0], reads[-1][1])
+        reads = [(job.key, job.order, queue, job) for job in jobs[start:start + chunk]]
 
 
 class FairPolicy:
@@ -267,42 +352,33 @@ class FairPolicy:
         return self.inner.soonest_change(entries, now)
 
 
-def tenant_walk(part: PartitionState, skip: set[str],
-                queued: Callable[[PartitionState, set[str]], Iterable[JobState]]) -> Iterable[JobState]:  # fmt: skip
-    """`part`'s queued jobs in queue order for the strict quota loop, which skips the jobs of
-    tenants in `skip` (it grows as the loop goes) itself: a FairQueue's `walk`, its first jobs as
-    read now (waiting tenants' blocks left out under fairshare), else `queued(part, skip)`
-    (`state.queued_then`). A job's tenant is the one the Scheduler stored on it (`job.tenant`).
+def fair_head(part: PartitionState, skip: set[str]) -> list[JobState] | None:
+    """The first jobs of `part`'s FairQueue in queue order for the strict quota loop, which skips
+    the jobs of tenants in `skip` (it grows as the loop goes) itself (a job's tenant is the one
+    the Scheduler stored on it, `job.tenant`), as read now: a list, which the loop reads natively;
+    `fair_rest` the rest. None: `part` has no FairQueue (`state.queued_then` walks its queue).
 
-    Under a FairQueue the first ones are read at once, as a list: when there are no more (the
-    usual case) that list is the walk, with no generator to resume per job. The rest is read
-    lazily, as the loop reaches it (`_head_then_rest`): a generator function, not a returned
-    generator expression, which mypyc would build all at once (under drf, which re-ranks as jobs
-    start, the compiled core then ordered jobs otherwise than the pure one: bc77082)."""
+    fairshare: the ranking holds within the instant, so the first read is kept short (the loop
+    reads ~3 jobs a cycle) but past one tenant's usual block: going on into the rest costs ~50,000
+    instructions, and on the 1M synthetic's long queues an 8-job read was used up by 8 % of walks.
+    It leaves `skip` out already: reading a skipped tenant's block now or later makes no difference
+    (jobs queued meanwhile are reclaims' victims, whose tenants wait: read now or later, skipped).
+    drf re-ranks as jobs start: its first 32 are a snapshot."""
     order = part.order
-    if isinstance(order, FairQueue):
-        fairshare = order.fairness.mode == "fairshare"
-        # fairshare: the ranking holds within the instant, so the first read is kept short (the
-        # loop reads ~3 jobs a cycle) but past one tenant's usual block: going on into `_rest`
-        # costs ~50,000 instructions, and on the 1M synthetic's long queues an 8-job read was
-        # used up by 8 % of walks. drf re-ranks as jobs start: its first 32 are a snapshot.
-        # Under fairshare the first read leaves `skip` out already: the ranking cannot move within
-        # an instant, so reading a skipped tenant's block now or later makes no difference (jobs
-        # queued meanwhile are reclaims' victims, whose tenants wait: read now or later, skipped).
-        first = 16 if fairshare else 32
-        head = order.first_jobs(skip if fairshare else (), first)
-        if len(head) < first:
-            return head
-        return _head_then_rest(order, head, skip)
-    return queued(part, skip)
+    if not isinstance(order, FairQueue):
+        return None
+    return order.first_jobs(skip if order.fairshare else _NOBODY, order.first)
 
 
-def _head_then_rest(order: FairQueue, head: list[JobState], skip: set[str]) -> Iterator[JobState]:
-    """`tenant_walk`'s first jobs, then the rest as queued then (`FairQueue._rest`)."""
-    yield from head
-    jobs = order._jobs
-    for _, o in order._rest(skip, {job.order for job in head}):
-        yield jobs[o]
+def fair_rest(part: PartitionState, head: list[JobState], skip: set[str]) -> Iterator[JobState] | None:
+    """The jobs after `fair_head`'s `head` (once the loop has read it), as queued then, read lazily
+    as the loop reaches them (`FairQueue._rest`: a generator, where a returned generator expression
+    would be built at once, compiled: bc77082); None if `head` had them all."""
+    order = part.order
+    assert isinstance(order, FairQueue)
+    if len(head) < order.first:
+        return None
+    return order._rest(skip, {job.order for job in head})
 
 
 def fair_among(part: PartitionState, fairness: Fairness) -> None:

@@ -121,6 +121,67 @@ def rank_by_model(pools: ModelPools, ledger: Ledger, order: Iterable[tuple[Key, 
     return to_run, victims
 
 
+def rank_pool(part: PartitionState, running: list[RunningEntry]) -> tuple[list[JobState], list[JobState]]:
+    """Walk queued (already in key order) and running jobs (`running`, unsorted) in key order,
+    queued first on equal keys, then arrival order; keep or start each job that still fits the
+    quota. The walk stops once every GPU is spoken for: what is left of the queue cannot run,
+    and every running job not yet kept is a victim. Returns (jobs to start, victims)."""
+    ledger = part.ledger
+    quota = ledger.usable_gpus()
+    # With nodes out of service a running job needs from the quota only the GPUs it holds on
+    # nodes in service (it keeps the others, which nobody else could use); one that needs
+    # nothing is kept even when the quota is spent, so the walk cannot stop early.
+    partial = ledger.has_out_of_service
+    # Running jobs whose key is below the queue head's come before every queued job: the walk
+    # meets them first, as a sorted prefix. They fit the quota (it counts every GPU running
+    # jobs hold in service), so each is kept whatever their order, and the quota drops by
+    # their total: only the other running jobs need sorting. Sorting every running job each
+    # cycle was a good part of a preemptive replay's cost, and usually far fewer rank behind
+    # the head. Should they not fit after all, the full walk below decides, as it always did.
+    head = part.order[0][0]
+    ahead = 0
+    contested: list[RunningEntry] = []
+    for item in running:
+        if item[0] < head:
+            ahead += ledger.held_in_service(item[2].slots) if partial else item[2].gpus
+        else:
+            contested.append(item)
+    victims: list[JobState] = []
+    if ahead <= quota:
+        quota -= ahead
+        running = contested
+        if ahead and quota == 0 and not partial:
+            # The walk would stop after the last of them (every GPU spoken for) and preempt
+            # the rest in key order; this saves it a pass over a queue that cannot start.
+            victims.extend(e[2] for e in sorted(contested))
+            return [], victims
+    running.sort()  # orders are unique: jobs and change times are never compared
+    to_run: list[JobState] = []
+    queued, jobs = iter(part.order), part.queued
+    entry = next(queued, None)
+    count, r = len(running), 0
+    while entry is not None or r < count:
+        if entry is not None and (r == count or entry[0] <= running[r][0]):
+            job = jobs[entry[1]]
+            entry = next(queued, None)
+            if job.gpus > quota:
+                continue
+            quota -= job.gpus
+            to_run.append(job)
+        else:
+            job = running[r][2]
+            r += 1
+            need = ledger.held_in_service(job.slots) if partial else job.gpus
+            if need > quota:
+                victims.append(job)
+                continue
+            quota -= need
+        if quota == 0 and not partial:
+            victims.extend(e[2] for e in running[r:])
+            break
+    return to_run, victims
+
+
 def _held(pools: ModelPools, ledger: Ledger, job: JobState) -> dict[str, int]:
     """The GPUs `job` holds on nodes in service, by model (those out of service no one else could use)."""
     out: dict[str, int] = {}
@@ -131,4 +192,4 @@ def _held(pools: ModelPools, ledger: Ledger, job: JobState) -> dict[str, int]:
     return out
 
 
-__all__ = ["GpuBudget", "ModelBudget", "PoolBudget", "budget_of", "rank_by_model"]
+__all__ = ["GpuBudget", "ModelBudget", "PoolBudget", "budget_of", "rank_by_model", "rank_pool"]

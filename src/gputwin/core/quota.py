@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Reversible, Sequence
 
 from gputwin.core.model import QuotaSpec
-from gputwin.core.quotapool import NO_LIMIT, Cohort, Held, Pool
+from gputwin.core.quotapool import NO_LIMIT, Cohort, Held, Pool, Queued
 
 if TYPE_CHECKING:
     from gputwin.core.modelrank import GpuBudget
@@ -74,7 +74,7 @@ class PartitionQuota:
                 else:
                     self.of_user.setdefault(user, q.tenant)
         cohorts = {c: Cohort(self.capacity[c], sum(self.cohort_reserved[c])) for c in self.members}
-        self._pools = {t: Pool(n, self.reserved[t], NO_LIMIT if self.borrowing[t] is None else self.borrowing[t],  # type: ignore[arg-type]
+        self._pools = {t: Pool(t, n, self.reserved[t], NO_LIMIT if self.borrowing[t] is None else self.borrowing[t],  # type: ignore[arg-type]
                                 None if self.cohort[t] is None else cohorts[self.cohort[t]])  # type: ignore[index]
                        for t, n in self.nominal.items()}  # fmt: skip
         self._cohorts = cohorts
@@ -82,8 +82,8 @@ class PartitionQuota:
         # of the pools: the pools are the state, changed by `change`.
         self.used = Held(self._pools, cohorts, True)
         self.demand = Held(self._pools, cohorts, False)
-        # Tenants whose demand exceeds their usage (a job queued), kept by `change`.
-        self._queued: set[str] = set()
+        # The pools whose demand exceeds their usage (a job queued), kept by `change`.
+        self._queued = Queued()
         self._now = 0.0  # the latest instant told: a change told late counts from here, as it always has
 
     # --- reads ------------------------------------------------------------------------------------
@@ -142,12 +142,14 @@ class PartitionQuota:
     def at_guarantee(self) -> set[str]:
         """The tenants with a queued job that hold their whole guarantee or more: within it none
         of their jobs can start (a reclaim only lowers a tenant it then makes wait)."""
-        pools = self._pools
-        return {t for t in self._queued if pools[t].used >= pools[t].nominal}
+        return {pool.key for pool in self._queued.pools if pool.used >= pool.nominal}
 
     def all_waiting(self, waiting: set[str]) -> bool:
         """Is every tenant with a queued job in `waiting`? (Demand above usage is queued GPUs.)"""
-        return self._queued <= waiting
+        for pool in self._queued.pools:
+            if pool.key not in waiting:
+                return False
+        return True
 
     def reclaim(self, tenant: str, gpus: int, running: Reversible[JobState], free_gpus: int) -> list[JobState] | None:
         """Borrowed work to preempt so a job within `tenant`'s guarantee fits (quota and free GPUs):
@@ -214,10 +216,8 @@ class PartitionQuota:
         if used:
             pool.set_used(after)
         pool.demand = wanted = pool.demand + demand
-        if wanted != after:
-            self._queued.add(tenant)
-        else:
-            self._queued.discard(tenant)
+        if (wanted != after) != (pool.place >= 0):  # it joins or leaves the queued ones
+            self._queued.mark(pool, wanted != after)
 
     def advance(self, now: float) -> None:
         """Integrate every tenant's usage and demand up to `now`."""
@@ -265,11 +265,12 @@ def _fits(quota: PartitionQuota, used: Mapping[str, int], tenant: str, gpus: int
 def quota_problem(quota: PartitionQuota, user: str, gpus: int, model: str = "") -> str | None:
     """Why a job of `user` asking for `gpus` GPUs (of `model`, "": any) can never start in this
     partition, or None."""
-    tenant = quota.tenant(user)
+    # `tenant`, `pool` and `ceiling` inlined: this runs at every submit.
+    tenant = quota.of_user.get(user, quota.catch_all)
     if tenant is None:
         return f"user {user!r} has no quota in partition {quota.partition!r}"
-    pool = quota.pool(tenant, model)
-    ceiling = quota.ceiling(pool)
+    pool = quota.pool(tenant, model) if quota.by_model else tenant
+    ceiling = quota._ceilings[pool]
     if gpus > ceiling:
         what = f"tenant {tenant!r}" if pool == tenant else f"tenant {tenant!r} of model {model!r}"
         other = " (any model not named in its quota)" if pool == tenant and tenant in quota.by_model else ""

@@ -3,15 +3,16 @@
 `Pool` holds one tenant's guarantee, limits, usage, demand and running integrals as attributes
 of one object (compiled by mypyc: native, unboxed fields, read with one dict lookup of the
 tenant, where a dict per field cost a lookup each and boxed every number); `Cohort` its cohort's
-capacity and the running total that `Pool.fits` reads; `Held` reads the pools as the per-tenant
-dicts `used` and `demand` once were (tests set usage through it). Pure: no I/O, no clock.
+capacity and the running total that `Pool.fits` reads; `Queued` the pools with a queued job;
+`Held` reads the pools as the per-tenant dicts `used` and `demand` once were (tests set usage
+through it). Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator, NoReturn
+from typing import Any, Final, Iterator, NoReturn
 
-NO_LIMIT = -1  # a `Pool`'s borrowing limit when the quota sets none
+NO_LIMIT: Final = -1  # a `Pool`'s borrowing limit when the quota sets none (Final: compiled, inlined)
 
 
 class Cohort:
@@ -30,12 +31,14 @@ class Pool:
     (`TenantUsage`'s) with the instant they are up to. Attributes of one native object, not
     entries of a dict each: compiled, a change or a test reads them unboxed, with one lookup."""
 
-    __slots__ = ("nominal", "reserved", "limit", "cohort", "used", "demand",
-                 "area_used", "borrowed", "delivered", "entitled", "since")  # fmt: skip
+    __slots__ = ("key", "nominal", "reserved", "limit", "cohort", "used", "demand",
+                 "area_used", "borrowed", "delivered", "entitled", "since", "place")  # fmt: skip
 
-    def __init__(self, nominal: int, reserved: int, limit: int, cohort: Cohort | None) -> None:
+    def __init__(self, key: str, nominal: int, reserved: int, limit: int, cohort: Cohort | None) -> None:
+        self.key = key  # the quota's key: its tenant, or `tenant/model`
         self.nominal, self.reserved, self.limit, self.cohort = nominal, reserved, limit, cohort
         self.used = self.demand = 0
+        self.place = -1  # where it is in its quota's `Queued` (-1: not there)
         self.area_used = self.borrowed = self.delivered = self.entitled = self.since = 0.0
 
     def fits(self, gpus: int) -> bool:
@@ -58,6 +61,31 @@ class Pool:
             before, r = self.used, self.reserved
             cohort.total += (after if after > r else r) - (before if before > r else r)
         self.used = after
+
+
+class Queued:
+    """The pools with a queued job (demand above usage), in no order: a list in which each pool
+    knows its place (`Pool.place`), so one joins or leaves with no hashing (a dict's or set's
+    insert and delete at nearly every submit and start cost ~450 instructions compiled)."""
+
+    __slots__ = ("pools",)
+
+    def __init__(self) -> None:
+        self.pools: list[Pool] = []
+
+    def mark(self, pool: Pool, queued: bool) -> None:
+        """`pool` has a queued job (or none) from now on."""
+        pools = self.pools
+        if queued:
+            if pool.place < 0:
+                pool.place = len(pools)
+                pools.append(pool)
+        elif pool.place >= 0:
+            last = pools.pop()  # the last takes the leaver's place
+            if last is not pool:
+                pools[pool.place] = last
+                last.place = pool.place
+            pool.place = -1
 
 
 class Held:

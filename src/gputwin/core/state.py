@@ -18,7 +18,7 @@ from operator import itemgetter
 from typing import Any, Collection, Iterator
 
 from gputwin.core.fairness import Fairness
-from gputwin.core.fairqueue import FairQueue
+from gputwin.core.fairqueue import FairPolicy, FairQueue
 from gputwin.core.history import Mean
 from gputwin.core.ledger import Ledger
 from gputwin.core.model import JobSpec, PartitionSpec
@@ -163,13 +163,12 @@ class PartitionState:
         job.order = order
         job.queued_since = now
         # Narrowed to qssf (the busiest policy): compiled, a direct call, not the Protocol's generic one.
-        job.key = policy.key(job, now) if isinstance(policy := self.policy, Qssf) else policy.key(job, now)
-        self.queued[order] = job  # first: a FairQueue finds the entry's tenant from its job
-        # Narrowed (a FairQueue only under fairness): compiled, a direct call, not a generic one.
+        job.key = policy.key(job, now) if isinstance(policy := self.policy, Qssf) else _key(policy, job, now)
+        self.queued[order] = job
         if isinstance(queue := self.order, SortedQueue):
             queue.add((job.key, order))
-        else:
-            queue.add((job.key, order))
+        else:  # a FairQueue (under fairness): the job itself, found in its tenant's queue by its tenant
+            queue.add_job(job)
         self.enqueued += 1
 
     def enqueue_all(self, jobs: list[JobState], ranks: dict[str, int] | None = None) -> None:
@@ -213,7 +212,7 @@ class PartitionState:
         if isinstance(queue := self.order, SortedQueue):  # narrowed, as in `enqueue`
             queue.remove((job.key, job.order))
         else:
-            queue.remove((job.key, job.order))
+            queue.remove_job(job)
 
     def head(self) -> JobState | None:
         """The queued job with the lowest key (ties: lowest order), or None."""
@@ -222,7 +221,7 @@ class PartitionState:
         if not self.queued:
             return None
         queue = self.order
-        return self.queued[queue.head_order() if isinstance(queue, SortedQueue) else queue[0][1]]
+        return self.queued[queue.head_order()] if isinstance(queue, SortedQueue) else queue.head_job()
 
     def queued_jobs(self, limit: int | None = None, skip: Collection[str] = ()) -> list[JobState]:
         """Queued jobs in queue order (the first `limit` of them); under fairness, those of the
@@ -231,6 +230,15 @@ class PartitionState:
             return [self.queued[order] for _, order in self.order.without(skip)]
         entries = self.order if limit is None else self.order[:limit]
         return [self.queued[order] for _, order in entries]
+
+
+def _key(policy: QueuePolicy, job: JobState, now: float) -> Key:
+    """`policy.key(job, now)`; under fairness (`FairPolicy`) its inner policy's key, narrowed as
+    `PartitionState.enqueue` narrows qssf (the wrapper adds no prefix to a queued job's key)."""
+    if isinstance(policy, FairPolicy):
+        inner = policy.inner
+        return inner.key(job, now) if isinstance(inner, Qssf) else inner.key(job, now)
+    return policy.key(job, now)
 
 
 def _by_rank(entries: list[Any], places: list[int]) -> list[Any]:
