@@ -32,10 +32,11 @@ class VirtualRuns:
         self._live: dict[str, int] = {}  # job id -> sequence of its current run
         self._seq = 0
         self.popped = 0  # ends taken off the heap, stale ones included (the simulator's event count)
-        # Whether the heap may hold a run that is no longer live (stopped, or its job started again):
-        # until then every run in it is, and `ended` and `next_event` skip checking each (a replay
-        # without preemptions: one string look-up a job and a float and a string one an instant).
-        self._stale = False
+        # How many runs in the heap are no longer live (stopped, or their job started again): while
+        # none is, `ended` and `next_event` skip checking each (a replay without preemptions: one
+        # string look-up a job and a float and a string one an instant). A count, not a flag, so a
+        # replay gets the fast paths back once the stale runs' ends have passed.
+        self._stale = 0
 
     def start_all(
         self, starts: Sequence[Start], node_names: Sequence[str], now: float
@@ -53,7 +54,7 @@ class VirtualRuns:
             count = len(live)
             live[start.job_id] = seq
             if len(live) == count:  # it was live already: its earlier run's end is stale now
-                self._stale = True
+                self._stale += 1
             self._push(end, seq, start.job_id)
         self._seq = seq
         return refused
@@ -68,7 +69,7 @@ class VirtualRuns:
         live, count = self._live, len(self._live)
         live[job_id] = self._seq
         if len(live) == count:  # it was live already (as in `start_all`)
-            self._stale = True
+            self._stale += 1
         self._push(since + run_seconds, self._seq, job_id)
 
     def _push(self, end: float, seq: int, job_id: str) -> None:
@@ -81,7 +82,7 @@ class VirtualRuns:
 
     def stop(self, job_id: str, grace: float | None = None) -> None:
         if self._live.pop(job_id, None) is not None:  # a virtual run stops at once: no grace to give
-            self._stale = True  # its end stays in the heap
+            self._stale += 1  # its end stays in the heap
 
     def ended(self, now: float) -> list[tuple[str, float]]:
         heap, at, live = self._heap, self._at, self._live
@@ -99,6 +100,8 @@ class VirtualRuns:
                 if live.get(job_id) == seq:
                     del live[job_id]
                     out.append((job_id, end))
+                else:
+                    self._stale -= 1
         return out
 
     def next_event(self) -> float | None:
@@ -113,6 +116,7 @@ class VirtualRuns:
             # Only stopped runs end then: drop the time so it is never the next event.
             del at[heappop(heap)]
             self.popped += len(runs)
+            self._stale -= len(runs)
         return None
 
     def running(self) -> dict[str, float]:
