@@ -1,7 +1,7 @@
 """Which core a build gets: compiled by mypyc where it can be, else pure Python (the rest: pyproject.toml).
 
 A wheel (`pip install .`, `pip wheel .`) compiles gputwin.core, the runtime's loop, heap and clocks,
-the simulator's engine, metrics and finished-job columns and the twin's forecast draws and adoption
+the simulator's engine, metrics and finished-job columns and the twin's forecast draws, adoption and summary
 with mypyc to C extensions: the same typed source, faster (README, Performance). If mypyc or the C compiler fails, the build goes on pure Python and says so in one line.
 The editable development install (PEP 660 `build_editable`, which setuptools.build_meta runs as the
 `editable_wheel` command) stays pure Python, so an edited file takes effect at once. GPUTWIN_COMPILE=1
@@ -29,6 +29,8 @@ COMPILED = sorted(glob("src/gputwin/core/*.py")) + [
     "src/gputwin/sim/finished.py", "src/gputwin/sim/columns.py",
     # A forecast's per-sample draws (one loop over floats) and adoption of the running jobs (issue 15).
     "src/gputwin/twin/draws.py", "src/gputwin/twin/adoption.py",
+    # A forecast's summary: its per-job quantiles over the samples, run after every replay (issue 15).
+    "src/gputwin/twin/quantiles.py",
 ]  # fmt: skip
 NOTICE = "gputwin: building the pure Python core (slower, same results): the mypyc build failed: {}"
 

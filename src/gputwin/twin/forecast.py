@@ -28,16 +28,16 @@ import gc
 import math
 import multiprocessing
 import time
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import itemgetter
+from itertools import repeat
 from typing import NamedTuple
 
 from gputwin.core.history import Estimator, HistoryEstimator, Points
 from gputwin.core.model import ClusterSpec, JobSpec
 from gputwin.core.scheduler import Scheduler, SchedulerOptions
 from gputwin.twin.draws import Columns, RunningColumns, draw_columns, draw_running_columns
+from gputwin.twin.quantiles import job_quantiles, latest
 from gputwin.twin.sampling import (DEFAULT_SIGMA, Plan, pending_columns, plan, running_bounds,
                                    running_columns, sample_rng)
 from gputwin.twin.seed import Held, task_types
@@ -155,7 +155,17 @@ def forecast(
     the_plan = plan(snap, estimator or HistoryEstimator(), sigma)
     runs, workers = replays(cluster, snap, the_plan, samples=samples, seed=seed, horizon=horizon, options=options,
                             workers=workers)  # fmt: skip
-    return _summary(snap, runs, horizon, seed, workers, time.perf_counter() - began)
+    wall = time.perf_counter() - began
+    # The summary allocates a tuple per job and frees only temporaries: the cyclic collector would
+    # rescan the samples' lists many times over (42 M instructions, an eighth of the summary, at
+    # 10,000 jobs x 32 samples), so it pauses here too, as in `replays`.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _summary(snap, runs, horizon, seed, workers, wall)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def replays(cluster: ClusterSpec, snap: Snapshot, the_plan: Plan, *, samples: int, seed: int, horizon: float,
@@ -226,25 +236,20 @@ def _finite(value: float, until: float) -> float | None:
 
 def _summary(snap: Snapshot, runs: list[Sample], horizon: float, seed: int, workers: int,
              wall: float) -> Forecast:  # fmt: skip
-    """Per pending job its quantiles over the samples. The samples' lists are turned into one
-    column per job at once and each column sorted once for both quantiles: asking `quantile`
-    four times per job took as long as a compiled replay at 10,000 jobs and 32 samples."""
+    """Per pending job its quantiles over the samples: worked out by the compiled
+    `quantiles.job_quantiles` (a column per job, sorted once for both quantiles), the forecasts
+    then made as tuples at C speed (`map`), with no interpreted step per job."""
     until = snap.taken_at + horizon
     rejects = runs[0][2] if runs else {}
     mid, high = _rank(len(runs), 0.5), _rank(len(runs), 0.9)
-    jobs = []
-    columns = zip(snap.pending, zip(*(r[0] for r in runs)), zip(*(r[1] for r in runs)))
-    for job, column, ends_column in columns:
-        starts, ends = sorted(column), sorted(ends_column)
-        jobs.append(_new(JobForecast, (
-            job.job_id, job.partition, job.gpus,
-            _finite(starts[mid], until), _finite(starts[high], until),
-            _finite(ends[mid], until), _finite(ends[high], until),
-            bisect_right(starts, until) / len(starts), rejects.get(job.job_id, ""),
-        )))  # fmt: skip
+    columns = job_quantiles([r[0] for r in runs], [r[1] for r in runs], mid, high, until)
+    ids = [job.job_id for job in snap.pending]
+    fields = zip(ids, [job.partition for job in snap.pending], [job.gpus for job in snap.pending], *columns,
+                 map(rejects.get, ids, repeat("")))  # fmt: skip
+    jobs = tuple(map(_new, repeat(JobForecast), fields))
     left_out = tuple(sorted(runs[0][3].items())) if runs else ()
-    return Forecast(snap.taken_at, horizon, len(runs), seed, tuple(jobs), _drains(snap, runs, until),
-                    left_out, workers, wall)  # fmt: skip
+    return Forecast(snap.taken_at, horizon, len(runs), seed, jobs, _drains(snap, runs, until), left_out, workers,
+                    wall)  # fmt: skip
 
 
 def _rank(count: int, q: float) -> int:
@@ -260,19 +265,11 @@ def _drains(snap: Snapshot, runs: list[Sample], until: float) -> tuple[DrainFore
             members.setdefault(job.partition, []).append(i)
     out = []
     for name, idx in members.items():
-        drains = [_latest(r[0], idx, snap.taken_at) - snap.taken_at for r in runs]
+        drains = [latest(r[0], idx, snap.taken_at) - snap.taken_at for r in runs]
         p50, p90 = (quantile(drains, q) if drains else 0.0 for q in (0.5, 0.9))
         horizon = until - snap.taken_at
         out.append(DrainForecast(name, len(idx), _finite(p50, horizon), _finite(p90, horizon)))
     return tuple(out)
-
-
-def _latest(starts: list[float], idx: list[int], default: float) -> float:
-    """The latest of `starts` at the indexes `idx` (`default` if none), looked up at C speed."""
-    if len(idx) < 2:
-        return starts[idx[0]] if idx else default
-    latest: float = max(itemgetter(*idx)(starts))
-    return latest
 
 
 __all__ = ["DEFAULT_HORIZON", "DrainForecast", "Forecast", "JobForecast", "Points", "Sample", "forecast", "quantile",
