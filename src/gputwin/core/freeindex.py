@@ -3,19 +3,25 @@ accounting and checks are in `gputwin.core.ledger`, split from it for length).
 
 Indexes are bitsets (Python ints, one bit per node of the partition, bit i = the partition's i-th
 node in topology order): `_by_free[f]` holds nodes with exactly f free GPUs, `_idle` nodes with
-every GPU free, `_avail` nodes with any. A bitset answers "lowest-index node in this set" and
-"the same, restricted to one leaf switch" (`& leaf mask`) in a few machine-word operations, which
-is what best fit with lowest-index tie-breaks needs on every placement. Callers see the topology's
-global node indexes, so placements mean the same thing everywhere. What placers see of a node
-(`_shown`, `_visible`) is its free GPUs less those out of service or held by others (`Ledger`).
+every GPU free, `_avail` nodes with any (split in 60-bit words, see `WORD`). A bitset answers
+"lowest-index node in this set" and "the same, restricted to one leaf switch" (`& leaf mask`) in
+a few machine-word operations, which is what best fit with lowest-index tie-breaks needs on every
+placement. Callers see the topology's global node indexes, so placements mean the same thing
+everywhere. What placers see of a node (`_shown`, `_visible`) is its free GPUs less those out of
+service or held by others (`Ledger`).
 """
 
 from __future__ import annotations
 
 from itertools import accumulate
-from typing import Iterator, Sequence
+from typing import Final, Iterator, Sequence
 
 from gputwin.core.topology import Topology
+
+
+# `_avail` is split in words of this many bits: below 2^62, which mypyc keeps unboxed (a machine
+# word, no allocation per operation), unlike the 1,000-bit int one bitset of a large partition is.
+WORD: Final = 60
 
 
 def bits(mask: int) -> Iterator[int]:
@@ -58,7 +64,14 @@ class FreeIndex:
         # Each node's bit, made once: on a 500-node partition `1 << i` allocates a 17-digit int,
         # and `_change` needs one twice per job.
         self._bit: list[int] = [1 << i for i in range(len(self.nodes))]
-        self._avail = self._idle
+        # Nodes with any free GPU: word w holds local nodes w*WORD .. w*WORD+WORD-1, bit i % WORD
+        # each. `first_fit` walks it and `_change` flips a bit per job in a machine word (one
+        # bitset, as `_by_free`'s, allocated a long int per operation). `_low`: every word below
+        # it is empty (a lower bound, raised lazily by `first_fit`).
+        full_word = (1 << WORD) - 1
+        self._avail: list[int] = [self._idle >> w & full_word for w in range(0, len(self.nodes), WORD)]
+        self._word_bit: list[int] = [1 << i % WORD for i in range(len(self.nodes))]
+        self._low = 0
         self.free_gpus = self.total_gpus
         self.leaves: tuple[int, ...] = tuple(sorted(self._leaf_mask))
         # Free GPUs per leaf, by the leaf's position in `leaves` (lowest leaf first, so a walk over
@@ -161,24 +174,32 @@ class FreeIndex:
         walk over the bitset without the generator and the two lookups per node."""
         if self.free_gpus < gpus:
             return None
-        avail, shown, nodes = self._avail, self._shown, self.nodes
+        words, shown, nodes = self._avail, self._shown, self.nodes
         slots: list[tuple[int, int]] = []
         need = gpus
-        while avail:
-            low = avail & -avail
-            i = low.bit_length() - 1
-            free = shown[i]
-            take = free if free < need else need
-            slots.append((nodes[i], take))
-            need -= take
-            if not need:
-                break
-            avail ^= low
+        w = self._low
+        while w < len(words) and not words[w]:
+            w += 1
+        self._low = w
+        while w < len(words):
+            word = words[w]
+            base = w * WORD
+            while word:
+                low = word & -word
+                i = base + low.bit_length() - 1
+                free = shown[i]
+                take = free if free < need else need
+                slots.append((nodes[i], take))
+                need -= take
+                if not need:
+                    return tuple(slots)
+                word ^= low
+            w += 1
         return tuple(slots)
 
     def avail_nodes(self) -> Iterator[int]:
         """Nodes with any free GPU, by index."""
-        return (self.nodes[i] for i in bits(self._avail))
+        return (self.nodes[w * WORD + i] for w, word in enumerate(self._avail) for i in bits(word))
 
     def _visible(self, i: int) -> int:
         """Free GPUs of local node i that placers see: none out of service, less what others hold."""
@@ -207,9 +228,9 @@ class FreeIndex:
                 by_free[before] = by_free[before] ^ bit
                 counts[before] = counts[before] - 1
                 if not after:
-                    self._avail ^= bit
+                    self._flip_avail(i)
             else:
-                self._avail ^= bit  # after > 0
+                self._flip_avail(i)  # after > 0
             if after:
                 by_free[after] = by_free[after] ^ bit
                 counts[after] = counts[after] + 1
@@ -239,12 +260,14 @@ class FreeIndex:
             self._counts[before] -= 1
             if before == cap:
                 self._full[cap] -= 1
+        avail, w = self._avail, i // WORD
         if after:
             by_free[after] |= bit
             self._counts[after] += 1
-            self._avail |= bit
+            avail[w] = avail[w] | self._word_bit[i]
+            self._low = min(self._low, w)
         else:
-            self._avail &= ~bit
+            avail[w] = avail[w] & ~self._word_bit[i]
         if after == cap and after:
             self._idle |= bit
             self._full[cap] += 1
@@ -253,3 +276,10 @@ class FreeIndex:
         self.free_gpus += delta
         self._leaf_free[self._leaf_of[i]] += delta
         self._shown[i] = after
+
+    def _flip_avail(self, i: int) -> None:
+        """Local node i's bit in `_avail` flipped (it gained its first free GPU or lost its last)."""
+        avail, w = self._avail, i // WORD
+        avail[w] = avail[w] ^ self._word_bit[i]
+        if w < self._low:
+            self._low = w
