@@ -139,7 +139,7 @@ class Cycle:
             # Tenants at their guarantee would wait at their first job of the guaranteed pass:
             # waiting from the start, the walk skips their blocks instead.
             waiting = set() if borrowing else quota.at_guarantee()
-            if waiting and quota.all_waiting(waiting):
+            if waiting and len(waiting) == quota.queued_tenants():  # every queued tenant at its guarantee
                 continue
             # A FairQueue's first jobs are a list, walked natively; the rest, if any, lazily.
             step, head = _ON, fair_head(part, waiting)

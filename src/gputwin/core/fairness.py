@@ -48,11 +48,12 @@ def fairness_problem(mode: str, half_life: float, weights: Mapping[str, float]) 
 
 class TenantState:
     """One tenant's GPUs held and (fairshare) decayed usage as U * G with G and the instant of its
-    last change, and its key as last read: a native object's attributes, compiled unboxed."""
+    last change, its weight, and its key as last read: a native object's attributes, compiled unboxed."""
 
-    __slots__ = ("held", "tracked", "value", "grown", "since", "key", "stamp")
+    __slots__ = ("held", "tracked", "value", "grown", "since", "key", "stamp", "weight")
 
-    def __init__(self) -> None:
+    def __init__(self, weight: float = 1.0) -> None:
+        self.weight = weight  # the Fairness's weight of the tenant (its key reads it with no dict look-up)
         self.held = 0
         self.tracked = False  # fairshare: usage kept since its first change
         self.value, self.grown, self.since = 0.0, 1.0, 0.0
@@ -99,8 +100,15 @@ class Fairness:
     def _of(self, tenant: str) -> TenantState:
         state = self._tenants.get(tenant)
         if state is None:
-            state = self._tenants[tenant] = TenantState()
+            state = self._tenants[tenant] = TenantState(self.weights.get(tenant, 1.0))
         return state
+
+    def weigh(self, weights: Mapping[str, float]) -> None:
+        """Set these tenants' weights (as `weights` once built: before any key is read)."""
+        self.weights.update(weights)
+        for tenant, state in self._tenants.items():
+            state.weight, state.stamp = self.weights.get(tenant, 1.0), -1
+        self.version += 1
 
     def at(self, now: float) -> None:
         if now != self.now:
@@ -188,7 +196,7 @@ class Fairness:
         called at this instant first)."""
         if state.stamp == self._stamp:
             return state.key
-        weight = self.weights.get(tenant, 1.0)
+        weight = state.weight
         if not self._fairshare:
             key = state.held / self.total / weight
         elif state.tracked:

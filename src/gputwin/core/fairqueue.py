@@ -23,10 +23,8 @@ _NOBODY: set[str] = set()  # a walk's skip when it skips no tenant (never change
 
 
 class TenantQueue:
-    """One tenant's queued jobs in a FairQueue, sorted by (policy key, order) as their entries
-    are, its fairness state and its key as last ranked: kept while the tenant has no job queued
-    (tenants come and go from the queue at nearly every start). Jobs, not entries: a walk reads
-    them with no look-up per job, and a start finds its job's queue from the job's tenant."""
+    """One tenant's queued jobs (not entries: no look-up per job) sorted by (policy key, order), its
+    fairness state and key as last ranked: kept while empty (tenants come and go at most starts)."""
 
     __slots__ = ("tenant", "jobs", "state", "key")
 
@@ -40,9 +38,8 @@ class TenantQueue:
 class FairQueue:
     """A partition's queued jobs, one `TenantQueue` per tenant, read as one queue of (policy key,
     order) entries sorted by (tenant key, *policy key) then order: the SortedList interface
-    `PartitionState` and the cycle use (add, remove, [0], [:k], iteration, len). A tenant's jobs
-    are a plain list kept sorted by bisection: a tenant queues dozens at most (49 in the 300k
-    synthetic, 97 in the 1M), usually one or none."""
+    `PartitionState` and the cycle use (add, remove, [0], [:k], iteration, len). A tenant's jobs are
+    a list kept sorted by bisection: dozens at most (97 in the 1M synthetic), usually one or none."""
 
     def __init__(self, fairness: Fairness, jobs: dict[int, JobState]) -> None:
         self.fairness = fairness
@@ -50,12 +47,11 @@ class FairQueue:
         self.first = 16 if self.fairshare else 32  # the strict quota loop's first read (`fair_head`)
         self._jobs = jobs  # order -> queued job (`add` and `remove` by entry find the job here)
         self._queues: dict[str, TenantQueue] = {}
-        self._active: list[TenantQueue] = []  # the tenants with a queued job, in no order
+        # The tenants with a queued job, as last ranked (`_rank`: kept while the keys, the fairness's
+        # `version`, stay) then those queued since: the cycle reads the queue several times an instant.
+        self._active: list[TenantQueue] = []
         self._count = 0
-        # `_active` ranked by (key, tenant): the cycle reads the queue several times an instant,
-        # and the ranking moves only with the keys (the fairness's `version`) or that set.
-        self._ranked: list[TenantQueue] = []
-        self._ranked_at = -1  # the version ranked at; -1: `_active` changed since
+        self._ranked_at = -1  # the version `_active` was ranked at; -1: it changed since
 
     # --- changes ----------------------------------------------------------------------------------
 
@@ -84,19 +80,16 @@ class FairQueue:
         jobs.pop(i)  # not `del jobs[i]`: compiled, a list's pop is a direct call
         self._count -= 1
         if not jobs:
-            self._active.remove(queue)
-            self._ranked_at = -1
+            self._active.remove(queue)  # the rest stays ranked: `_ranked_at` holds
 
     def add(self, entry: Entry) -> None:
-        """Queue the job of `entry`'s order (in the jobs given) at `entry`: its policy key is
-        `job.key` from now on (as `PartitionState.enqueue` sets it)."""
+        """Queue the job of `entry`'s order (in the jobs given) at `entry`, its `job.key` from now on."""
         job = self._jobs[entry[1]]
         job.key, job.order = entry
         self.add_job(job)
 
     def remove(self, entry: Entry) -> None:
-        """Take `entry` out: the job of its order, found by its tenant (in the jobs given) or else
-        among every tenant's."""
+        """Take `entry` out: the job of its order, found by its tenant (in the jobs given) or else all."""
         key, order = entry
         job = self._jobs.get(order)
         queues = [self._queue_of(job)] if job is not None else list(self._active)
@@ -121,23 +114,23 @@ class FairQueue:
         return self._count
 
     def _rank(self) -> list[TenantQueue]:
-        """The tenants with a queued job, (key, tenant) sorted: lower keys go first. Sorted by
-        insertion on the queues' native keys: a few tenants, no (key, tenant) tuple each."""
+        """The tenants with a queued job, (key, tenant) sorted: `_active` sorted in place by insertion
+        on native keys, nearly sorted as last ranked (keys move little between instants)."""
         fair = self.fairness
         if self._ranked_at == fair.version:
-            return self._ranked
+            return self._active
         stamp = fair.fresh()
-        ranked: list[TenantQueue] = []
-        for queue in self._active:
+        ranked = self._active
+        for n in range(len(ranked)):
+            queue = ranked[n]
             state = queue.state
             queue.key = key = state.key if state.stamp == stamp else fair.key_of(queue.tenant, state)
-            i = len(ranked)
-            ranked.append(queue)
+            i = n
             while i > 0 and _ranks_after(ranked[i - 1], key, queue.tenant):
                 ranked[i] = ranked[i - 1]
                 i -= 1
             ranked[i] = queue
-        self._ranked, self._ranked_at = ranked, fair.version
+        self._ranked_at = fair.version
         return ranked
 
     def _groups(self, skip: Collection[str] = ()) -> list[tuple[float, list[TenantQueue]]]:
@@ -153,8 +146,7 @@ class FairQueue:
         return out
 
     def head_job(self) -> JobState:
-        """The queued job of the lowest entry: the first-ranked tenants' (those tied follow the
-        first) lowest head (entries are unique: orders are)."""
+        """The queued job of the lowest entry: the lowest head of the first-ranked (and tied) tenants."""
         ranked = self._rank()
         if not ranked:
             raise IndexError("queue is empty")
@@ -194,8 +186,7 @@ class FairQueue:
         return self._take(tenants, None)
 
     def _take(self, skip: Collection[str], limit: int | None) -> list[Entry]:
-        """The first `limit` (None: all) entries of all tenants but `skip` in queue order, as a
-        list: tenants by key, each tenant's queue sliced whole, tied tenants merged."""
+        """The first `limit` (None: all) entries of all tenants but `skip` in queue order, as a list."""
         out: list[Entry] = []
         for tenant_key, queues in self._groups(skip):
             if limit is not None and len(out) >= limit:
@@ -214,6 +205,10 @@ class FairQueue:
         if len(active) == 1:  # most reads: one tenant queued, so no ranking, no key to work out
             queue = active[0]
             return [] if queue.tenant in skip else queue.jobs[:limit]
+        if skip and self._ranked_at != self.fairness.version:
+            alone = _alone(active, skip, limit)  # a busy cluster's queued tenants mostly wait at their guarantee
+            if alone is not None:
+                return alone
         ranked = self._rank()
         out: list[JobState] = []
         i, n = 0, len(ranked)
@@ -240,11 +235,10 @@ class FairQueue:
                 yield prefix + job.key, job.order
 
     def walk(self, skip: set[str], first: int = 32) -> Iterator[tuple[str, int]]:
-        """(tenant, order) of the queued jobs in queue order, for a walk that starts and preempts
-        jobs meanwhile, as `fair_head` and `fair_rest` read them: the first `first` as read now
-        (under fairshare less `skip`'s), then the rest as queued then, less those already read and
-        those of tenants in `skip` (which the caller may grow) when reached, lazily, a tenant at a
-        time, from its live queue (a walk usually stops or skips the tenant long before its end)."""
+        """(tenant, order) of the queued jobs in queue order for a walk that starts and preempts
+        jobs meanwhile, as `fair_head` and `fair_rest` read them: the first `first` as read now (under
+        fairshare less `skip`'s), then lazily the rest as queued then, less those read and those of
+        tenants in `skip` (which the caller may grow) when reached, from each tenant's live queue."""
         if not self._count:
             return
         head = [(job.tenant or self.fairness.tenant_of(job), job.order)
@@ -271,6 +265,19 @@ class FairQueue:
                 yield job
 
 
+def _alone(active: list[TenantQueue], skip: set[str], limit: int) -> list[JobState] | None:
+    """The first `limit` jobs of the one tenant of `active` not in `skip` ([] if none), or None if
+    several are: one tenant's block needs no ranking (a key left unread is the same later in the
+    instant: `Fairness.change`; drf skips no tenant)."""
+    found: TenantQueue | None = None
+    for queue in active:
+        if queue.tenant not in skip:
+            if found is not None:
+                return None
+            found = queue
+    return [] if found is None else found.jobs[:limit]
+
+
 def _precedes(key: Key, order: int, job: JobState) -> bool:
     """Is the entry (key, order) before `job`'s? Compiled, with no entry tuple built."""
     other = job.key
@@ -285,8 +292,7 @@ def _ranks_after(queue: TenantQueue, key: float, tenant: str) -> bool:
 
 
 def _place(jobs: list[JobState], key: Key, order: int) -> int:
-    """Where the entry (key, order) goes among `jobs` (sorted): the number of jobs not after it
-    (`bisect.bisect_right` on their entries)."""
+    """Where the entry (key, order) goes among `jobs` (sorted): `bisect.bisect_right` on entries."""
     lo, hi = 0, len(jobs)
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -358,12 +364,11 @@ def fair_head(part: PartitionState, skip: set[str]) -> list[JobState] | None:
     the Scheduler stored on it, `job.tenant`), as read now: a list, which the loop reads natively;
     `fair_rest` the rest. None: `part` has no FairQueue (`state.queued_then` walks its queue).
 
-    fairshare: the ranking holds within the instant, so the first read is kept short (the loop
-    reads ~3 jobs a cycle) but past one tenant's usual block: going on into the rest costs ~50,000
-    instructions, and on the 1M synthetic's long queues an 8-job read was used up by 8 % of walks.
-    It leaves `skip` out already: reading a skipped tenant's block now or later makes no difference
-    (jobs queued meanwhile are reclaims' victims, whose tenants wait: read now or later, skipped).
-    drf re-ranks as jobs start: its first 32 are a snapshot."""
+    fairshare: the ranking holds within the instant; the first read is short (the loop reads ~3
+    jobs a cycle) but past one tenant's usual block (an 8-job read was used up by 8 % of the 1M
+    synthetic's walks, and the rest costs ~50,000 instructions), `skip` left out already (jobs
+    queued meanwhile are reclaims' victims, whose tenants wait). drf re-ranks as jobs start: its
+    first 32 are a snapshot."""
     order = part.order
     if not isinstance(order, FairQueue):
         return None
@@ -371,9 +376,8 @@ def fair_head(part: PartitionState, skip: set[str]) -> list[JobState] | None:
 
 
 def fair_rest(part: PartitionState, head: list[JobState], skip: set[str]) -> Iterator[JobState] | None:
-    """The jobs after `fair_head`'s `head` (once the loop has read it), as queued then, read lazily
-    as the loop reaches them (`FairQueue._rest`: a generator, where a returned generator expression
-    would be built at once, compiled: bc77082); None if `head` had them all."""
+    """The jobs after `fair_head`'s `head` as queued then, read lazily (`FairQueue._rest`: a generator;
+    compiled, a returned generator expression is built at once: bc77082); None if `head` had all."""
     order = part.order
     assert isinstance(order, FairQueue)
     if len(head) < order.first:
@@ -389,7 +393,7 @@ def fair_among(part: PartitionState, fairness: Fairness) -> None:
         fairness.tenant_of = part.quota.tenant_of
         # A tenant's per-model quotas (`tenant/model`) weigh what the tenant does.
         weights = fairness.weights
-        weights.update({key: weights[t] for key, t in part.quota.owner.items() if key != t and t in weights})
+        fairness.weigh({key: weights[t] for key, t in part.quota.owner.items() if key != t and t in weights})
     part.fair = fairness
     part.order = FairQueue(fairness, part.queued)
     part.policy = FairPolicy(part.policy, fairness)

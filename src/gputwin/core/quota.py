@@ -144,6 +144,11 @@ class PartitionQuota:
         of their jobs can start (a reclaim only lowers a tenant it then makes wait)."""
         return {pool.key for pool in self._queued.pools if pool.used >= pool.nominal}
 
+    def queued_tenants(self) -> int:
+        """How many tenants have a queued job: `at_guarantee` holds them all if it holds as many
+        (its keys are theirs, each once), with no look-up each as `all_waiting` takes."""
+        return len(self._queued.pools)
+
     def all_waiting(self, waiting: set[str]) -> bool:
         """Is every tenant with a queued job in `waiting`? (Demand above usage is queued GPUs.)"""
         for pool in self._queued.pools:
