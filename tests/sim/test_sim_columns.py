@@ -10,7 +10,7 @@ from array import array
 import pytest
 
 from gputwin.sim import columns
-from gputwin.sim.columns import Blob, SortedRuns, picked, widened
+from gputwin.sim.columns import Blob, SortedRuns, extended, picked, widened
 from gputwin.sim.finished import FinishedLog, SpecColumns
 from gputwin.sim.metrics import percentile
 
@@ -28,6 +28,25 @@ def test_widened_keeps_the_values_and_takes_the_new_one(code: str, value: int, w
     column = array(code, [0, 1, 7])
     wide = widened(column, value)  # type: ignore[arg-type]
     assert wide.typecode == want and list(wide) == [0, 1, 7, value]
+
+
+@pytest.mark.parametrize(
+    ("code", "values", "want"),
+    [
+        pytest.param("B", [0, 255, True], "B", id="bytes-fit"),
+        pytest.param("B", [3, 256, 1], "H", id="bytes-widen"),
+        pytest.param("B", [3, -1], "q", id="bytes-negative"),
+        pytest.param("H", [3, 70_000], "I", id="struct-widen"),
+    ],
+)
+def test_extended_appends_every_value_widening_as_needed(code: str, values: list[int], want: str) -> None:
+    column = extended(array(code, [7]), values)  # type: ignore[arg-type]
+    assert column.typecode == want and list(column) == [7, *values]
+
+
+def test_extended_refuses_what_is_not_an_integer() -> None:
+    with pytest.raises(TypeError):
+        extended(array("B"), [1.5])  # type: ignore[list-item]
 
 
 def test_a_value_beyond_64_bits_is_refused() -> None:

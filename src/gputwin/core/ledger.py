@@ -191,12 +191,14 @@ class Ledger(FreeIndex):
         for a job's slots, as a check of all of them before any change needed (placers never
         repeat a node: this is every job's path)."""
         at, free, capacity = self._local_at, self._free, self.capacity
+        # A tuple (what placers give) in a typed local: compiled, indexed directly, not iterated generically.
+        listed: tuple[tuple[int, int], ...] = slots if isinstance(slots, tuple) else tuple(slots)
         done = 0
-        for node, gpus in slots:
+        for node, gpus in listed:
             i = at[node] if 0 <= node < len(at) else -1
             if i < 0 or gpus <= 0 or ((free[i] < gpus) if sign < 0 else (free[i] + gpus > capacity[i])):
                 for undo in range(done):  # back to where it was (every change is undone exactly)
-                    back_node, back = slots[undo]
+                    back_node, back = listed[undo]
                     self._change(at[back_node], -sign * back)
                 return False
             self._change(i, gpus if sign > 0 else -gpus)

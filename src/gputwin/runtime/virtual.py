@@ -12,12 +12,19 @@ and pops every run's end through ~log2(running) comparisons (issue 13: no slower
 from __future__ import annotations
 
 from collections.abc import Sequence
-from heapq import heappop, heappush  # compiled, `heapq.heappush` is a module lookup per call
+from heapq import heappop as _heappop
+from heapq import heappush as _heappush
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
 from gputwin.core.decision import Start
 from gputwin.runtime.capabilities import StartRefused
+
+# Final: compiled, a static read per call (`heapq.heappush` is a module attribute look-up, a name
+# imported from it one in this module's globals).
+heappop: Final = _heappop
+heappush: Final = _heappush
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # operator.backends.SimBackend extends it (compiled build)
@@ -89,7 +96,7 @@ class VirtualRuns:
         out: list[tuple[str, float]] = []
         while heap and heap[0] <= now:
             end = heappop(heap)
-            runs = at.pop(end)
+            runs = at.pop(end)  # (not `at[end]` then `del`: hashing the float twice costs more, compiled)
             self.popped += len(runs)
             if not self._stale:  # every run in the heap is live
                 for _, job_id in runs:

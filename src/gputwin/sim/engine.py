@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Final, Iterable, Sequence
 
 from gputwin.core.decision import Preempt, Reject, Resize, Start
 from gputwin.core.model import ClusterSpec, JobSpec
@@ -38,7 +38,9 @@ class SimOutcome:
     fragmented: float | None = None  # integral of fragmented GPUs (None: not measured)
 
 
-_BATCH = 4096  # final states held before they go to columns (~2.6 MB of JobStates)
+# Final states held before they go to columns (~2.6 MB of JobStates). Final: compiled, a constant,
+# not a look-up in the module's globals each instant.
+_BATCH: Final = 4096
 
 
 class Recorder(Quiet):
@@ -62,18 +64,21 @@ class Recorder(Quiet):
         listed: tuple[Start, ...] = starts if isinstance(starts, tuple) else tuple(starts)
         for start in listed:
             job = jobs[start.job_id]  # a GPU share (gputwin.core.sharing) is busy by its fraction
-            busy.change(start.partition, now, job.gpus if job.spec.gpu_milli == 1000 else job.spec.gpu_milli / 1000)
+            # float(gpus), not the int: compiled, an int where a float is expected is boxed and
+            # converted through the generic number protocol (the same value: GPU counts are exact).
+            busy.change(start.partition, now, float(job.gpus) if job.spec.gpu_milli == 1000 else job.spec.gpu_milli / 1000)
 
     def preempted(self, preempt: Preempt, now: float) -> None:
         job = self.jobs[preempt.job_id]
-        self.busy.change(preempt.partition, now, -job.gpus if job.spec.gpu_milli == 1000 else -job.spec.gpu_milli / 1000)
+        self.busy.change(preempt.partition, now,
+                         -float(job.gpus) if job.spec.gpu_milli == 1000 else -job.spec.gpu_milli / 1000)  # (see `started`)
 
     def completed(self, ends: Sequence[tuple[JobState, float]], now: float) -> None:
         busy, done = self.busy, self._done
         listed: list[tuple[JobState, float]] = ends if isinstance(ends, list) else list(ends)  # (as in `started`)
         for state, end in listed:
             milli = state.spec.gpu_milli
-            busy.change(state.partition, end, -state.gpus if milli == 1000 else -milli / 1000)
+            busy.change(state.partition, end, -float(state.gpus) if milli == 1000 else -milli / 1000)  # (see `started`)
             done.append(state)
         if len(done) >= _BATCH:
             self.close()

@@ -136,14 +136,19 @@ class FinishedLog(Sequence[FinishedJob]):
         compiled JobState's field directly; interpreted, each read is a specialized slot load.)"""
         if not jobs:
             return
-        index = self._index
-        for name in dict.fromkeys([j.partition for j in jobs]):
-            if name not in index:
-                index[name] = len(self.partitions)
-                self.partitions.append(name)
+        # Each job's partition code, a partition seen first given the next one (one look-up a job:
+        # no pass to find the batch's new names first).
+        index, names = self._index, self.partitions
+        part: list[int] = []
+        for j in jobs:
+            k = index.get(j.partition)
+            if k is None:
+                k = index[j.partition] = len(names)
+                names.append(j.partition)
+            part.append(k)
         specs = [j.spec for j in jobs]
         self.specs.extend(specs)
-        self.part = extended(self.part, [index[j.partition] for j in jobs])
+        self.part = extended(self.part, part)
         self.gpus = extended(self.gpus, [j.gpus for j in jobs])
         self.preemptions = extended(self.preemptions, [j.preemptions for j in jobs])
         self.leaves = extended(self.leaves, [j.leaves for j in jobs])

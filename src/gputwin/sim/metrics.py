@@ -169,9 +169,8 @@ class FragmentTracker:
     did not change). Sampling clears the set; no per-transition marking is needed."""
 
     def __init__(self, partitions: Mapping[str, PartitionState], touched: set[str]) -> None:
-        # A dict (the Scheduler's): compiled, its look-ups are the dict's C calls, not generic ones.
-        self.partitions: dict[str, PartitionState] = dict(partitions) if not isinstance(partitions, dict) else partitions
-        self.by_part = {name: 0 for name in partitions}
+        # One dict look-up a touched partition: its state and the count it was last sampled with.
+        self.sampled: dict[str, _Sampled] = {name: _Sampled(part) for name, part in partitions.items()}
         touched.clear()
         self.touched = touched
         self.current = 0
@@ -185,9 +184,10 @@ class FragmentTracker:
         if self.since is not None:
             self.area += self.current * (now - self.since)
         self.since = now
-        partitions, by_part = self.partitions, self.by_part
+        sampled = self.sampled
         for name in touched:
-            part = partitions[name]
+            entry = sampled[name]
+            part = entry.part
             # Nothing waits (tested first: most touched partitions, once their queue drains), no
             # GPU is free (a busy one), or the head takes one GPU (any free GPU hosts it): none
             # fragmented.
@@ -201,10 +201,18 @@ class FragmentTracker:
                 # would sum up node by node.
                 ledger = part.ledger
                 count = free if free < gpus <= ledger.max_node_gpus else ledger.fragmented(gpus)
-            if count != by_part[name]:
-                self.current += count - by_part[name]
-                by_part[name] = count
+            if count != entry.count:
+                self.current += count - entry.count
+                entry.count = count
         touched.clear()
+
+
+class _Sampled:
+    """A partition `FragmentTracker` samples, and its fragmented GPUs when it last did."""
+
+    def __init__(self, part: PartitionState) -> None:
+        self.part = part
+        self.count = 0
 
 
 def horizon_figures(
