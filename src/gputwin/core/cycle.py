@@ -117,7 +117,7 @@ class Cycle:
                     out.wake(job.queued_since + wait, part.name)
                 self._backfill(part, job, now, out)
                 return
-            del queued[order.pop(0)[1]]
+            del queued[order.pop_head()]
             ledger.allocate(slots)
             self._started(part, job, slots, now, out)
 
