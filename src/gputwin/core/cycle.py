@@ -66,7 +66,8 @@ class Cycle:
         try:
             for name in dirty if len(dirty) == 1 else in_order(self._names, dirty):
                 if (loop := loops[name]) is None:  # `_strict_plain`, called directly (compiled: not a generic call)
-                    self._strict_plain(partitions[name], now, out)
+                    if (part := partitions[name]).queued:  # (an empty queue starts nothing: no call)
+                        self._strict_plain(part, now, out)
                 else:
                     loop(partitions[name], now, out)
         except BaseException:
@@ -119,7 +120,8 @@ class Cycle:
             if slots is None:  # as `_place` does: a placer that waits for a better one is asked again
                 if job.gpus <= ledger.free_gpus and (wait := part.max_wait) is not None:
                     out.wake(job.queued_since + wait, part.name)
-                self._backfill(part, job, now, out)
+                if ledger.free_gpus and part.spec.policy.backfill:  # what `_backfill` tests first (no shares here)
+                    self._backfill(part, job, now, out)
                 return
             del queued[order.pop_head()]
             ledger.allocate(slots)
