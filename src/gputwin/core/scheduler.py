@@ -77,11 +77,6 @@ class Scheduler(Cycle):
         self.cycled: set[str] = set()
         self._fairness = [p.fair for p in self.partitions.values() if p.fair is not None]
         self._loops = {name: self._loop_of(part) for name, part in self.partitions.items()}
-        # Per partition, the most GPUs a job may ask that `submit` takes at a glance (0: it looks at
-        # every job closely, as under quotas or GPU models): its GPUs, or fewer if it caps a job's.
-        self._plain = {name: 0 if part.quota is not None or part.models is not None
-                       else min(part.ledger.total_gpus, part.spec.max_gpus_per_job or part.ledger.total_gpus)
-                       for name, part in self.partitions.items()}  # fmt: skip
         self._names = sorted(self.partitions)
         self._out = DecisionBuilder()
         self.saw_shares = False  # some job submitted asked for a GPU share (gputwin.core.sharing)
@@ -128,9 +123,12 @@ class Scheduler(Cycle):
             return Decision(rejects=(Reject(spec.job_id, f"no partition serves task type {spec.task_type!r}"),))
         part = self.partitions[name]
         gpus, length = spec.gpus, run
-        # The usual job passes every test of `_problem` at a glance (whole GPUs, no more than it may
-        # ask, no profile, a new id): those tests one by one cost more than the rest of a submit.
-        if (not (0 < gpus <= self._plain[name] and run >= 0 and spec.gpu_milli == 1000 and not spec.gpu_profile)
+        # The usual job passes every test of `_problem` at a glance (whole GPUs, no more than the
+        # partition has, no profile, a new id; no quotas, GPU models or cap per job there): those
+        # tests one by one cost more than the rest of a submit, interpreted. (Fields, not a table by
+        # partition: compiled, a look-up in one cost more than reading them.)
+        if (not (0 < gpus <= part.ledger.total_gpus and run >= 0 and spec.gpu_milli == 1000 and not spec.gpu_profile
+                 and part.quota is None and part.models is None and not part.spec.max_gpus_per_job)
                 or spec.job_id in self.jobs) and (problem := self._problem(spec, run, part)):  # fmt: skip
             return Decision(rejects=(Reject(spec.job_id, problem),))
         if self._sizes:
