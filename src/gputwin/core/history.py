@@ -89,7 +89,9 @@ class HistoryEstimator:
         """The groups `predict` and `observe` read for `job`, most specific first: the same objects
         for every job of its (user, name, task type), so a caller may keep them from the one call
         to the other (`Scheduler` keeps them on the job: one lookup a job instead of two)."""
-        return self._means_by((job.user, job.name, job.task_type))
+        ident = (job.user, job.name, job.task_type)
+        means = self._means.get(ident)  # `_means_by`'s look-up, here: a call less per job queued
+        return self._means_by(ident) if means is None else means
 
     def predict_from(self, means: tuple[Mean, ...]) -> float:
         """`predict` of a job whose groups are `means` (`means_of`)."""

@@ -22,7 +22,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Protocol, Sequence
 
 from gputwin.core.bounds import MAX_DURATION_SECONDS, MAX_GPU_SECONDS, MAX_LAS_LEVELS
-from gputwin.core.history import DEFAULT_PRIOR, or_prior
+from gputwin.core.history import DEFAULT_PRIOR
 
 if TYPE_CHECKING:
     from gputwin.core.state import JobState
@@ -143,7 +143,10 @@ class Qssf(_Static):
         self.prior = prior
 
     def key(self, job: JobState, now: float) -> Key:
-        return (or_prior(job.predicted, self.prior) * job.gpus * (job.spec.gpu_milli / 1000),)
+        # `or_prior(job.predicted, self.prior)`, inlined (NaN, `UNKNOWN`, is the one float unequal to
+        # itself): once per job queued.
+        predicted = job.predicted
+        return ((self.prior if predicted != predicted else predicted) * job.gpus * (job.spec.gpu_milli / 1000),)
 
     def _gpu_time(self, job: JobState) -> Key:
         return self.key(job, 0.0)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import replace
-from typing import Iterable, Mapping, Sequence
+from typing import Final, Iterable, Mapping, Sequence
 
 from gputwin.core.compat import HeliosQssf
 from gputwin.core.cycle import Cycle
@@ -37,6 +37,8 @@ from gputwin.core.sharing import Shares, share_problem, undeclared_profile
 from gputwin.core.sizing import model_speed
 from gputwin.core.state import JobState, PartitionState, Phase, release
 from gputwin.core.topology import Topology
+
+_DONE: Final = Phase.DONE  # an Enum member read once (interpreted, each read is a slow class attribute)
 
 
 class Scheduler(Cycle):
@@ -120,23 +122,15 @@ class Scheduler(Cycle):
         if name is None:
             return Decision(rejects=(Reject(spec.job_id, f"no partition serves task type {spec.task_type!r}"),))
         part = self.partitions[name]
-        problem = _admission_problem(spec, run, part)
-        if problem is None and part.quota is not None:
-            problem = quota_problem(part.quota, spec.user, spec.gpus, spec.model)
-        if problem is None and spec.model and part.models is not None:
-            problem = part.models.problem(spec.model, spec.gpus, name)
-        if problem is None and spec.job_id in self.jobs:
-            problem = self._duplicate(spec)
-        if spec.gpu_profile and self.cluster.topology.profiles:  # a MIG profile: of the job's model?
-            problem = problem or undeclared_profile(spec, self.cluster.topology.profiles)
-        if spec.gpu_milli != 1000:  # a GPU share (gputwin.core.sharing); whole-GPU jobs skip this
-            self.saw_shares = True
-            problem = problem or share_problem(spec)
-            if problem is None and part.shares is None and not part.policy.preemptive:
-                part.shares = Shares(part.ledger)
-        if problem:
-            return Decision(rejects=(Reject(spec.job_id, problem),))
         gpus, length = spec.gpus, run
+        # The usual job passes every test of `_problem` at a glance (whole GPUs, no more than the
+        # partition has, no profile, a new id; no quotas, GPU models or cap per job there): those
+        # tests one by one cost more than the rest of a submit, interpreted. (Fields, not a table by
+        # partition: compiled, a look-up in one cost more than reading them.)
+        if (not (0 < gpus <= part.ledger.total_gpus and run >= 0 and spec.gpu_milli == 1000 and not spec.gpu_profile
+                 and part.quota is None and part.models is None and not part.spec.max_gpus_per_job)
+                or spec.job_id in self.jobs) and (problem := self._problem(spec, run, part)):  # fmt: skip
+            return Decision(rejects=(Reject(spec.job_id, problem),))
         if self._sizes:
             limit = part.spec.max_gpus_per_job or part.ledger.total_gpus
             models = part.models  # the sizing rule weighs run time at the speed the job would get
@@ -174,6 +168,25 @@ class Scheduler(Cycle):
         if gpus != spec.gpus:
             return Decision(resizes=(Resize(spec.job_id, spec.gpus, gpus),))
         return EMPTY
+
+    def _problem(self, spec: JobSpec, run: float, part: PartitionState) -> str | None:
+        """Why `spec` (run time `run`) cannot be queued in `part`, or None; a GPU share's first job
+        gives a partition its shared GPUs (`gputwin.core.sharing`)."""
+        problem = _admission_problem(spec, run, part)
+        if problem is None and part.quota is not None:
+            problem = quota_problem(part.quota, spec.user, spec.gpus, spec.model)
+        if problem is None and spec.model and part.models is not None:
+            problem = part.models.problem(spec.model, spec.gpus, part.name)
+        if problem is None and spec.job_id in self.jobs:
+            problem = self._duplicate(spec)
+        if spec.gpu_profile and self.cluster.topology.profiles:  # a MIG profile: of the job's model?
+            problem = problem or undeclared_profile(spec, self.cluster.topology.profiles)
+        if spec.gpu_milli != 1000:  # a GPU share (gputwin.core.sharing); whole-GPU jobs skip this
+            self.saw_shares = True
+            problem = problem or share_problem(spec)
+            if problem is None and part.shares is None and not part.policy.preemptive:
+                part.shares = Shares(part.ledger)
+        return problem
 
     def submit_all(self, specs: Sequence[JobSpec], durations: Sequence[float],
                    ranks: dict[str, int] | None = None) -> list[tuple[int, Decision]]:  # fmt: skip
@@ -264,7 +277,7 @@ class Scheduler(Cycle):
             part.ledger.release(job.slots)
         # `attained_at(now)` for a running job (it is one: it was in `part.running`), inlined.
         job.attained += (now - job.seg_start) * job.gpus
-        job.phase, job.end, job.work_left = Phase.DONE, now, 0.0
+        job.phase, job.end, job.work_left = _DONE, now, 0.0
         if part.quota is not None:
             part.quota.change(now, job.tenant, used=-job.gpus, demand=-job.gpus)
         if part.fair is not None:

@@ -187,6 +187,19 @@ class SortedQueue:
         self._drop(k, i)
         return entry
 
+    def pop_head(self) -> int:
+        """`pop(0)[1]`: take the head out and return its order (IndexError if empty), in one call (the
+        strict loop takes each job it starts so)."""
+        lists = self._lists
+        first = lists[0]
+        entry = first.pop(0)
+        self._len -= 1
+        self.changes += 1
+        if not first:  # (else its last entry, `_maxes[0]`, stays)
+            del lists[0]
+            del self._maxes[0]
+        return entry[1]
+
     def _drop(self, k: int, i: int) -> None:
         entries = self._lists[k]
         entries.pop(i)  # compiled, a direct list op; `del entries[i]` is the generic one

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from mypy_extensions import mypyc_attr
 
@@ -83,6 +83,7 @@ class Quiet:
 
 
 QUIET: Transitions = Quiet()
+_RUNNING: Final = Phase.RUNNING  # an Enum member read once (each read is a slow class attribute, interpreted)
 
 
 class _Tell(Quiet):
@@ -154,7 +155,7 @@ class Runtime:
             # call (a bound method goes through the generic call, its arguments boxed and parsed).
             scheduler, listener = self.scheduler, self._tell
             jobs = scheduler.jobs
-            running = Phase.RUNNING
+            running = _RUNNING
             done: list[tuple[JobState, float]] = []
             for job_id, end in ended:
                 state = jobs.get(job_id)
@@ -187,7 +188,8 @@ class Runtime:
         of the first one left. A replay's arrivals come here, a batch per instant: the per-job
         lookups are made once per batch (the simulator submits every job of a trace this way), and
         the listener hears of the submits in one batch, cut before any decision a submit returned."""
-        scheduler, n, i, told = self.scheduler, len(jobs), first, first  # (not its bound method: see `due`)
+        scheduler, n = self.scheduler, len(jobs)  # (not its bound method: see `due`)
+        i = told = first
         listed = jobs if isinstance(jobs, list) else None  # a list's items are read directly compiled
         while i < n:
             spec: JobSpec = jobs[i] if listed is None else listed[i]
@@ -256,18 +258,20 @@ class Runtime:
         for preempt in decision.preempts:
             self.runs.stop(preempt.job_id, preempt.checkpoint_seconds)  # the time it was charged
             listener.preempted(preempt, now)
-        if decision.starts:
-            self._start(decision.starts, now)
+        if starts := decision.starts:  # here, not a method of its own: a call less per decision that starts any
+            names, virtual = self.scheduler.topology.node_names, self.virtual
+            failed = (self.runs.start_all(starts, names, now) if virtual is None
+                      else virtual.start_all(starts, names, now))  # fmt: skip
+            if failed:
+                self._refused(starts, failed, now)
+            else:
+                listener.started(starts, now)
         for when, partition in decision.wakes:
             self.wake_at(when, partition, now)
 
-    def _start(self, starts: Sequence[Start], now: float) -> None:
-        names, virtual = self.scheduler.topology.node_names, self.virtual
-        failed = self.runs.start_all(starts, names, now) if virtual is None else virtual.start_all(starts, names, now)
+    def _refused(self, starts: Sequence[Start], failed: list[tuple[Start, Exception]], now: float) -> None:
+        """The backend refused `failed` of `starts`: their GPUs back, they queue again; the rest started."""
         listener = self._tell
-        if not failed:
-            listener.started(starts, now)
-            return
         refused = {start.job_id for start, _ in failed}
         for start, error in failed:
             self.scheduler.abort_start(start.job_id, now)
