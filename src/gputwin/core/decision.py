@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import final
 
+from gputwin.core.frozen import Frozen
+
+
 @final
 class Start:
     """Run `job_id` on `slots` now. A value (compared, hashed and shown by its fields, never changed
@@ -48,21 +51,21 @@ class Start:
 
 
 @dataclass(frozen=True, slots=True)
-class Preempt:
+class Preempt(Frozen):
     job_id: str
     partition: str
     checkpoint_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
-class Resize:
+class Resize(Frozen):
     job_id: str
     requested: int
     gpus: int
 
 
 @dataclass(frozen=True, slots=True)
-class Reject:
+class Reject(Frozen):
     job_id: str
     reason: str
 

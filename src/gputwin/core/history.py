@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Protocol, Sequence
 
+from gputwin.core.frozen import Frozen
 from gputwin.core.model import JobSpec
 
 _DIGITS = re.compile(r"\d+$")
@@ -138,7 +139,7 @@ def observe_means(means: tuple[Mean, ...], run_seconds: float) -> None:
 
 
 @dataclass(frozen=True, eq=False)
-class TableEstimator:
+class TableEstimator(Frozen):
     """Fixed run-time estimates by job name; `UNKNOWN` for a name the table lacks.
 
     Stateless (`observe` learns nothing), so one table can be shared by every run that uses it.

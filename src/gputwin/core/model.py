@@ -1,7 +1,8 @@
 """Values the scheduling core speaks in: jobs, nodes, switches, partitions, policies, placements.
 
 Everything here is a frozen dataclass: cheap to share between the simulator, the operator and the
-SLURM adapter, impossible to mutate behind the scheduler's back. Times are seconds as floats on
+SLURM adapter, impossible to mutate behind the scheduler's back, and pickled through their constructor
+(`Frozen`: a worker process gets them in either build). Times are seconds as floats on
 whatever clock the caller uses (virtual time in the simulator, epoch seconds live); the core never
 reads a clock itself.
 """
@@ -11,11 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
+from gputwin.core.frozen import Frozen
+
 # --- jobs -----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
-class JobSpec:
+class JobSpec(Frozen):
     """One GPU job as submitted: from a trace record, a GPUJob resource or a SLURM job.
 
     `seq` is the job's position in its source (file order); it is the final tie-break of every
@@ -52,7 +55,7 @@ class JobSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class SwitchSpec:
+class SwitchSpec(Frozen):
     """A network switch; `parent` is None for the root(s) of the tree."""
 
     name: str
@@ -60,7 +63,7 @@ class SwitchSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeSpec:
+class NodeSpec(Frozen):
     """A GPU node hanging off one leaf switch; `model` is its GPUs' model ("": not declared)."""
 
     name: str
@@ -71,7 +74,7 @@ class NodeSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class OverheadModel:
+class OverheadModel(Frozen):
     """Extra run time a job pays when its GPUs are spread out (patent claim 5).
 
     The job's duration is multiplied by `1 + fraction`, where
@@ -88,7 +91,7 @@ class OverheadModel:
 
 
 @dataclass(frozen=True, slots=True)
-class TopologySpec:
+class TopologySpec(Frozen):
     """The switch tree and the nodes under its leaves, as declared by a SwitchTopology.
 
     `speeds`: how fast each GPU model runs a job relative to speed 1 (a model not named: 1). A job
@@ -107,7 +110,7 @@ class TopologySpec:
 
 
 @dataclass(frozen=True, slots=True)
-class PolicySpec:
+class PolicySpec(Frozen):
     """How one partition schedules: queue order, placement, GPU sizing, preemption.
 
     `params` carries policy-specific knobs (for example `las_thresholds`, `qssf_prior`,
@@ -134,7 +137,7 @@ def policy_label(queue: str, placement: str, sizing: str | None = None, backfill
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(Frozen):
     """One policy combination to evaluate (compare's grid, the demo, a TraceReplay's candidates).
 
     None keeps what the cluster declares for that setting and is left out of the name; the API's
@@ -156,7 +159,7 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
-class QuotaSpec:
+class QuotaSpec(Frozen):
     """A tenant's (an account's) guaranteed GPUs in one partition (docs/tenancy.md).
 
     `users` are the job users it covers ("*": every user no other quota of the partition names).
@@ -178,7 +181,7 @@ class QuotaSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionSpec:
+class PartitionSpec(Frozen):
     """Nodes grouped by the task types they serve (patent claims 2 and 4), and the tenants'
     quotas of their GPUs (none: no quota applies, every job may use any GPU)."""
 
@@ -192,7 +195,7 @@ class PartitionSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class ClusterSpec:
+class ClusterSpec(Frozen):
     """A whole declared cluster: one topology and the partitions carved out of it."""
 
     topology: TopologySpec
@@ -203,7 +206,7 @@ class ClusterSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
+class Placement(Frozen):
     """GPUs chosen for one job: `(node index, gpus)` pairs plus the span they imply."""
 
     slots: tuple[tuple[int, int], ...]

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from gputwin.core.compat import helios_checkpoint_cost
+from gputwin.core.frozen import Frozen
 from gputwin.core.history import Estimator, TableEstimator
 
 
 @dataclass(frozen=True, slots=True)
-class SchedulerOptions:
+class SchedulerOptions(Frozen):
     """Knobs that are about the scheduler, not about one partition's policy.
 
     `release_lag` delays the end of preemptive jobs' runs (the reference simulator releases SRTF

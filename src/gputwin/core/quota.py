@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Reversible, Sequence
 
+from gputwin.core.frozen import Frozen
 from gputwin.core.model import QuotaSpec
 from gputwin.core.quotapool import NO_LIMIT, Cohort, Held, Pool, Queued
 
@@ -30,7 +31,7 @@ CATCH_ALL = "*"
 
 
 @dataclass(frozen=True, slots=True)
-class TenantUsage:
+class TenantUsage(Frozen):
     """One tenant's service in one partition over a run (GPU-seconds); `tenant` is `tenant/model`
     for a per-model quota."""
 

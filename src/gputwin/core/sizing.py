@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Protocol, Sequence
 
+from gputwin.core.frozen import Frozen
 from gputwin.core.history import JobHistory
 from gputwin.core.model import JobSpec
 
@@ -53,7 +54,7 @@ def model_speed(model: str, speeds: Mapping[str, float], models: Iterable[str]) 
 
 
 @dataclass(frozen=True, slots=True)
-class SizeChoice:
+class SizeChoice(Frozen):
     gpus: int
     duration: float
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
+from gputwin.core.frozen import Frozen
 from gputwin.core.model import NodeSpec, SwitchSpec, TopologySpec
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ class TopologyError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class Span:
+class Span(Frozen):
     """Where a set of nodes sits in the tree: how many leaves, and tiers up to their meeting point."""
 
     leaves: int
