@@ -3,7 +3,7 @@ accounting and checks are in `gputwin.core.ledger`, split from it for length).
 
 Indexes are bitsets (Python ints, one bit per node of the partition, bit i = the partition's i-th
 node in topology order): `_by_free[f]` holds nodes with exactly f free GPUs, `_idle` nodes with
-every GPU free, `_avail` nodes with any (split in 60-bit words, see `WORD`). A bitset answers
+every GPU free, `_avail` nodes with any (split in words of `WORD` bits). A bitset answers
 "lowest-index node in this set" and "the same, restricted to one leaf switch" (`& leaf mask`) in
 a few machine-word operations, which is what best fit with lowest-index tie-breaks needs on every
 placement. Callers see the topology's global node indexes, so placements mean the same thing
@@ -23,7 +23,9 @@ from gputwin.core.topology import Topology
 
 # `_avail` is split in words of this many bits: below 2^62, which mypyc keeps unboxed (a machine
 # word, no allocation per operation), unlike the 1,000-bit int one bitset of a large partition is.
-WORD: Final = 60
+# 30 bits, one digit of a Python int: a word read from its list and stored back takes the one-digit
+# paths of those conversions (`_change` does so for most jobs it starts or ends).
+WORD: Final = 30
 
 
 def bits(mask: int) -> Iterator[int]:
