@@ -70,12 +70,14 @@ class FreeIndex:
         # Nodes with any free GPU: word w holds local nodes w*WORD .. w*WORD+WORD-1, bit i % WORD
         # each. `first_fit` walks it and `_change` flips a bit per job in a machine word (one
         # bitset, as `_by_free`'s, allocated a long int per operation). `_low`: every word below
-        # it is empty (a lower bound, raised lazily by `first_fit`).
-        self._word_bit: list[int] = [1 << i % WORD for i in range(len(self.nodes))]
+        # it is empty (a lower bound, raised lazily by `first_fit`). A node's bit in its word is
+        # worked out (`1 << i % WORD`), not kept: a 30th attribute costs CPython 3.11 the
+        # instance's shared-key dict, and then every attribute read of a pure-Python ledger is
+        # slower (~2 % of a pure replay).
         self._avail: list[int] = [0] * ((len(self.nodes) + WORD - 1) // WORD)
         for i, cap in enumerate(self.capacity):
             if cap:
-                self._avail[i // WORD] |= self._word_bit[i]
+                self._avail[i // WORD] |= 1 << i % WORD
         self._low = 0
         self.free_gpus = self.total_gpus
         self.leaves: tuple[int, ...] = tuple(sorted(set(leaf_of)))
@@ -249,7 +251,7 @@ class FreeIndex:
                 counts[after] = counts[after] + 1
             if not (before and after):  # its first free GPU or its last: its `_avail` bit flips
                 avail, w = self._avail, i // WORD
-                avail[w] = avail[w] ^ self._word_bit[i]
+                avail[w] = avail[w] ^ 1 << i % WORD
                 if w < self._low:
                     self._low = w
             cap = self.capacity[i]
@@ -320,10 +322,10 @@ class FreeIndex:
         avail, w = self._avail, i // WORD
         if after:
             self._counts[after] += 1
-            avail[w] = avail[w] | self._word_bit[i]
+            avail[w] = avail[w] | 1 << i % WORD
             self._low = min(self._low, w)
         else:
-            avail[w] = avail[w] & ~self._word_bit[i]
+            avail[w] = avail[w] & ~(1 << i % WORD)
         if after == cap and after:
             self._full[cap] += 1
         self.free_gpus += delta
