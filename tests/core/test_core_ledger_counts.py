@@ -59,9 +59,44 @@ def test_counts_follow_the_bitsets_under_random_changes(seed: int) -> None:
             ledger.set_out_of_service(rng.sample(ledger.nodes, rng.randint(0, 2)))
         else:
             ledger.set_external_use({n: rng.randint(0, 3) for n in rng.sample(ledger.nodes, 2)})
+        ledger.idle_count()  # the bitsets are kept from a first read on (`FreeIndex._bitsets`)
         assert ledger._counts == [b.bit_count() for b in ledger._by_free]
         assert ledger._full == [(b & ledger._idle).bit_count() for b in ledger._by_free]
         for gpus in (1, 2, 3, 5, 8, 9, 12, 20):
             assert ledger.fragmented(gpus) == _brute(ledger, gpus)
             for leaf in (None, *ledger.leaves):
                 assert ledger.best_fit_node(gpus, leaf) == _best_fit(ledger, gpus, leaf)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bitsets_made_at_the_first_read_are_the_kept_ones(seed: int) -> None:
+    """Until a placer reads them, the bitsets and leaf counts are not kept (`FreeIndex._bitsets`):
+    made then, after any changes, they are what keeping them all along gives."""
+    rng = random.Random(seed)
+    kept, lazy = (build_ledger({"l0": [8, 8, 4, 8], "l1": [2, 8, 8], "l2": [0, 8]}) for _ in range(2))
+    kept.idle_count()
+    held: list[tuple[tuple[int, int], ...]] = []
+    for _ in range(300):
+        roll = rng.random()
+        if roll < 0.45:
+            node = rng.choice(kept.nodes)
+            free = kept.free_of(node)
+            if free:
+                held.append(((node, rng.randint(1, free)),))
+                kept.allocate(held[-1])
+                lazy.allocate(held[-1])
+        elif roll < 0.85 and held:
+            slots = held.pop(rng.randrange(len(held)))
+            kept.release(slots)
+            lazy.release(slots)
+        elif roll < 0.93:
+            out = rng.sample(kept.nodes, rng.randint(0, 2))
+            kept.set_out_of_service(out)
+            lazy.set_out_of_service(out)
+        else:
+            used = {n: rng.randint(0, 3) for n in rng.sample(kept.nodes, 2)}
+            kept.set_external_use(used)
+            lazy.set_external_use(used)
+    assert [lazy.leaf_free(leaf) for leaf in lazy.leaves] == [kept.leaf_free(leaf) for leaf in kept.leaves]
+    assert (lazy._by_free, lazy._idle) == (kept._by_free, kept._idle)
+    assert lazy.idle_count() == kept.idle_count()

@@ -3,11 +3,13 @@ accounting and checks are in `gputwin.core.ledger`, split from it for length).
 
 Indexes are bitsets (Python ints, one bit per node of the partition, bit i = the partition's i-th
 node in topology order): `_by_free[f]` holds nodes with exactly f free GPUs, `_idle` nodes with
-every GPU free, `_avail` nodes with any (split in 60-bit words, see `WORD`). A bitset answers
+every GPU free, `_avail` nodes with any (split in words of `WORD` bits). A bitset answers
 "lowest-index node in this set" and "the same, restricted to one leaf switch" (`& leaf mask`) in
 a few machine-word operations, which is what best fit with lowest-index tie-breaks needs on every
 placement. Callers see the topology's global node indexes, so placements mean the same thing
-everywhere. What placers see of a node (`_shown`, `_visible`) is its free GPUs less those out of
+everywhere. `_by_free`, `_idle` and the free GPUs per leaf are kept only once a placer walks them
+(`_bitsets`): first fit, a forecast's, never does, and flipping bits of long ints was a sixth of
+its replay (issue 15). What placers see of a node (`_shown`, `_visible`) is its free GPUs less those out of
 service or held by others (`Ledger`).
 """
 
@@ -21,7 +23,9 @@ from gputwin.core.topology import Topology
 
 # `_avail` is split in words of this many bits: below 2^62, which mypyc keeps unboxed (a machine
 # word, no allocation per operation), unlike the 1,000-bit int one bitset of a large partition is.
-WORD: Final = 60
+# 30 bits, one digit of a Python int: a word read from its list and stored back takes the one-digit
+# paths of those conversions (`_change` does so for most jobs it starts or ends).
+WORD: Final = 30
 
 
 def bits(mask: int) -> Iterator[int]:
@@ -49,42 +53,46 @@ class FreeIndex:
         self.total_gpus = sum(self.capacity)
         self.max_node_gpus = max(self.capacity, default=0)
         self._free: list[int] = list(self.capacity)
-        self._by_free: list[int] = [0] * (self.max_node_gpus + 1)
-        self._leaf_mask: dict[int, int] = {}
-        for i, (cap, leaf) in enumerate(zip(self.capacity, leaf_of)):
-            self._by_free[cap] |= 1 << i
-            self._leaf_mask[leaf] = self._leaf_mask.get(leaf, 0) | 1 << i
-        self._by_free[0] = 0  # zero-GPU nodes are never candidates
-        # How many nodes each bitset holds (`_counts[f]`: `_by_free[f]`'s), and how many idle nodes
+        # How many nodes have f free GPUs (`_counts[f]`: `_by_free[f]`'s), and how many idle nodes
         # have f GPUs (`_full[f]`: those of `_by_free[f]` in `_idle`): what `Ledger.fragmented`
         # counts after most instants, without a bit count of a long bitset each.
-        self._counts: list[int] = [self._by_free[f].bit_count() for f in range(self.max_node_gpus + 1)]
+        self._counts: list[int] = [0] * (self.max_node_gpus + 1)
+        for cap in self.capacity:
+            if cap:  # zero-GPU nodes are never candidates
+                self._counts[cap] += 1
         self._full: list[int] = list(self._counts)
-        self._idle = sum(1 << i for i, cap in enumerate(self.capacity) if cap)
-        # Each node's bit, made once: on a 500-node partition `1 << i` allocates a 17-digit int,
-        # and `_change` needs one twice per job.
-        self._bit: list[int] = [1 << i for i in range(len(self.nodes))]
+        # The bitsets, each node's bit (made once: on a 500-node partition `1 << i` allocates a
+        # 17-digit int) and each leaf's mask: made by `_bitsets` when a placer first reads them.
+        self._by_free: list[int] = []
+        self._idle = 0
+        self._bit: list[int] = []
+        self._leaf_mask: dict[int, int] = {}
         # Nodes with any free GPU: word w holds local nodes w*WORD .. w*WORD+WORD-1, bit i % WORD
         # each. `first_fit` walks it and `_change` flips a bit per job in a machine word (one
         # bitset, as `_by_free`'s, allocated a long int per operation). `_low`: every word below
-        # it is empty (a lower bound, raised lazily by `first_fit`).
-        full_word = (1 << WORD) - 1
-        self._avail: list[int] = [self._idle >> w & full_word for w in range(0, len(self.nodes), WORD)]
-        self._word_bit: list[int] = [1 << i % WORD for i in range(len(self.nodes))]
+        # it is empty (a lower bound, raised lazily by `first_fit`). A node's bit in its word is
+        # worked out (`1 << i % WORD`), not kept: a 30th attribute costs CPython 3.11 the
+        # instance's shared-key dict, and then every attribute read of a pure-Python ledger is
+        # slower (~2 % of a pure replay).
+        self._avail: list[int] = [0] * ((len(self.nodes) + WORD - 1) // WORD)
+        for i, cap in enumerate(self.capacity):
+            if cap:
+                self._avail[i // WORD] |= 1 << i % WORD
         self._low = 0
         self.free_gpus = self.total_gpus
-        self.leaves: tuple[int, ...] = tuple(sorted(self._leaf_mask))
+        self.leaves: tuple[int, ...] = tuple(sorted(set(leaf_of)))
         # Free GPUs per leaf, by the leaf's position in `leaves` (lowest leaf first, so a walk over
         # it, `best_fit_leaf`, meets ties lowest leaf first); `_leaf_of`: each node's leaf position.
         # Lists, not dicts by leaf: `_change` updates a leaf's count twice per job.
         self._leaf_pos: dict[int, int] = {leaf: k for k, leaf in enumerate(self.leaves)}
         self._leaf_of: list[int] = [self._leaf_pos[leaf] for leaf in leaf_of]
-        self._leaf_free: list[int] = [0] * len(self.leaves)
-        for cap, k in zip(self.capacity, self._leaf_of):
-            self._leaf_free[k] += cap
+        self._leaf_free: list[int] = []
         self._whole_prefix = list(accumulate(sorted(self.capacity, reverse=True)))
         self._capacity_prefix = self._whole_prefix
         self._prefixes: dict[frozenset[int], list[int]] = {}  # `pool`'s, one per GPU model's nodes
+        # Whether `_by_free`, `_idle` and `_leaf_free` are kept: from the first read of any of
+        # them (`_bitsets`) on. Until then `_change` leaves them, and they are not made.
+        self._kept = False
         self._out = 0  # bitset of nodes out of service: their free GPUs are hidden from placers
         self._external: list[int] = [0] * len(self.nodes)  # GPUs held by others, per local node
         self._shown: list[int] = list(self.capacity)  # free GPUs placers see, per local node (`_visible`)
@@ -97,10 +105,14 @@ class FreeIndex:
         return self._visible(self._local[node])
 
     def leaf_free(self, leaf: int) -> int:
+        if not self._kept:
+            self._bitsets()
         return self._leaf_free[self._leaf_pos[leaf]]
 
     def best_fit_node(self, gpus: int, leaf: int | None = None, exclude: int = 0) -> int | None:
         """The node whose free GPUs are the smallest count >= `gpus` (lowest index on ties)."""
+        if not self._kept:
+            self._bitsets()
         scope = ~exclude if leaf is None else self._leaf_mask[leaf] & ~exclude
         whole = leaf is None and not exclude  # scope ~0: a bitset ANDed with it would only be copied
         by_free = self._by_free
@@ -112,6 +124,8 @@ class FreeIndex:
 
     def best_fit_leaf(self, gpus: int) -> int | None:
         """The leaf whose free GPUs are the smallest count >= `gpus` (lowest index on ties), or None."""
+        if not self._kept:
+            self._bitsets()
         best, least, leaf_free = -1, 0, self._leaf_free
         for k in range(len(leaf_free)):
             free = leaf_free[k]
@@ -126,6 +140,8 @@ class FreeIndex:
 
         One walk over the bitsets by local index, rather than `best_fit_node`, `fullest_first`,
         `free_of` and `mask_of` calls and their generators: this runs for most jobs placed."""
+        if not self._kept:
+            self._bitsets()
         scope = -1 if leaf is None else self._leaf_mask[leaf]  # (-1: every node, no AND needed)
         by_free, nodes, top = self._by_free, self.nodes, self.max_node_gpus
         for f in range(max(gpus, 1), top + 1):
@@ -155,6 +171,8 @@ class FreeIndex:
 
     def fullest_first(self, leaf: int | None = None) -> Iterator[int]:
         """Nodes with free GPUs, most free first, then by index."""
+        if not self._kept:
+            self._bitsets()
         scope = -1 if leaf is None else self._leaf_mask[leaf]
         for f in range(self.max_node_gpus, 0, -1):
             for i in bits(self._by_free[f] & scope):
@@ -162,10 +180,14 @@ class FreeIndex:
 
     def idle_nodes(self, leaf: int | None = None) -> Iterator[int]:
         """Nodes with every GPU free, by index."""
+        if not self._kept:
+            self._bitsets()
         scope = -1 if leaf is None else self._leaf_mask[leaf]
         return (self.nodes[i] for i in bits(self._idle & scope))
 
     def idle_count(self) -> int:
+        if not self._kept:
+            self._bitsets()
         return self._idle.bit_count()
 
     def first_fit(self, gpus: int) -> tuple[tuple[int, int], ...] | None:
@@ -222,26 +244,31 @@ class FreeIndex:
             # On a 250-node partition a bitset is a 9-digit int: each operation allocates one.
             # Each list item written as `a[k] = a[k] - 1`, not `a[k] -= 1`: compiled, the augmented
             # form is a generic number operation on boxed ints; this one is a machine add.
-            bit = self._bit[i]
-            by_free, counts = self._by_free, self._counts
+            kept, counts = self._kept, self._counts
             if before:
-                by_free[before] = by_free[before] ^ bit
                 counts[before] = counts[before] - 1
-                if not after:
-                    self._flip_avail(i)
-            else:
-                self._flip_avail(i)  # after > 0
             if after:
-                by_free[after] = by_free[after] ^ bit
                 counts[after] = counts[after] + 1
+            if not (before and after):  # its first free GPU or its last: its `_avail` bit flips
+                avail, w = self._avail, i // WORD
+                avail[w] = avail[w] ^ 1 << i % WORD
+                if w < self._low:
+                    self._low = w
             cap = self.capacity[i]
             if before == cap or after == cap:
-                self._idle ^= bit
                 self._full[cap] = self._full[cap] + (1 if after == cap else -1)
             self.free_gpus += delta
-            k = self._leaf_of[i]
-            self._leaf_free[k] = self._leaf_free[k] + delta
             self._shown[i] = after
+            if kept:  # `_flip` inlined
+                bit, by_free = self._bit[i], self._by_free
+                if before:
+                    by_free[before] = by_free[before] ^ bit
+                if after:
+                    by_free[after] = by_free[after] ^ bit
+                if before == cap or after == cap:
+                    self._idle ^= bit
+                k = self._leaf_of[i]
+                self._leaf_free[k] = self._leaf_free[k] + delta
             return
         before = self._visible(i)
         self._free[i] += delta
@@ -249,37 +276,59 @@ class FreeIndex:
         if after != before:  # out of service, or others hold the difference: counted, not visible
             self._index(i, before, after)
 
+    def _flip(self, i: int, before: int, after: int, delta: int) -> None:
+        """Local node i's bits and leaf count moved from `before` to `after` visible free GPUs (the
+        kept ones: `_bitsets`). Only the bits that change are flipped (XOR): the node is in
+        `_by_free[before]` (if before > 0) and in `_idle` iff before is its capacity. On a
+        250-node partition a bitset is a 9-digit int: each operation allocates one."""
+        bit, by_free, cap = self._bit[i], self._by_free, self.capacity[i]
+        if before:
+            by_free[before] = by_free[before] ^ bit
+        if after:
+            by_free[after] = by_free[after] ^ bit
+        if before == cap or after == cap:
+            self._idle ^= bit
+        k = self._leaf_of[i]
+        self._leaf_free[k] = self._leaf_free[k] + delta
+
+    def _bitsets(self) -> None:
+        """`_by_free`, `_idle` and `_leaf_free` made from what placers see (`_shown`) and kept from
+        now on, with each node's bit and each leaf's mask: a placer walks them (see the module)."""
+        self._bit = [1 << i for i in range(len(self.nodes))]
+        for i, k in enumerate(self._leaf_of):
+            leaf = self.leaves[k]
+            self._leaf_mask[leaf] = self._leaf_mask.get(leaf, 0) | self._bit[i]
+        by_free, idle = [0] * (self.max_node_gpus + 1), 0
+        leaf_free = [0] * len(self.leaves)
+        for i, shown in enumerate(self._shown):
+            if shown:
+                bit = self._bit[i]
+                by_free[shown] |= bit
+                if shown == self.capacity[i]:
+                    idle |= bit
+                leaf_free[self._leaf_of[i]] += shown
+        self._by_free, self._idle, self._leaf_free, self._kept = by_free, idle, leaf_free, True
+
     def _index(self, i: int, before: int, after: int) -> None:
         """Move node i from `before` to `after` visible free GPUs in every index and total."""
+        if after == before:
+            return
         delta = after - before
-        bit = self._bit[i]
-        by_free = self._by_free
         cap = self.capacity[i]
         if before:
-            by_free[before] ^= bit
             self._counts[before] -= 1
             if before == cap:
                 self._full[cap] -= 1
         avail, w = self._avail, i // WORD
         if after:
-            by_free[after] |= bit
             self._counts[after] += 1
-            avail[w] = avail[w] | self._word_bit[i]
+            avail[w] = avail[w] | 1 << i % WORD
             self._low = min(self._low, w)
         else:
-            avail[w] = avail[w] & ~self._word_bit[i]
+            avail[w] = avail[w] & ~(1 << i % WORD)
         if after == cap and after:
-            self._idle |= bit
             self._full[cap] += 1
-        else:
-            self._idle &= ~bit
         self.free_gpus += delta
-        self._leaf_free[self._leaf_of[i]] += delta
         self._shown[i] = after
-
-    def _flip_avail(self, i: int) -> None:
-        """Local node i's bit in `_avail` flipped (it gained its first free GPU or lost its last)."""
-        avail, w = self._avail, i // WORD
-        avail[w] = avail[w] ^ self._word_bit[i]
-        if w < self._low:
-            self._low = w
+        if self._kept:
+            self._flip(i, before, after, delta)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from gputwin.core.sortedqueue import Entry, SortedQueue
-from gputwin.core.state import JobState, PartitionState
+from gputwin.core.state import Ends, JobState, PartitionState
 
 
 def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float, int]:
@@ -30,7 +30,7 @@ def reservation(part: PartitionState, head: JobState, now: float) -> tuple[float
     elif free >= head.gpus:
         shadow, extra = now, free - head.gpus
     elif part.ends is not None:
-        shadow, extra = _first_ending(part.ends.jobs, free, head.gpus, part.ends.first)
+        shadow, extra = _first_ending(part.ends, free, head.gpus)
     elif part.running:
         shadow, extra = _first_enough(ending(part.running.values()), free, head.gpus)
     max_wait = part.max_wait
@@ -207,13 +207,16 @@ def _first_enough(ends: list[tuple[float, int, int]], free: int, need: int, firs
     return float("inf"), 0
 
 
-def _first_ending(jobs: list[JobState], free: int, need: int, first: int) -> tuple[float, int]:
-    """`_first_enough` over running jobs sorted as `PartitionState.ends` keeps them."""
-    for k in range(first, len(jobs)):
-        job = jobs[k]
-        free += job.gpus
-        if free >= need:
-            return job.seg_end, free - need
+def _first_ending(ends: Ends, free: int, need: int) -> tuple[float, int]:
+    """`_first_enough` over the running jobs as `PartitionState.ends` keeps them."""
+    first = ends.first
+    for block in ends.blocks:
+        for k in range(first, len(block)):
+            job = block[k]
+            free += job.gpus
+            if free >= need:
+                return job.seg_end, free - need
+        first = 0
     return float("inf"), 0
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from operator import itemgetter
-from typing import Any, Collection, Iterator
+from typing import Any, Collection, Final, Iterator
 
 from gputwin.core.fairness import Fairness
 from gputwin.core.fairqueue import FairPolicy, FairQueue
@@ -257,70 +257,101 @@ def _by_rank(entries: list[Any], places: list[int]) -> list[Any]:
 
 class Ends:
     """A partition's running jobs sorted by (seg_end, gpus, order) (`PartitionState.ends`): the
-    jobs themselves, one list, bisected on their `seg_end` (a running job's never changes while it
-    is held here), ties placed by (gpus, order). Compiled, the bisects (`_after`, `_before`) read
-    unboxed floats from the jobs' fields; no entry tuple is built and no list of boxed ends is
-    kept beside (two inserts per start and the tuple were most of a forecast's `add`). Jobs end
-    mostly in the order of their ends, so the first entry is the one that usually goes: it is
-    skipped (`first`), not moved out, and the list drops what it skips only once it is half of it
-    (moving every entry up for each end was ~3 % of a sample). The jobs from `first` on run."""
+    jobs themselves (a running job's `seg_end` never changes while it is held here), compared by
+    their fields (`_place`; compiled, on unboxed floats): no entry tuple is built. They are kept
+    in blocks of at most 2 * BLOCK, each sorted, one after the other: a start lands anywhere
+    among ~600 running jobs, and moving half of one list up per start (`list.insert`) was most of
+    an `add`. Jobs end mostly in the order of their ends, so the first entry is the one that
+    usually goes: it is skipped (`first`), not moved out, and the first block dropped once all of
+    it is skipped. The jobs from the first block's `first` on run."""
 
-    __slots__ = ("jobs", "first")
+    __slots__ = ("blocks", "first", "count")
 
     def __init__(self) -> None:
-        self.jobs: list[JobState] = []
-        self.first = 0  # jobs before it have stopped running
+        self.blocks: list[list[JobState]] = []
+        self.first = 0  # jobs of the first block before it have stopped running
+        self.count = 0
 
     def __iter__(self) -> Iterator[tuple[float, int, int]]:
-        return iter([(job.seg_end, job.gpus, job.order) for job in self.jobs[self.first:]])
+        first, out = self.first, list[tuple[float, int, int]]()
+        for block in self.blocks:
+            out += [(job.seg_end, job.gpus, job.order) for job in block[first:]]
+            first = 0
+        return iter(out)
 
     def __len__(self) -> int:
-        return len(self.jobs) - self.first
+        return self.count
 
     def add(self, job: JobState) -> None:
         """`job` started: in at its place."""
-        jobs, end, first = self.jobs, job.seg_end, self.first
-        i = _after(jobs, end, first, len(jobs))
-        while i > first and (other := jobs[i - 1]).seg_end == end and _tied_after(other, job):
-            i -= 1  # a tie on the end: (gpus, order) place it among those
-        jobs.insert(i, job)
+        blocks = self.blocks
+        self.count += 1
+        if not blocks:
+            blocks.append([job])
+            return
+        k = _block_of(blocks, job)
+        block = blocks[k]
+        block.insert(_place(block, job, self.first if k == 0 else 0, len(block)), job)
+        if len(block) > 2 * BLOCK:
+            if k == 0 and self.first:  # its stopped jobs go first
+                del block[:self.first]
+                self.first = 0
+            if len(block) > 2 * BLOCK:
+                blocks.insert(k + 1, block[BLOCK:])
+                del block[BLOCK:]
 
     def drop(self, job: JobState) -> None:
-        """`job` stopped running: out (found by identity among those ending when it does)."""
-        jobs, first = self.jobs, self.first
-        i = _before(jobs, job.seg_end, first, len(jobs))
-        while jobs[i] is not job:  # past the other jobs that end at the same time
-            i += 1
-        if i > first:
-            jobs.pop(i)  # compiled, a direct list op (`del` is the generic one)
-        elif 2 * (first + 1) < len(jobs) or first < 64:
-            self.first = first + 1
+        """`job` stopped running: out."""
+        blocks, first = self.blocks, self.first
+        self.count -= 1
+        k, i = 0, first  # mostly the first
+        if blocks[0][first] is not job:
+            k = _block_of(blocks, job)
+            i = _place(blocks[k], job, first if k == 0 else 0, len(blocks[k]))
+        block = blocks[k]
+        if k == 0 and i == first:
+            first += 1
         else:
-            del jobs[:first + 1]
-            self.first = 0
+            block.pop(i)
+        if k == 0 and first == len(block):
+            blocks.pop(0)  # every job of it has stopped
+            first = 0
+        elif not block:
+            blocks.pop(k)
+        self.first = first
 
 
-def _tied_after(other: JobState, job: JobState) -> bool:
-    """Whether `other`, ending when `job` does, comes after it: (gpus, order) is greater."""
-    return other.gpus > job.gpus or (other.gpus == job.gpus and other.order > job.order)
+BLOCK: Final = 64
 
 
-def _after(jobs: list[JobState], end: float, lo: int, hi: int) -> int:
-    """`bisect.bisect_right` of `end` among the jobs' `seg_end`s: compiled, on unboxed floats."""
+def _tied_before(one: JobState, other: JobState) -> bool:
+    """Whether `one`, ending when `other` does, comes before it in `Ends`: (gpus, order) is less
+    (orders are unique)."""
+    return one.gpus < other.gpus or (one.gpus == other.gpus and one.order < other.order)
+
+
+def _block_of(blocks: list[list[JobState]], job: JobState) -> int:
+    """The first block whose last job does not precede `job` (the last block if none): where it
+    is or goes. Compiled, the ends compared are unboxed floats (ties, rare, by `_tied_before`)."""
+    lo, hi, end = 0, len(blocks) - 1, job.seg_end
     while lo < hi:
         mid = (lo + hi) >> 1
-        if end < jobs[mid].seg_end:
-            hi = mid
-        else:
+        other = blocks[mid][-1]
+        if other.seg_end < end or (other.seg_end == end and _tied_before(other, job)):
             lo = mid + 1
+        else:
+            hi = mid
     return lo
 
 
-def _before(jobs: list[JobState], end: float, lo: int, hi: int) -> int:
-    """`bisect.bisect_left` of `end` among the jobs' `seg_end`s: compiled, on unboxed floats."""
+def _place(jobs: list[JobState], job: JobState, lo: int, hi: int) -> int:
+    """Where `job` is or goes in `jobs[lo:hi]` (sorted): the first place whose job does not
+    precede it (as `_block_of` compares)."""
+    end = job.seg_end
     while lo < hi:
         mid = (lo + hi) >> 1
-        if jobs[mid].seg_end < end:
+        other = jobs[mid]
+        if other.seg_end < end or (other.seg_end == end and _tied_before(other, job)):
             lo = mid + 1
         else:
             hi = mid
