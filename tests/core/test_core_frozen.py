@@ -17,7 +17,7 @@ import pytest
 from cluster_builders import build_cluster, build_jobs
 
 import gputwin.core
-from gputwin.core.decision import Preempt, Reject, Resize
+from gputwin.core.decision import Decision, Preempt, Reject, Resize, Start
 from gputwin.core.frozen import Frozen
 from gputwin.core.history import TableEstimator
 from gputwin.core.model import Candidate, OverheadModel, Placement, PolicySpec, QuotaSpec
@@ -52,6 +52,18 @@ def test_a_frozen_value_survives_pickle_and_copy(value: object) -> None:
     for back in (pickle.loads(pickle.dumps(value)), copy.copy(value), copy.deepcopy(value)):
         assert type(back) is type(value)
         assert dataclasses.astuple(back) == dataclasses.astuple(value)  # type: ignore[call-overload]
+
+
+START = Start("j1", "a", ((0, 2), (1, 2)), 60.0, 0.05, 1, 0, 3)
+
+
+@pytest.mark.parametrize("value", [START, Decision((START,), (Preempt("j2", "a", 30.0),), wakes=((5.0, "a"),))],
+                         ids=["Start", "Decision"])  # fmt: skip
+def test_a_decision_survives_pickle_and_copy(value: object) -> None:
+    """The plain value classes of gputwin.core.decision (compiled, a default pickle called the
+    constructor with no arguments)."""
+    for back in (pickle.loads(pickle.dumps(value)), copy.copy(value), copy.deepcopy(value)):
+        assert type(back) is type(value) and back == value
 
 
 def test_the_cluster_survives_with_every_field() -> None:

@@ -41,6 +41,10 @@ class Start:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Start) and self.fields() == other.fields()
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled through the constructor: compiled, the default would call it with no arguments."""
+        return (Start, self.fields())
+
     def __hash__(self) -> int:
         return hash(self.fields())
 
@@ -95,6 +99,9 @@ class Decision:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Decision) and self.fields() == other.fields()
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (Decision, self.fields())  # (as `Start`'s)
 
     def __hash__(self) -> int:
         return hash(self.fields())
