@@ -42,6 +42,12 @@ class Phase(str, Enum):
     DONE = "Succeeded"
 
 
+# Phases read once (as in gputwin.core.cycle): an Enum member is a slow class attribute in pure
+# Python (~200 ns a read), and every job is made queued and tested for running several times.
+_QUEUED: Final = Phase.QUEUED
+_RUNNING: Final = Phase.RUNNING
+
+
 class JobState:
     """A job as the scheduler tracks it between submission and completion."""
 
@@ -58,7 +64,7 @@ class JobState:
         self.duration = duration
         self.work_left = duration
         self.predicted = predicted
-        self.phase = Phase.QUEUED
+        self.phase = _QUEUED
         self.order = 0  # arrival/start counter: the final tie-break
         self.queued_since = spec.submit
         self.wait = 0.0
@@ -88,13 +94,13 @@ class JobState:
 
     def remaining(self, now: float) -> float:
         """Work left at `now` (seconds, no overhead): shrinks only while running."""
-        if self.phase is not Phase.RUNNING:
+        if self.phase is not _RUNNING:
             return self.work_left
         left = self.work_left - (now - self.seg_start) / self.slowdown
         return left if left > 0.0 else 0.0
 
     def attained_at(self, now: float) -> float:
-        if self.phase is not Phase.RUNNING:
+        if self.phase is not _RUNNING:
             return self.attained
         return self.attained + (now - self.seg_start) * self.gpus
 
@@ -159,7 +165,7 @@ class PartitionState:
         return self.spec.name
 
     def enqueue(self, job: JobState, order: int, now: float) -> None:
-        job.phase = Phase.QUEUED
+        job.phase = _QUEUED
         job.order = order
         job.queued_since = now
         # Narrowed to qssf (the busiest policy): compiled, a direct call, not the Protocol's generic one.
@@ -191,7 +197,7 @@ class PartitionState:
         policy, queued = self.policy, self.queued
         fixed = static(policy)  # compiled, its `key` a direct call (the Protocol's: ~2,000 instructions)
         for job in jobs:
-            job.phase = Phase.QUEUED
+            job.phase = _QUEUED
             since = job.queued_since
             job.key = key = policy.key(job, since) if fixed is None else fixed.key(job, since)
             queued[job.order] = job
